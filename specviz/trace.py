@@ -84,6 +84,7 @@ class RunTrace:
     prompt_ids: list[int] = field(default_factory=list)
     token_ids: list[int] = field(default_factory=list)  # new tokens only
     text: str = ""
+    token_texts: list[str] = field(default_factory=list)  # per new token, as the tokenizer decodes it alone
     origins: list[str] = field(default_factory=list)  # per new token
     cycle_of: list[int] = field(default_factory=list)  # per new token, -1 for the prefill token
     cycles: list[CycleTrace] = field(default_factory=list)

@@ -1,0 +1,73 @@
+"""Screenshot of the app mid-run for the README: launch it, press Step a few times, save a PNG.
+
+    python scripts/screenshot.py [--steps 4] [--out assets/screenshot.png]
+
+Needs Debian's chromium at /usr/bin/chromium (or CHROMIUM=/path) and the playwright package;
+the app runs in-process on a free local port with the bundled model.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+VIEWPORT = {"width": 1600, "height": 1000}  # wide enough for the three columns side by side
+STEP_TIMEOUT_MS = 300_000  # the first Step loads the model; a busy 2-core machine needs minutes
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def press_step(page, times: int) -> None:
+    """Press Step and wait until the narration names the new cycle, `times` times."""
+    for i in range(times):
+        page.click("#sv-step")
+        page.wait_for_function(
+            "n => (document.querySelector('#sv-narration')?.innerText || '').includes('Cycle ' + n + ' ')"
+            " && document.querySelector('#sv-status .sv-status-ok')", arg=i, timeout=STEP_TIMEOUT_MS)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--out", type=Path, default=ROOT / "assets" / "screenshot.png")
+    parser.add_argument("--full-page", action="store_true", help="the whole page, not only the first screen")
+    args = parser.parse_args()
+
+    from playwright.sync_api import sync_playwright
+
+    from specviz.ui import build_demo, launch_kwargs
+
+    demo = build_demo()
+    port = free_port()
+    demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True,
+                **launch_kwargs())
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport=VIEWPORT)
+            page.goto(f"http://127.0.0.1:{port}/", wait_until="domcontentloaded")
+            page.wait_for_selector("#sv-tree .js-plotly-plot", timeout=60_000)
+            press_step(page, args.steps)
+            page.wait_for_timeout(1000)  # let plotly finish its transitions
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(args.out), full_page=args.full_page)
+            browser.close()
+        print(f"wrote {args.out}")
+    finally:
+        demo.close()
+
+
+if __name__ == "__main__":
+    main()

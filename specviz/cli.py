@@ -1,0 +1,256 @@
+"""Command line: `python -m specviz generate …` decodes one prompt, `python -m specviz bench …` compares methods.
+
+Every usage error is one line on stderr, `specviz: error: …`, with exit code 2, so a script
+can tell a bad argument from a crash. Arguments are checked before torch is touched, so a
+typo fails at once; errors from loading or decoding (ValueError, ModelLoadError) are mapped
+to the same one line. Progress of model loading goes to stderr, the result to stdout.
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import os
+import sys
+from typing import Callable, NoReturn
+
+# Mirrors specviz.proposers.METHODS; spelled out so a bad argument fails before torch loads.
+METHODS = ("ar", "draft", "layerskip", "pld", "logitspec")
+
+# ANSI styles by token origin. Blue and orange stay apart under the common colour-vision
+# deficiencies; bonus is marked by weight and underline rather than by a third hue.
+STYLES = {"draft": "\033[34m", "resampled": "\033[38;5;208m", "bonus": "\033[1;4m", "target": ""}
+RESET = "\033[0m"
+LEGEND = (("draft", "accepted draft"), ("resampled", "resampled"), ("bonus", "bonus"), ("target", "target"))
+
+
+def fail(message) -> NoReturn:
+    """Print one line `specviz: error: …` to stderr and exit with code 2."""
+    text = " ".join(line.strip() for line in str(message).splitlines() if line.strip())
+    print(f"specviz: error: {text}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse prints usage plus the error; one line is easier to read and to test."""
+
+    def error(self, message: str) -> NoReturn:
+        fail(f"{message} (see --help)")
+
+
+# -- argument types: each raises ArgumentTypeError, which argparse prefixes with the option name
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _finite_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    return value
+
+
+def _temperature(text: str) -> float:
+    value = _finite_float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 (greedy) or more, got {value}")
+    return value
+
+
+def _top_p(text: str) -> float:
+    value = _finite_float(text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {value}")
+    return value
+
+
+def _layers(text: str) -> list[int]:
+    parts = [p.strip() for p in text.split(",")]
+    if not all(p.isdigit() for p in parts):
+        raise argparse.ArgumentTypeError(f"expected comma-separated layer indices such as 0,1,2,29, got {text!r}")
+    return [int(p) for p in parts]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="specviz", description="See and measure speculative decoding.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{generate,bench}")
+    gen = sub.add_parser("generate", help="decode one prompt and print coloured text or a JSON trace",
+                         description="Decode one prompt with one method and print the result.")
+    gen.add_argument("--method", choices=METHODS, default="logitspec", help="how drafts are made (default logitspec)")
+    gen.add_argument("--target", default="bundled", help="target model spec: bundled, a hub id or a folder")
+    gen.add_argument("--draft", help="draft model spec, for --method draft")
+    gen.add_argument("--k", type=_positive_int, default=4, help="draft length K (default 4)")
+    gen.add_argument("--adaptive-k", action="store_true",
+                     help="grow K after full acceptance, shrink it after a rejection")
+    gen.add_argument("--layers", type=_layers, help="kept layer indices for --method layerskip, e.g. 0,1,2,29")
+    gen.add_argument("--temperature", type=_temperature, default=0.0, help="0 means greedy (default 0)")
+    gen.add_argument("--top-p", type=_top_p, default=1.0, help="nucleus mass in (0, 1] (default 1)")
+    gen.add_argument("--seed", type=int, default=0, help="seed of the one random generator (default 0)")
+    gen.add_argument("--max-new-tokens", type=_positive_int, default=128, help="(default 128)")
+    gen.add_argument("--raw", action="store_true", help="tokenize the prompt as-is, without the chat template")
+    gen.add_argument("--device", help="torch device, e.g. cpu or cuda (default: cuda if present)")
+    gen.add_argument("--dtype", help="weights dtype: fp32, bf16 or fp16 (default fp32 on CPU)")
+    prompt = gen.add_mutually_exclusive_group(required=True)
+    prompt.add_argument("--prompt", help="the prompt text")
+    prompt.add_argument("--prompt-file", help="read the prompt from this file ('-' for stdin)")
+    gen.add_argument("--json", action="store_true", help="print the RunTrace as JSON instead of text")
+    gen.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                     help="colour tokens by origin: auto colours only a terminal (default auto)")
+    gen.set_defaults(run=_cmd_generate)
+    sub.add_parser("bench", add_help=False, help="compare methods and baselines on a prompt file "
+                                                 "(python -m specviz bench --help)")
+    return parser
+
+
+def _check_combination(args: argparse.Namespace) -> None:
+    """Options that only make sense together, checked before any model loads."""
+    if args.method == "draft" and not args.draft:
+        fail("--method draft needs --draft SPEC, a model that shares the target's tokenizer")
+    if args.draft and args.method != "draft":
+        fail(f"--draft only applies to --method draft, not {args.method}")
+    if args.layers is not None and args.method != "layerskip":
+        fail(f"--layers only applies to --method layerskip, not {args.method}")
+    if args.adaptive_k and args.method == "ar":
+        fail("--adaptive-k needs a proposer; --method ar drafts nothing")
+
+
+def _read_prompt(args: argparse.Namespace) -> str:
+    if args.prompt is not None:
+        text = args.prompt
+    elif args.prompt_file == "-":
+        text = sys.stdin.read()
+    else:
+        try:
+            with open(args.prompt_file, encoding="utf-8") as f:
+                text = f.read()
+        except (OSError, UnicodeDecodeError) as e:
+            fail(f"cannot read --prompt-file {args.prompt_file!r}: {getattr(e, 'strerror', None) or e}")
+    if not text.strip():
+        fail("the prompt is empty")
+    return text
+
+
+def _progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _decode_options(args: argparse.Namespace) -> dict:
+    options = dict(method=args.method, k=args.k, temperature=args.temperature, top_p=args.top_p,
+                   seed=args.seed, max_new_tokens=args.max_new_tokens, chat=not args.raw)
+    if args.layers is not None:
+        options["layers"] = args.layers
+    if args.adaptive_k:
+        options["adaptive_k"] = True
+    return options
+
+
+def _cmd_generate(args: argparse.Namespace) -> int:
+    _check_combination(args)
+    prompt = _read_prompt(args)
+    import specviz  # heavy (torch, transformers): only once the arguments are known to be good
+    from specviz.models import ModelLoadError
+
+    try:
+        target = specviz.load(args.target, device=args.device, dtype=args.dtype, progress=_progress)
+        draft = None
+        if args.draft:
+            draft = specviz.load(args.draft, device=args.device, dtype=args.dtype, progress=_progress)
+        trace = specviz.generate(target, prompt, draft=draft, **_decode_options(args))
+    except (ValueError, ModelLoadError) as e:
+        fail(e)
+    if args.json:
+        print(trace.to_json())
+        return 0
+    color = args.color == "always" or (
+        args.color == "auto" and sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
+    print(colorize(token_pieces(target.decode, trace.token_ids), trace.origins, color))
+    print(metrics_line(trace.metrics, trace.method))
+    if color:
+        labels, origins = [label for _, label in LEGEND], [origin for origin, _ in LEGEND]
+        print("key: " + colorize(labels, origins, True, sep=" · "))
+    return 0
+
+
+# -- rendering: pure functions of a trace, tested without a model
+
+
+def token_pieces(decode: Callable[[list[int]], str], ids: list[int]) -> list[str]:
+    """Split decode(ids) into one piece per token, so that each piece can carry its token's colour.
+
+    Pieces are differences of prefix decodes, so they join to exactly decode(ids). When a longer
+    prefix rewrites the end of a shorter one (a half character shown as U+FFFD, then completed;
+    a tokenizer's space cleanup), the rewritten text moves to the token that caused it.
+    """
+    pieces: list[str] = []
+    done = ""
+    for i in range(1, len(ids) + 1):
+        text = decode(ids[:i])
+        keep = len(os.path.commonprefix([done, text]))
+        _drop_tail(pieces, len(done) - keep)
+        pieces.append(text[keep:])
+        done = text
+    return pieces
+
+
+def _drop_tail(pieces: list[str], n: int) -> None:
+    """Remove the last n characters from the joined pieces, keeping one piece per token."""
+    j = len(pieces) - 1
+    while n > 0 and j >= 0:
+        cut = min(n, len(pieces[j]))
+        pieces[j] = pieces[j][: len(pieces[j]) - cut]
+        n -= cut
+        j -= 1
+
+
+def colorize(pieces: list[str], origins: list[str], color: bool, sep: str = "") -> str:
+    """Join pieces, each wrapped in the ANSI style of its origin when color is on."""
+    if not color:
+        return sep.join(pieces)
+    out = []
+    for piece, origin in itertools.zip_longest(pieces, origins[: len(pieces)], fillvalue="target"):
+        style = STYLES.get(origin, "")
+        out.append(f"{style}{piece}{RESET}" if style and piece else piece)
+    return sep.join(out)
+
+
+def metrics_line(metrics: dict, method: str) -> str:
+    """One line of the run's metrics; α is left out when nothing was drafted."""
+    m = metrics
+    parts = [f"{m.get('tokens_per_s', 0.0):.1f} tokens/s",
+             f"{m.get('new_tokens', 0)} tokens in {m.get('decode_s', 0.0):.2f} s",
+             f"{m.get('cycles', 0)} cycles",
+             f"mean accepted tokens {m.get('mean_accepted_tokens', 0.0):.2f}"]
+    drafted = m.get("drafted_tokens")
+    parts.append(f"α {m.get('acceptance_rate', 0.0):.2f}" if drafted else "α n/a (nothing drafted)")
+    return f"{method}: " + " · ".join(parts)
+
+
+def _cmd_bench(argv: list[str]) -> int:
+    try:
+        from specviz import bench
+    except ImportError as e:
+        fail(f"the bench command is not available here ({e})")
+    return bench.main(argv) or 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["bench"]:  # bench parses its own arguments
+        return _cmd_bench(argv[1:])
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except KeyboardInterrupt:
+        print("specviz: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,275 @@
+"""Event handlers: Step, Run, Stop, Reset, the cycle slider, the AR baseline and settings changes.
+
+Every handler returns (or yields) a dict of output name → value, turned into a tuple by
+`views.as_tuple` in layout.py. Errors a person can fix become a message in the status box;
+the session stays usable.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from typing import Callable, Iterator
+
+import gradio as gr
+
+from ..engine import Decoder
+from ..models import EMPTY_PROMPT, ModelLoadError, check_tokenizers
+from ..sampling import check_settings
+from . import views
+from .presets import draft_choices
+from .settings import RunSettings, from_inputs
+from .state import BASELINES, MODELS, SESSIONS, Session
+
+log = logging.getLogger(__name__)
+
+FRAME_S = 0.12  # least time between streamed frames: faster than the eye needs, cheap on the CPU
+USER_ERRORS = (ValueError, ModelLoadError)  # TokenizerMismatch is a ValueError
+
+
+def session_of(request: gr.Request | None) -> Session:
+    return SESSIONS.get(getattr(request, "session_hash", None))
+
+
+def error(message: str) -> dict:
+    return views.only(status=views.status_html(message, "error"))
+
+
+def unexpected(exc: Exception) -> dict:
+    log.exception("Unexpected error in a SpecViz handler")
+    return error(f"Something went wrong ({type(exc).__name__}: {exc}). The session still works: "
+                 "press Reset, or change a setting and try again.")
+
+
+def guarded(handler: Callable[..., Iterator[dict]]) -> Callable[..., Iterator[tuple]]:
+    """Stream a handler's dicts as output tuples; errors end the stream as a status message."""
+    @functools.wraps(handler)
+    def wrapper(*args, **kwargs):
+        try:
+            for values in handler(*args, **kwargs):
+                yield views.as_tuple(values)
+        except USER_ERRORS as e:
+            yield views.as_tuple(error(str(e)))
+        except Exception as e:  # noqa: BLE001 -- never let a handler take the page down
+            yield views.as_tuple(unexpected(e))
+    return wrapper
+
+
+def render(session: Session, message: str, level: str = "info") -> dict:
+    """Every output for the session's current run (or the example before the first run)."""
+    if session.example:
+        run, ar = views.example()
+    else:
+        run = session.run()
+        ar = BASELINES.get(session.settings.ar_key()) if session.settings else None
+    return views.full(message, level, run, ar, session.view)
+
+
+# -- models and decoders --------------------------------------------------------------------------
+def check_early(settings: RunSettings) -> None:
+    """Cheap checks before any model loads, so a typo does not wait for a download."""
+    if not settings.prompt.strip():
+        raise ValueError(EMPTY_PROMPT)
+    check_settings(settings.temperature, settings.top_p)
+    if settings.method == "draft" and not settings.draft:
+        raise ValueError("The draft-model method needs a draft: pick one in 'Draft model' "
+                         "(it must share the target's tokenizer).")
+
+
+def needs_loading(settings: RunSettings) -> list[str]:
+    specs = [settings.target] + ([settings.draft] if settings.method == "draft" else [])
+    return [s for s in specs if s and not MODELS.loaded(s)]
+
+
+def load_with_progress(spec: str, progress) -> object:
+    def say(msg: str) -> None:
+        if progress is not None:
+            progress(None, desc=msg)
+    return MODELS.get(spec, say)
+
+
+def ensure_decoder(session: Session, settings: RunSettings, progress) -> str | None:
+    """Start a new run unless the session's decoder already has these settings; say why."""
+    if session.decoder is not None and session.settings == settings:
+        return None
+    check_early(settings)
+    target = load_with_progress(settings.target, progress)
+    draft = load_with_progress(settings.draft, progress) if settings.method == "draft" else None
+    decoder = Decoder(target, settings.prompt, draft=draft, **settings.decoder_kwargs())
+    restarted = session.decoder is not None
+    session.replace(decoder, settings)
+    head = "Settings changed, so a new run started" if restarted else "New run"
+    return f"{head}: {settings.describe()}."
+
+
+def loading_frames(settings: RunSettings) -> Iterator[dict]:
+    """One status frame while models load (the progress bar shows the detail)."""
+    pending = needs_loading(settings)
+    if pending:
+        yield views.only(status=views.status_html(f"Loading {', '.join(pending)}…", "info"))
+
+
+# -- Step -----------------------------------------------------------------------------------------
+@guarded
+def step(request: gr.Request, progress=gr.Progress(), **values) -> Iterator[dict]:
+    """Run exactly one cycle (the first Step prefills, then runs cycle 0)."""
+    session, settings = session_of(request), from_inputs(values)
+    yield from loading_frames(settings)
+    note = ensure_decoder(session, settings, progress)
+    with session.lock:
+        decoder = session.decoder
+        if decoder.done:
+            yield render(session, "This run is finished. Press Reset, or change a setting, to start another.",
+                         "warn")
+            return
+        cycle = decoder.step()
+        session.view = None
+    message = note or f"Cycle {cycle.index} done."
+    yield render(session, message + (" The run is finished." if decoder.done else ""), "ok")
+
+
+# -- Run and the AR baseline ----------------------------------------------------------------------
+def stream_cycles(session: Session, generation: int) -> Iterator[dict]:
+    """Step until the end or a Stop, yielding a frame at most every FRAME_S seconds."""
+    decoder, shown = session.decoder, 0.0
+    while True:
+        with session.lock:
+            if session.stop.is_set() or session.generation != generation:
+                return
+            cycle = decoder.step()
+            session.view = None
+        if cycle is None:
+            return
+        if time.perf_counter() - shown >= FRAME_S or decoder.done:
+            shown = time.perf_counter()
+            yield render(session, f"Running… cycle {cycle.index}, {cycle.total_tokens} tokens.", "info")
+
+
+def stream_baseline(session: Session, settings: RunSettings, progress) -> Iterator[dict]:
+    """Decode the same prompt and settings plainly (method "ar"), measured, then cache it."""
+    key = settings.ar_key()
+    if BASELINES.get(key) is not None:
+        return
+    target = load_with_progress(settings.target, progress)
+    decoder = Decoder(target, settings.prompt, method="ar", temperature=settings.temperature,
+                      top_p=settings.top_p, seed=settings.seed, max_new_tokens=settings.max_new_tokens,
+                      chat=settings.chat)
+    run, shown = session.run(), 0.0
+    for cycle in decoder:
+        if session.stop.is_set():
+            return
+        if time.perf_counter() - shown >= FRAME_S:
+            shown = time.perf_counter()
+            status = views.status_html(f"Measuring the AR baseline… {cycle.total_tokens} tokens.", "info")
+            yield views.only(status=status, **views.timing_views(run, decoder.trace()))
+    BASELINES.put(key, decoder.trace())
+
+
+@guarded
+def run(request: gr.Request, progress=gr.Progress(), **values) -> Iterator[dict]:
+    """Stream cycles to the end, then measure the AR baseline for these settings if not cached."""
+    session, settings = session_of(request), from_inputs(values)
+    yield from loading_frames(settings)
+    note = ensure_decoder(session, settings, progress)
+    session.stop.clear()
+    generation = session.generation
+    if note:
+        yield views.only(status=views.status_html(note, "info"))
+    yield from stream_cycles(session, generation)
+    if session.generation != generation:
+        return  # a Reset or a settings change took over this session
+    if session.stop.is_set():
+        yield render(session, "Stopped. Step or Run continues this run; Reset starts again.", "warn")
+        return
+    yield from stream_baseline(session, settings, progress)
+    if not session.stop.is_set():
+        yield render(session, "Run finished; the timing panel compares it with the measured AR baseline.", "ok")
+
+
+@guarded
+def measure_baseline(request: gr.Request, progress=gr.Progress(), **values) -> Iterator[dict]:
+    """Measure (or reuse) the AR baseline for the current settings without touching the run."""
+    session, settings = session_of(request), from_inputs(values)
+    check_early(settings)
+    yield from loading_frames(settings)
+    session.stop.clear()
+    yield from stream_baseline(session, settings, progress)
+    ar = BASELINES.get(settings.ar_key())
+    run = None if session.example else session.run()
+    if ar is not None and session.settings != settings:
+        yield views.only(status=views.status_html("AR baseline measured for the settings on the left; "
+                                                  "Step or Run to compare.", "ok"),
+                         **views.timing_views(run, ar))
+    elif ar is not None:
+        yield render(session, f"AR baseline: {ar.metrics['tokens_per_s']:.1f} tokens/s, measured.", "ok")
+
+
+# -- Stop, Reset, the slider ----------------------------------------------------------------------
+def stop(request: gr.Request) -> tuple:
+    """Ask a streaming Run to stop after its current cycle (the event is also cancelled)."""
+    session = session_of(request)
+    session.stop.set()
+    return views.as_tuple(views.only(status=views.status_html(
+        "Stopped. Step or Run continues this run; Reset starts again.", "warn")))
+
+
+def reset(request: gr.Request) -> tuple:
+    """Drop the session's run; the next Step or Run starts afresh with the settings on the left."""
+    session = session_of(request)
+    session.replace(None, None)
+    return views.as_tuple(render(session, "Reset. Press Step for one cycle or Run to stream a new run.", "info"))
+
+
+def show_cycle(cycle, request: gr.Request) -> tuple:
+    """Show an earlier cycle in every cycle view; Step and Run return to the newest."""
+    session = session_of(request)
+    run = views.example()[0] if session.example else session.run()
+    if run is None or not run.cycles:
+        return views.as_tuple(views.only())
+    index = min(max(int(cycle or 0), 0), len(run.cycles) - 1)
+    session.view = index
+    values = views.cycle_views(run, index)
+    values.pop("cycle")  # the slider already shows it; rewriting it would fight the drag
+    return views.as_tuple(views.only(**values))
+
+
+# -- Settings and models --------------------------------------------------------------------------
+def settings_changed(request: gr.Request, **values) -> tuple:
+    """A changed setting ends the current run at once, with a message saying so."""
+    session = session_of(request)
+    try:
+        settings = from_inputs(values)
+    except ValueError:
+        settings = None  # half-typed input: the run no longer matches it either
+    if session.decoder is None or settings == session.settings:
+        return views.as_tuple(views.only())
+    session.replace(None, None)
+    return views.as_tuple(render(session, "Settings changed, so the run was reset. "
+                                          "Press Step or Run to start with the new settings.", "warn"))
+
+
+@guarded
+def load_models(request: gr.Request, progress=gr.Progress(), **values) -> Iterator[dict]:
+    """Load the target (and draft) now and check that they share a tokenizer."""
+    settings = from_inputs(values)
+    yield from loading_frames(settings)
+    target = load_with_progress(settings.target, progress)
+    message = f"Loaded target {target.name} ({target.n_params / 1e6:.0f} M parameters, {target.dtype})."
+    if settings.method == "draft" and settings.draft:
+        draft = load_with_progress(settings.draft, progress)
+        vocab = check_tokenizers(target, draft)
+        message += f" Draft {draft.name} shares its tokenizer ({vocab} ids)."
+    yield views.only(status=views.status_html(message, "ok"))
+
+
+def target_changed(target: str, draft: str | None):
+    """Offer the drafts that share the new target's tokenizer."""
+    choices = draft_choices(target)
+    values = [v for _, v in choices]
+    keep = draft if draft in values else (values[0] if values else None)
+    return gr.update(choices=choices, value=keep)
+
+
+def unload(request: gr.Request) -> None:
+    """The tab closed: free its decoder and KV cache."""
+    SESSIONS.drop(getattr(request, "session_hash", None))

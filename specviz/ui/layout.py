@@ -1,0 +1,186 @@
+"""The page: configuration on the left, one cycle at a time in the centre, timing on the right.
+
+Components open on the precomputed example run, so the first paint needs no model.
+"""
+from __future__ import annotations
+
+import json
+
+import gradio as gr
+
+from .. import viz
+from . import callbacks, views
+from .presets import (DEFAULT_METHOD, K_RANGE, KNOBS, MAX_NEW_RANGE, METHOD_LABELS, METHODS, TARGETS,
+                      TEMPERATURE_RANGE, TOP_P_RANGE, Knob, draft_choices)
+from .settings import BASE_INPUTS, RunSettings
+from .views import ASSETS
+
+EXAMPLES = ASSETS / "examples.json"
+CSS = ASSETS / "app.css"
+HEADER = ASSETS / "header.html"
+# System fonts: the default theme fetches Google Fonts, which an offline machine cannot reach.
+THEME = gr.themes.Default(
+    primary_hue="blue",
+    font=[gr.themes.Font(f) for f in ("system-ui", "Segoe UI", "Roboto", "sans-serif")],
+    font_mono=[gr.themes.Font(f) for f in ("ui-monospace", "Menlo", "Consolas", "monospace")])
+DECODE = dict(concurrency_id="decode", concurrency_limit=1)  # one decode at a time keeps timings honest
+
+
+def launch_kwargs() -> dict:
+    """Gradio 6 takes theme and CSS at launch(); app.py and the tests use the same ones."""
+    return dict(theme=THEME, css_paths=[CSS])
+
+
+def initial_settings() -> RunSettings:
+    """The example run's settings, so the page's controls describe what it shows."""
+    run = views.example()[0]
+    s = dict(run.settings) if run is not None else {}
+    fields = RunSettings.__dataclass_fields__
+    known = {k: v for k, v in s.items() if k in fields and k not in ("knobs", "draft")}
+    if known.get("method") not in {m for _, m in METHODS}:
+        known["method"] = DEFAULT_METHOD
+    prompt = load_examples()[0]["prompt"] if load_examples() else ""
+    known.setdefault("prompt", prompt)
+    return RunSettings(**known)
+
+
+def load_examples() -> list[dict]:
+    try:
+        return json.loads(EXAMPLES.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+
+
+def knob_input(knob: Knob):
+    info = knob.info or None
+    if knob.kind == "layers":
+        return gr.Textbox(value=knob.initial() or "", label=knob.label, info=info, max_lines=1)
+    if knob.kind == "bool":
+        return gr.Checkbox(value=bool(knob.initial()), label=knob.label, info=info)
+    return gr.Slider(knob.minimum, knob.maximum, value=knob.initial(), step=knob.step,
+                     precision=0 if knob.kind == "int" else None, label=knob.label, info=info)
+
+
+def method_inputs(s: RunSettings) -> tuple[dict, list]:
+    """The draft picker and each method's knob group, visible only while that method is chosen."""
+    choices = draft_choices(s.target)
+    comps = {"draft": gr.Dropdown(choices, value=choices[0][1] if choices else None, allow_custom_value=True,
+                                  label="Draft model", visible=s.method == "draft",
+                                  info="Must share the target's tokenizer: a preset or any hub id.")}
+    groups = []
+    for method in dict.fromkeys(k.method for k in KNOBS):
+        with gr.Accordion(f"{METHOD_LABELS[method]} options", open=False, visible=s.method == method) as group:
+            for knob in (k for k in KNOBS if k.method == method):
+                comps[knob.key] = knob_input(knob)
+        groups.append((method, group))
+    return comps, groups
+
+
+def config_column(s: RunSettings) -> tuple[dict, list]:
+    gr.HTML('<h3 class="sv-h">Configuration</h3>')
+    comps = {"target": gr.Dropdown(TARGETS, value=s.target, allow_custom_value=True, label="Target model",
+                                   info="A preset, any hub id (owner/name) or a local model folder.")}
+    comps["method"] = gr.Radio(METHODS, value=s.method, label="Proposer (how drafts are made)")
+    knob_comps, groups = method_inputs(s)
+    comps.update(knob_comps)
+    comps["k"] = gr.Slider(*K_RANGE, value=s.k, step=1, precision=0, label="K: draft length per cycle",
+                           info="Tokens drafted per cycle (tree depth for LogitSpec).")
+    comps["adaptive_k"] = gr.Checkbox(value=s.adaptive_k, label="Adaptive K (+2 after a full accept, −1 after a miss)")
+    comps["prompt"] = gr.Textbox(value=s.prompt, lines=6, max_lines=16, label="Prompt")
+    examples = load_examples()
+    if examples:
+        gr.Examples([[e["prompt"]] for e in examples], inputs=[comps["prompt"]], label="Example prompts",
+                    example_labels=[e["label"] for e in examples], cache_examples=False, cache_mode="lazy")
+    comps["temperature"] = gr.Slider(*TEMPERATURE_RANGE, value=s.temperature, step=0.05,
+                                     label="Temperature", info="0 = greedy (argmax); above 0 samples.")
+    comps["top_p"] = gr.Slider(*TOP_P_RANGE, value=s.top_p, step=0.01, label="Top-p",
+                               info="Applied identically to p and q before they are compared.")
+    with gr.Row():
+        comps["seed"] = gr.Number(value=s.seed, precision=0, label="Seed", min_width=100)
+        comps["max_new_tokens"] = gr.Slider(*MAX_NEW_RANGE, value=s.max_new_tokens, step=1, precision=0,
+                                            label="Max new tokens", min_width=160)
+    comps["chat"] = gr.Checkbox(value=s.chat, label="Apply the chat template to the prompt")
+    comps["load"] = gr.Button("Load models now", size="sm")
+    return comps, groups
+
+
+def centre_column(first: dict) -> dict:
+    out = {"status": gr.HTML(first["status"], elem_id="sv-status")}
+    with gr.Row(elem_id="sv-buttons"):
+        out["step_btn"] = gr.Button("Step", variant="primary", elem_id="sv-step")
+        out["run_btn"] = gr.Button("Run", variant="primary", elem_id="sv-run")
+        out["stop_btn"] = gr.Button("Stop", variant="stop", elem_id="sv-stop")
+        out["reset_btn"] = gr.Button("Reset", variant="secondary", elem_id="sv-reset")
+    out["cycle"] = gr.Slider(0, 1, value=0, step=1, precision=0, label="Cycle on screen", elem_id="sv-cycle")
+    out["narration"] = gr.HTML(first["narration"], elem_id="sv-narration")
+    out["tree"] = gr.Plot(first["tree"], show_label=False, elem_id="sv-tree")
+    gr.HTML(viz.legend_html(), elem_id="sv-legend")
+    with gr.Row():
+        out["pq"] = gr.Plot(first["pq"], show_label=False, elem_id="sv-pq")
+        out["residual"] = gr.Plot(first["residual"], show_label=False, elem_id="sv-residual")
+    out["cache"] = gr.HTML(first["cache"], elem_id="sv-cache")
+    gr.HTML('<h3 class="sv-h">Output text</h3>')
+    out["text"] = gr.HTML(first["text"], elem_id="sv-text")
+    with gr.Accordion("Output as plain text (to copy)", open=False):
+        out["plain_text"] = gr.Textbox(first["plain_text"], show_label=False, lines=4, interactive=False,
+                                       buttons=["copy"], elem_id="sv-plain")
+    return out
+
+
+def timing_column(first: dict) -> dict:
+    gr.HTML('<h3 class="sv-h">Timing: speculative vs plain decoding</h3>')
+    out = {"measure_btn": gr.Button("Measure AR baseline", size="sm", elem_id="sv-measure")}
+    out["metrics"] = gr.HTML(first["metrics"], elem_id="sv-metrics")
+    out["timeline"] = gr.Plot(first["timeline"], show_label=False, elem_id="sv-timeline")
+    out["acceptance"] = gr.Plot(first["acceptance"], show_label=False, elem_id="sv-acceptance")
+    return out
+
+
+def build_demo() -> gr.Blocks:
+    run, ar = views.example()
+    first = views.full(views.example_status(run), "info", run, ar)
+    settings = initial_settings()
+    with gr.Blocks(title="SpecViz: speculative decoding, one cycle at a time", fill_width=True) as demo:
+        gr.HTML(HEADER.read_text(encoding="utf-8") if HEADER.is_file() else "<h1>SpecViz</h1>")
+        with gr.Row(equal_height=False):
+            with gr.Column(scale=3, min_width=300, elem_id="sv-config"):
+                inputs, groups = config_column(settings)
+            with gr.Column(scale=7, min_width=520, elem_id="sv-centre"):
+                centre = centre_column(first)
+            with gr.Column(scale=3, min_width=320, elem_id="sv-timing"):
+                timing = timing_column(first)
+        if run is not None:
+            centre["cycle"].value = len(run.cycles) - 1
+            centre["cycle"].maximum = max(len(run.cycles) - 1, 1)
+        wire(demo, inputs, groups, {**centre, **timing})
+    return demo
+
+
+def wire(demo: gr.Blocks, inputs: dict, groups: list, comps: dict) -> None:
+    """Connect the buttons, the slider and the settings to the handlers."""
+    settings = {k: v for k, v in inputs.items() if k in BASE_INPUTS or k in {kn.key for kn in KNOBS}}
+    outputs = [comps[name] for name in views.OUTPUTS]
+    common = dict(inputs_kwargs=settings, outputs=outputs, show_progress_on=[comps["status"]])
+    comps["step_btn"].click(callbacks.step, api_name="step", trigger_mode="multiple", **common, **DECODE)
+    run_event = comps["run_btn"].click(callbacks.run, api_name="run", **common, **DECODE)
+    measure = comps["measure_btn"].click(callbacks.measure_baseline, api_name="measure_ar", **common, **DECODE)
+    inputs["load"].click(callbacks.load_models, api_name="load_models", **common, **DECODE)
+    comps["stop_btn"].click(callbacks.stop, outputs=outputs, cancels=[run_event, measure], api_name="stop",
+                            show_progress="hidden")
+    comps["reset_btn"].click(callbacks.reset, outputs=outputs, cancels=[run_event, measure], api_name="reset",
+                             show_progress="hidden")
+    comps["cycle"].input(callbacks.show_cycle, inputs=[comps["cycle"]], outputs=outputs, api_name="show_cycle",
+                         trigger_mode="always_last", show_progress="hidden")
+    for comp in settings.values():
+        comp.change(callbacks.settings_changed, inputs_kwargs=settings, outputs=outputs, queue=False,
+                    show_progress="hidden", api_visibility="private")
+
+    def visibility(method: str) -> list:
+        """The draft picker and each method's options show only while that method is chosen."""
+        return [gr.update(visible=method == "draft")] + [gr.update(visible=method == m) for m, _ in groups]
+
+    inputs["method"].change(visibility, inputs=inputs["method"], outputs=[inputs["draft"], *(g for _, g in groups)],
+                            queue=False, show_progress="hidden", api_visibility="private")
+    inputs["target"].change(callbacks.target_changed, inputs=[inputs["target"], inputs["draft"]],
+                            outputs=inputs["draft"], queue=False, show_progress="hidden", api_visibility="private")
+    demo.unload(callbacks.unload)

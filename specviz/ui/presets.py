@@ -1,0 +1,117 @@
+"""What the configuration column offers: model presets, methods and each method's own knobs."""
+from __future__ import annotations
+
+import importlib
+import inspect
+from dataclasses import dataclass
+from typing import Any
+
+BUNDLED = "bundled"
+
+# (label, load spec). The bundled model comes first: it is the only one that works offline.
+TARGETS = [
+    ("bundled: SmolLM2-135M-Instruct (offline)", BUNDLED),
+    ("SmolLM2-360M-Instruct", "HuggingFaceTB/SmolLM2-360M-Instruct"),
+    ("SmolLM2-1.7B-Instruct", "HuggingFaceTB/SmolLM2-1.7B-Instruct"),
+    ("Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-1.5B-Instruct"),
+    ("Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-7B-Instruct"),
+    ("Gemma 3 1B (instruction-tuned)", "google/gemma-3-1b-it"),
+    ("GPT-2 large", "openai-community/gpt2-large"),
+    ("GPT-2 XL", "openai-community/gpt2-xl"),
+]
+
+# Drafts that share a tokenizer with a family of targets: (substring of the target spec, drafts).
+# The bundled model is its own draft offline: a perfect draft, useful to see what α = 1 looks like.
+DRAFT_FAMILIES = [
+    (("bundled", "smollm2"), [("bundled: SmolLM2-135M-Instruct (offline)", BUNDLED),
+                              ("SmolLM2-135M-Instruct (hub)", "HuggingFaceTB/SmolLM2-135M-Instruct"),
+                              ("SmolLM2-360M-Instruct", "HuggingFaceTB/SmolLM2-360M-Instruct")]),
+    (("qwen2.5",), [("Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct")]),
+    (("gemma-3",), [("Gemma 3 270M (instruction-tuned)", "google/gemma-3-270m-it")]),
+    (("gpt2",), [("DistilGPT-2", "distilbert/distilgpt2"), ("GPT-2", "openai-community/gpt2")]),
+]
+
+# Radio choices, (label, engine method name). "ar" is not offered: it is the baseline on the right.
+METHODS = [
+    ("Draft model", "draft"),
+    ("Prompt lookup (n-gram)", "pld"),
+    ("LogitSpec", "logitspec"),
+    ("Layer skip (self-draft)", "layerskip"),
+]
+METHOD_LABELS = {value: label for label, value in METHODS}
+DEFAULT_METHOD = "logitspec"
+
+# Ranges of the sliders. K past 16 only pays for verify passes a small model never fills.
+K_RANGE, K_DEFAULT = (1, 16), 4
+TEMPERATURE_RANGE = (0.0, 2.0)
+TOP_P_RANGE = (0.05, 1.0)  # top-p must stay above 0: an empty nucleus has nothing to sample
+MAX_NEW_RANGE, MAX_NEW_DEFAULT = (1, 512), 64
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One option a method passes to its proposer; shown only while that method is chosen.
+
+    A default of None is read from the proposer's own signature, so the page never disagrees
+    with the engine about what a blank setting means.
+    """
+    method: str
+    name: str  # keyword argument of the proposer's build()
+    label: str
+    kind: str  # "int" or "float" (sliders), "bool" (a checkbox), "layers" (index ranges as text)
+    minimum: float = 0
+    maximum: float = 0
+    step: float = 1
+    info: str = ""
+    default: Any = None
+
+    @property
+    def key(self) -> str:
+        """Unique name of the input, also its name in the API: method and knob."""
+        return f"{self.method}_{self.name}"
+
+    def initial(self) -> Any:
+        if self.default is not None or self.kind == "layers":
+            return self.default
+        return proposer_default(self.method, self.name)
+
+
+KNOBS = [
+    Knob("pld", "num_tokens", "Tokens copied per match", "int", 1, 32,
+         info="Longest draft one lookup copies (K caps it too)."),
+    Knob("pld", "max_ngram", "Longest n-gram matched", "int", 1, 6,
+         info="Tries the last n tokens, n from this down to 1."),
+    Knob("pld", "adaptive", "Back off after misses (plain steps, no wasted verify)", "bool"),
+    Knob("logitspec", "top_k", "Next-next candidates from the last logits", "int", 0, 64,
+         info="Top-k of the last logits, the root left out; 0 keeps only the root's branch."),
+    Knob("logitspec", "capacity", "Tree size cap (nodes)", "int", 1, 128),
+    Knob("logitspec", "branch_len", "Nodes in the first branch", "int", 1, 21,
+         info="Lower-ranked candidates keep fewer (rank-based pruning)."),
+    Knob("logitspec", "decay", "Branch length decay per rank", "float", 0.05, 1.0, 0.05),
+    Knob("logitspec", "max_ngram", "Longest n-gram matched", "int", 1, 6),
+    Knob("layerskip", "layers", "Layers the draft keeps", "layers", default="",
+         info="Indices or ranges such as 0-9, 20-29 (layer 0 must stay). Blank: skip the middle third."),
+]
+
+
+def proposer_default(method: str, name: str) -> Any:
+    """The default of `name` in the proposer's constructor (None when it has none)."""
+    from ..proposers import REGISTRY
+
+    module, cls = REGISTRY[method].split(":")
+    proposer = getattr(importlib.import_module(f"specviz.proposers.{module}"), cls)
+    param = inspect.signature(proposer.__init__).parameters.get(name)
+    return None if param is None or param.default is inspect.Parameter.empty else param.default
+
+
+def knobs_for(method: str) -> list[Knob]:
+    return [k for k in KNOBS if k.method == method]
+
+
+def draft_choices(target: str | None) -> list[tuple[str, str]]:
+    """Draft presets that share the target's tokenizer; empty when the family is unknown."""
+    spec = (target or "").lower()
+    for needles, drafts in DRAFT_FAMILIES:
+        if any(n in spec for n in needles):
+            return list(drafts)
+    return []

@@ -1,0 +1,112 @@
+"""The configuration column's values as one frozen object: compared to tell when a run must restart."""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .presets import BUNDLED, DEFAULT_METHOD, K_DEFAULT, MAX_NEW_DEFAULT, METHOD_LABELS, knobs_for
+
+# Input names, in the order the layout wires them; the API takes them as keyword arguments.
+BASE_INPUTS = ("target", "method", "draft", "k", "adaptive_k", "temperature", "top_p", "seed",
+               "max_new_tokens", "chat", "prompt")
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    target: str = BUNDLED
+    method: str = DEFAULT_METHOD
+    draft: str | None = None
+    k: int = K_DEFAULT
+    adaptive_k: bool = False
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int = 0
+    max_new_tokens: int = MAX_NEW_DEFAULT
+    chat: bool = True
+    prompt: str = ""
+    knobs: tuple[tuple[str, Any], ...] = field(default=())
+
+    def decoder_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of specviz.Decoder, models excluded."""
+        return dict(method=self.method, k=self.k, temperature=self.temperature, top_p=self.top_p,
+                    seed=self.seed, max_new_tokens=self.max_new_tokens, chat=self.chat,
+                    adaptive_k=self.adaptive_k, **dict(self.knobs))
+
+    def ar_key(self) -> tuple:
+        """What the plain baseline depends on: the method, K and the knobs do not change it."""
+        return (self.target, self.prompt, self.temperature, self.top_p, self.seed,
+                self.max_new_tokens, self.chat)
+
+    def describe(self) -> str:
+        """A short, plain-text summary for status messages."""
+        parts = [METHOD_LABELS.get(self.method, self.method)]
+        if self.method == "draft":
+            parts.append(f"draft {self.draft}")
+        parts += [f"K={self.k}" + (" (adaptive)" if self.adaptive_k else ""),
+                  "greedy" if self.temperature == 0 else f"T={self.temperature:g}, top-p={self.top_p:g}"]
+        return f"{self.target}: " + ", ".join(parts)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def parse_layers(text: str | None) -> tuple[int, ...] | None:
+    """'0-9, 20-29' → (0..9, 20..29); blank → None (the proposer's default)."""
+    if text is None or not str(text).strip():
+        return None
+    layers: list[int] = []
+    for part in str(text).replace(";", ",").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        lo, dash, hi = part.partition("-")
+        try:
+            span = range(int(lo), int(hi) + 1) if dash else [int(lo)]
+        except ValueError:
+            raise ValueError(f"Layers: '{part}' is not a number or a range like 0-9.") from None
+        layers.extend(span)
+    return tuple(sorted(set(layers))) or None
+
+
+def _knob_value(knob, value):
+    """The knob's value as the proposer takes it; None leaves the proposer's default."""
+    if knob.kind == "layers":
+        return parse_layers(value)
+    if value is None:
+        return None
+    return {"int": lambda v: _whole(knob.label, v, 0), "float": float, "bool": bool}[knob.kind](value)
+
+
+def _whole(name: str, value, default: int) -> int:
+    """An int from a slider or number box; fractional or missing values get a clear message."""
+    if value is None:
+        return default
+    if isinstance(value, float) and (math.isnan(value) or value != int(value)):
+        raise ValueError(f"{name} must be a whole number, got {value!r}.")
+    return int(value)
+
+
+def from_inputs(values: dict[str, Any]) -> RunSettings:
+    """Build RunSettings from the layout's input values (missing ones take their defaults)."""
+    d = RunSettings()
+    method = values.get("method") or d.method
+    if method not in METHOD_LABELS:
+        raise ValueError(f"Unknown method '{method}': choose one of {', '.join(METHOD_LABELS)}.")
+    knobs = tuple((k.name, v) for k in knobs_for(method)
+                  if (v := _knob_value(k, values.get(k.key))) is not None)
+    draft = (values.get("draft") or "").strip() or None
+    return RunSettings(
+        target=(values.get("target") or BUNDLED).strip() or BUNDLED,
+        method=method,
+        draft=draft if method == "draft" else None,
+        k=_whole("K", values.get("k"), d.k),
+        adaptive_k=bool(values.get("adaptive_k")),
+        temperature=float(values.get("temperature") if values.get("temperature") is not None else 0.0),
+        top_p=float(values.get("top_p") if values.get("top_p") is not None else 1.0),
+        seed=_whole("Seed", values.get("seed"), d.seed),
+        max_new_tokens=_whole("Max new tokens", values.get("max_new_tokens"), d.max_new_tokens),
+        chat=values.get("chat", True) is not False,
+        prompt=values.get("prompt") or "",
+        knobs=knobs,
+    )

@@ -1,0 +1,13 @@
+"""Plotly figures and HTML panels built from traces only (no model, no gradio).
+
+Every piece of prompt or model text is escaped here, for HTML and for plotly labels alike.
+"""
+from .dists import pq_figure, residual_figure
+from .metrics import metrics_html
+from .narrate import narrate
+from .panels import cache_html, legend_html, text_html
+from .runs import acceptance_figure, timeline_figure
+from .tree import tree_figure
+
+__all__ = ["tree_figure", "pq_figure", "residual_figure", "narrate", "cache_html", "text_html",
+           "legend_html", "metrics_html", "timeline_figure", "acceptance_figure"]

@@ -1,0 +1,100 @@
+"""The timing panel: speed of both runs, the speedup, acceptance and where the time went.
+
+Reads the metric dicts of `trace.summarize` (RunTrace.metrics); nothing is re-measured here.
+"""
+from __future__ import annotations
+
+from .panels import row, tint
+from .style import BLUE, GREY, PURPLE, SKY, YELLOW, esc
+
+MAX_POSITIONS = 16  # acceptance rows shown; deeper positions are rare and would crowd the panel
+# time segments: metric key, label, colour (Okabe–Ito colours not used for token statuses)
+SEGMENTS = (("draft_s", "draft", PURPLE), ("verify_s", "verify", SKY), ("other_s", "overhead", YELLOW))
+NOT_YET = '<span style="opacity:0.7">not measured yet</span>'
+
+
+def _get(m: dict | None, key: str) -> float | None:
+    value = (m or {}).get(key)
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def _fmt(x: float | None, spec: str = ".1f", unit: str = "") -> str:
+    return NOT_YET if x is None else f"{x:{spec}}{unit}"
+
+
+def speedup(spec: dict | None, ar: dict | None) -> float | None:
+    """Speculative tokens/s ÷ plain tokens/s, or None while either is missing."""
+    s, a = _get(spec, "tokens_per_s"), _get(ar, "tokens_per_s")
+    return s / a if s is not None and a else None
+
+
+def _speed_table(spec: dict | None, ar: dict | None) -> str:
+    rows = [row(["", "speculative", "autoregressive"], "th")]
+    for key, name, fmt, unit in (("tokens_per_s", "tokens/s", ".1f", ""), ("new_tokens", "new tokens", ".0f", ""),
+                                 ("decode_s", "decode time", ".2f", " s"), ("cycles", "cycles", ".0f", "")):
+        rows.append(row([name, _fmt(_get(spec, key), fmt, unit), _fmt(_get(ar, key), fmt, unit)]))
+    return f'<table style="border-collapse:collapse">{"".join(rows)}</table>'
+
+
+def _speedup_line(spec: dict | None, ar: dict | None) -> str:
+    s = speedup(spec, ar)
+    if ar is None:
+        return "<div><b>Speedup:</b> AR baseline: not measured yet</div>"
+    if s is None:
+        return f"<div><b>Speedup:</b> {NOT_YET}</div>"
+    verdict = "faster" if s >= 1 else "slower"
+    return (f'<div style="font-size:16px"><b>Speedup: {s:.2f}×</b> ({verdict}; '
+            f'{_get(spec, "tokens_per_s"):.1f} ÷ {_get(ar, "tokens_per_s"):.1f} tokens/s)</div>')
+
+
+def _acceptance(spec: dict) -> str:
+    alpha, mean = _get(spec, "acceptance_rate"), _get(spec, "mean_accepted_tokens")
+    parts = [f"mean accepted tokens per cycle: <b>{_fmt(mean, '.2f')}</b>",
+             f"acceptance rate α: <b>{_fmt(alpha, '.2f')}</b>"]
+    hit = _get(spec, "retrieval_success")
+    if hit is not None:
+        parts.append(f"retrieval success: <b>{hit:.0%}</b>")
+    return f'<div>{" · ".join(parts)}</div>'
+
+
+def _by_position(spec: dict) -> str:
+    rates = [r for r in (spec.get("acceptance_by_position") or []) if isinstance(r, (int, float))]
+    if not rates:
+        return "<div>Acceptance by position: no draft positions judged yet.</div>"
+    lines = []
+    for d, r in enumerate(rates[:MAX_POSITIONS], start=1):
+        lines.append(f'<div style="display:flex;align-items:center;gap:6px;font-size:12px">'
+                     f'<span style="width:2.2em;text-align:right">{d}</span>'
+                     f'<span style="width:120px;height:9px;background:{tint(GREY, 0.25)}">'
+                     f'<span style="display:block;height:9px;width:{100 * r:.0f}%;background:{BLUE}"></span></span>'
+                     f'<span>{r:.0%}</span></div>')
+    more = f'<div style="font-size:12px">… {len(rates) - MAX_POSITIONS} deeper positions</div>' \
+        if len(rates) > MAX_POSITIONS else ""
+    return f"<div><div>Acceptance by draft position (accepted ÷ reached):</div>{''.join(lines)}{more}</div>"
+
+
+def _time_split(spec: dict) -> str:
+    total = _get(spec, "decode_s")
+    if not total:
+        return ""
+    segs = [(name, _get(spec, key) or 0.0, colour) for key, name, colour in SEGMENTS]
+    # decode_s also counts the prefill and the loop's bookkeeping outside the three timers
+    segs.append(("prefill & rest", max(0.0, total - sum(s for _, s, _ in segs)), GREY))
+    bar = "".join(f'<span title="{esc(n)}" style="display:inline-block;height:12px;width:{100 * s / total:.1f}%;'
+                  f'background:{c}"></span>' for n, s, c in segs if s > 0)
+    key = " · ".join(f'<span style="color:{c}">■</span> {esc(n)} {s:.2f} s ({s / total:.0%})' for n, s, c in segs)
+    return (f'<div><div>Time split of {total:.2f} s:</div><div style="width:100%;max-width:320px;'
+            f'white-space:nowrap;line-height:0;border:1px solid {GREY}">{bar}</div>'
+            f'<div style="font-size:12px">{key}</div></div>')
+
+
+def metrics_html(spec: dict | None, ar: dict | None) -> str:
+    """tokens/s of both runs, the speedup, mean accepted tokens, α, acceptance by position and
+    the time split. `ar` None reads "AR baseline: not measured yet"."""
+    parts = [_speed_table(spec, ar), _speedup_line(spec, ar)]
+    if spec:
+        parts += [_acceptance(spec), _by_position(spec), _time_split(spec)]
+    else:
+        parts.append("<div>Speculative run: not measured yet.</div>")
+    body = "".join(f'<div style="margin:4px 0">{p}</div>' for p in parts if p)
+    return f'<div class="sv-metrics" style="font-size:13px">{body}</div>'

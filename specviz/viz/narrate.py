@@ -1,0 +1,82 @@
+"""One plain-text sentence per cycle, read from the trace only.
+
+Plain text, not HTML: show it in a Textbox, or escape it before putting it in markup.
+"""
+from __future__ import annotations
+
+from ..trace import BONUS, REJECTED, RESAMPLED, CycleTrace, NodeTrace
+from .style import num, quote
+from .tree import is_tree, nodes_of
+
+
+def _drafted(cycle: CycleTrace) -> str:
+    nodes = nodes_of(cycle)
+    if not is_tree(cycle):
+        return f"{len(nodes)} drafted"
+    leaves = len(nodes) - len({n.parent for n in nodes} - {-1})
+    return f"a {len(nodes)}-node tree drafted ({leaves} branches, depth {max(n.depth for n in nodes)})"
+
+
+def _accepted(cycle: CycleTrace) -> str:
+    by_index = {n.index: n for n in nodes_of(cycle)}
+    if not cycle.accepted:
+        return "accepted none"
+    words = "accepted " + ", ".join(quote(by_index[i].text) for i in cycle.accepted)
+    if is_tree(cycle):
+        source = by_index[cycle.accepted[-1]].source
+        words += f" along branch {quote(source)}" if source else ""
+    return words
+
+
+def _rejection(cycle: CycleTrace, node: NodeTrace) -> str:
+    if cycle.greedy:
+        why = f"p = {num(node.p)}, not argmax p"
+    else:
+        q = "1 (deterministic)" if node.q is None else num(node.q)
+        why = f"p = {num(node.p)}, q = {q}, accept with {num(node.accept_prob)}, r = {num(node.r)}"
+    text = f"rejected {quote(node.text)} ({why})"
+    others = sum(1 for n in nodes_of(cycle) if n.status == REJECTED) - 1
+    if others > 0:
+        text += f" after {others} other rejected node{'s' if others > 1 else ''}"
+    return text
+
+
+def _new(cycle: CycleTrace, rejected: NodeTrace | None) -> str:
+    tok = quote(cycle.new_token.text) if cycle.new_token else "nothing"
+    if cycle.new_kind == RESAMPLED:
+        if cycle.greedy:
+            return f"took argmax p {tok} instead; no bonus"
+        source = "p without the rejected token" if rejected is not None and rejected.q is None else "the residual"
+        return f"resampled {tok} from {source}; no bonus"
+    if cycle.new_kind == BONUS:
+        return f"bonus {tok} " + ("= argmax p" if cycle.greedy else "drawn from p")
+    p = f" (p = {num(cycle.new_token.prob)})" if cycle.new_token else ""
+    return f"plain target step {tok}{p}"
+
+
+def _caches(cycle: CycleTrace) -> str:
+    parts = []
+    for name in ("target", "draft"):
+        if name in cycle.cache_before and name in cycle.cache_after:
+            parts.append(f"{name} cache {cycle.cache_before[name]} → {cycle.cache_after[name]}")
+    text = ", ".join(parts)
+    return text[:1].upper() + text[1:] + "." if parts else ""
+
+
+def narrate(cycle: CycleTrace) -> str:
+    """E.g. "Cycle 7: 5 drafted; accepted 'the', ' cat'; rejected ' on' (p = 0.12, q = 0.61,
+    accept with 0.20, r = 0.55); resampled ' in' from the residual; no bonus. Target cache …"."""
+    head = f"Cycle {cycle.index}" + (" (greedy)" if cycle.greedy else "")
+    nodes = nodes_of(cycle)
+    rejected = next((n for n in nodes if n.index == cycle.rejected), None)
+    if not nodes:
+        parts = ["no draft", _new(cycle, None)]
+    else:
+        parts = [_drafted(cycle), _accepted(cycle),
+                 _rejection(cycle, rejected) if rejected else "no rejection", _new(cycle, rejected)]
+    sentence = f"{head}: " + "; ".join(parts) + "."
+    kept = len(cycle.committed)
+    if cycle.committed and kept < len(cycle.accepted) + 1:
+        sentence += f" Only {kept} committed (end of sequence or token budget)."
+    caches = _caches(cycle)
+    return f"{sentence} {caches}" if caches else sentence

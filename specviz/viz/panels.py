@@ -1,0 +1,124 @@
+"""HTML panels built from traces: the coloured text, the legend, and the KV caches.
+
+Fragments are self-contained (inline styles), so they look the same whether or not the page
+loads a stylesheet; the `sv-…` classes are hooks for one. Text colour is inherited, and the
+tints are translucent, so both light and dark themes stay readable.
+"""
+from __future__ import annotations
+
+from ..trace import TARGET, CycleTrace, RunTrace
+from .style import BLUE, GREY, ORIGIN, STATUS, VERMILLION, esc
+from .tree import nodes_of
+
+MAX_SLOTS = 80  # cache cells drawn per row: a 64-node tree plus the newest token and context
+
+
+def tint(colour: str, alpha: float = 0.22) -> str:
+    """`#RRGGBB` → a translucent rgba, for backgrounds that work on light and dark pages."""
+    r, g, b = (int(colour[i:i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r},{g},{b},{alpha})"
+
+
+def _token_style(origin: str) -> str:
+    _, colour, underline = ORIGIN.get(origin, ORIGIN[TARGET])
+    return f"background:{tint(colour)};border-bottom:{underline} {colour};"
+
+
+def _swatch(name: str, origin: str) -> str:
+    return (f'<span class="sv-tok sv-{esc(origin)}" style="{_token_style(origin)}padding:0 4px;'
+            f'margin-right:8px;white-space:nowrap">{esc(name)}</span>')
+
+
+def origin_legend() -> str:
+    items = "".join(_swatch(name, origin) for origin, (name, _, _) in ORIGIN.items())
+    return (f'<div class="sv-legend" style="font-size:12px;margin:2px 0 6px;user-select:none">'
+            f'<b>Text:</b> {items}<span style="white-space:nowrap">│ = cycle boundary</span></div>')
+
+
+def status_legend() -> str:
+    items = "".join(f'<span style="margin-right:10px;white-space:nowrap"><span style="color:{colour}">'
+                    f'{glyph}</span> {esc(name)}</span>' for name, colour, _, glyph in STATUS.values())
+    return (f'<div class="sv-legend" style="font-size:12px;margin:2px 0;user-select:none">'
+            f'<b>Tree:</b> {items}</div>')
+
+
+def legend_html() -> str:
+    """Key to the text colours (token origin) and to the tree's node marks (status)."""
+    return f'<div class="sv-legends">{origin_legend()}{status_legend()}</div>'
+
+
+def text_html(run: RunTrace) -> str:
+    """The generated text, one span per token tinted and underlined by origin, a thin rule at
+    the first token of each cycle, hover title "cycle N · origin". Copies as plain text."""
+    spans, last = [], None
+    for i, text in enumerate(run.token_texts):
+        origin = run.origins[i] if i < len(run.origins) else TARGET
+        cycle = run.cycle_of[i] if i < len(run.cycle_of) else -1
+        where = "prefill" if cycle < 0 else f"cycle {cycle}"
+        edge = "border-left:1px solid rgba(128,128,128,0.8);" if cycle != last and i > 0 else ""
+        last = cycle
+        name = ORIGIN.get(origin, ORIGIN[TARGET])[0]
+        spans.append(f'<span class="sv-tok sv-{esc(origin)}" title="{where} · {esc(name)}" '
+                     f'style="{_token_style(origin)}{edge}">{esc(text)}</span>')
+    body = "".join(spans) or '<span style="opacity:0.6">(no tokens yet)</span>'
+    # pre-wrap keeps the model's newlines and spaces; no whitespace between spans on purpose
+    return (f'<div class="sv-text">{origin_legend()}<div class="sv-text-body" style="white-space:pre-wrap;'
+            f'line-height:1.8;font-size:15px;overflow-wrap:anywhere">{body}</div></div>')
+
+
+def _slots(before: int, after: int, peak: int) -> str:
+    """The tail of a cache, one cell per entry: kept (grey), added and kept (blue), written
+    then rolled back (dashed vermillion outline, empty)."""
+    keep = min(before, after)
+    end = max(before, after, peak)
+    lo = max(0, keep - 3, end - MAX_SLOTS)
+    cells = ['<span style="opacity:0.6">…</span>'] if lo > 0 else []
+    for i in range(lo, end):
+        if i < keep:
+            style = f"background:{GREY}"
+        elif i < after:
+            style = f"background:{BLUE}"
+        else:
+            style = f"border:1px dashed {VERMILLION};box-sizing:border-box"
+        cells.append(f'<span style="display:inline-block;width:7px;height:12px;margin-right:1px;{style}"></span>')
+    return "".join(cells)
+
+
+def row(cells: list[str], tag: str = "td") -> str:
+    """A table row of already-escaped cells, padded so numbers do not run together."""
+    return "<tr>" + "".join(f'<{tag} style="padding:1px 8px;text-align:left;white-space:nowrap">{c}</{tag}>'
+                            for c in cells) + "</tr>"
+
+
+def _cache_row(name: str, before: int, after: int, peak: int) -> str:
+    return row([esc(name), str(before), str(after), f"{after - before:+d}", _slots(before, after, peak)])
+
+
+def cache_html(cycle: CycleTrace) -> str:
+    """Each model's KV cache length before the cycle and after rollback, with the tail drawn
+    as cells; for the target also what the verify pass wrote and rollback dropped."""
+    rows, notes = [], []
+    for name in ("target", "draft"):
+        if name not in cycle.cache_before or name not in cycle.cache_after:
+            continue
+        before, after = cycle.cache_before[name], cycle.cache_after[name]
+        peak = after
+        if name == "target":
+            # the verify pass feeds [newest committed] + every draft node
+            written = before + 1 + len(nodes_of(cycle))
+            if not nodes_of(cycle):
+                notes.append("Target: the plain step wrote 1 entry; nothing to roll back.")
+            elif written >= after:
+                peak = written
+                notes.append(f"Target: the verify pass wrote {written - before} entries "
+                             f"(newest token + {written - before - 1} drafts); rollback dropped {written - after}.")
+        rows.append(_cache_row(name, before, after, peak))
+    if not rows:
+        return '<div class="sv-cache">KV caches: not recorded for this cycle.</div>'
+    key = (f'<span style="color:{GREY}">■</span> kept · <span style="color:{BLUE}">■</span> added · '
+           f'<span style="color:{VERMILLION}">⬚</span> written, then rolled back')
+    head = row(["cache", "before", "after rollback", "change", "tail"], "th")
+    return (f'<div class="sv-cache" style="font-size:13px"><table style="border-collapse:collapse">'
+            f'<caption style="text-align:left;font-weight:600">KV cache lengths, cycle {cycle.index}</caption>'
+            f'{head}{"".join(rows)}</table><div style="font-size:12px">{key}</div>'
+            f'<div style="font-size:12px">{" ".join(notes)}</div></div>')

@@ -1,0 +1,65 @@
+"""Whole-run figures: tokens against wall-clock time, and acceptance by draft position."""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from ..trace import RunTrace
+from .style import BLACK, BLUE, base_layout, esc_plot, note_figure
+
+
+def progress(run: RunTrace) -> tuple[list[float], list[int]]:
+    """(seconds, tokens so far): the prefill commits token 1, then each cycle ends a step."""
+    xs, ys = [run.prefill_s], [1 if run.token_ids or run.cycles else 0]
+    for c in run.cycles:
+        xs.append(c.elapsed_s)
+        ys.append(c.total_tokens)
+    return xs, ys
+
+
+def _run_name(run: RunTrace, fallback: str) -> str:
+    return esc_plot(f"{fallback} ({run.method})" if run.method and run.method != "ar" else fallback)
+
+
+def timeline_figure(spec: RunTrace | None, ar: RunTrace | None) -> go.Figure:
+    """Tokens generated against decode seconds for the speculative and the plain run; tokens
+    arrive at the end of each cycle, so the lines are steps."""
+    title = "Tokens generated over time"
+    if spec is None and ar is None:
+        return note_figure(title, "No run yet: press Step or Run")
+    fig = go.Figure()
+    if spec is not None:
+        xs, ys = progress(spec)
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", line_shape="hv",
+                                 name=_run_name(spec, "speculative"),
+                                 line=dict(color=BLUE, width=2.5), marker=dict(symbol="circle", size=6),
+                                 hovertemplate="%{x:.2f} s: %{y} tokens<extra>speculative</extra>"))
+    if ar is not None:
+        xs, ys = progress(ar)
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line_shape="hv", name="autoregressive",
+                                 line=dict(color=BLACK, width=2, dash="dash"),
+                                 hovertemplate="%{x:.2f} s: %{y} tokens<extra>autoregressive</extra>"))
+    base_layout(fig, title, "wall-clock seconds (prefill included)", "tokens generated")
+    fig.update_xaxes(rangemode="tozero")
+    fig.update_yaxes(rangemode="tozero")
+    return fig
+
+
+def acceptance_figure(run: RunTrace) -> go.Figure:
+    """Acceptance rate at each draft position (accepted ÷ reached), with the overall α."""
+    title = "Acceptance rate by draft position"
+    rates = list((run.metrics or {}).get("acceptance_by_position") or [])
+    if not rates:
+        return note_figure(title, "No draft positions judged yet", "draft position", "acceptance rate")
+    positions = list(range(1, len(rates) + 1))
+    fig = go.Figure(go.Bar(x=positions, y=rates, name="accepted ÷ reached", marker_color=BLUE,
+                           text=[f"{r:.0%}" for r in rates], textposition="outside",
+                           hovertemplate="position %{x}: %{y:.0%} accepted<extra></extra>"))
+    alpha = (run.metrics or {}).get("acceptance_rate")
+    if isinstance(alpha, (int, float)):
+        fig.add_trace(go.Scatter(x=[0.5, len(rates) + 0.5], y=[alpha, alpha], mode="lines",
+                                 name=f"overall α = {alpha:.2f}", line=dict(color=BLACK, dash="dot"),
+                                 hoverinfo="skip"))
+    base_layout(fig, title, "draft position", "acceptance rate")
+    fig.update_xaxes(tickmode="linear", dtick=1 if len(rates) <= 16 else 4)
+    fig.update_yaxes(range=[0, 1.15], tickformat=".0%")
+    return fig

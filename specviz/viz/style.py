@@ -1,0 +1,113 @@
+"""Shared look and text safety for every view: palette, marker symbols, escaping, number format.
+
+Colours are Okabe–Ito (safe for the common colour-vision deficiencies), and each status or
+origin also has its own marker symbol, glyph and underline style, so colour is never the only cue.
+"""
+from __future__ import annotations
+
+import html
+
+import plotly.graph_objects as go
+
+from ..trace import ACCEPTED, BONUS, FROM_DRAFT, NOT_REACHED, REJECTED, RESAMPLED, TARGET
+
+# Okabe–Ito colours; the three left over (sky blue, reddish purple, yellow) mark p, q and timing.
+BLUE, VERMILLION, GREY, ORANGE, GREEN, BLACK = "#0072B2", "#D55E00", "#999999", "#E69F00", "#009E73", "#000000"
+SKY, PURPLE, YELLOW = "#56B4E9", "#CC79A7", "#F0E442"
+ROOT_COLOUR = "#555555"  # the committed prefix: neutral, not a verdict
+P_COLOUR, Q_COLOUR = SKY, PURPLE
+
+# status → (legend name, colour, plotly symbol, glyph used in HTML and tick labels)
+STATUS = {
+    ACCEPTED: ("accepted", BLUE, "circle", "●"),
+    REJECTED: ("rejected", VERMILLION, "x", "✕"),
+    NOT_REACHED: ("not reached", GREY, "circle-open", "○"),
+    RESAMPLED: ("resampled", ORANGE, "star", "★"),
+    BONUS: ("bonus", GREEN, "diamond", "◆"),
+    TARGET: ("plain target", BLACK, "square", "■"),
+}
+
+# origin of a committed token → (legend name, colour, underline style); the style is the non-colour cue
+ORIGIN = {
+    FROM_DRAFT: ("accepted draft", BLUE, "2px solid"),
+    RESAMPLED: ("resampled", ORANGE, "2px dashed"),
+    BONUS: ("bonus", GREEN, "3px double"),
+    TARGET: ("plain target", GREY, "1px dotted"),
+}
+
+FIG_HEIGHT = 340  # fits two stacked figures beside the config column at 1280×720
+MARGIN = dict(l=50, r=10, t=50, b=45)
+
+
+# Markdown and LaTeX markers, written as entities: they look the same in HTML, but a page that
+# passes the fragment through Markdown or KaTeX can no longer typeset model text.
+_MARKUP = str.maketrans({"$": "&#36;", "*": "&#42;", "_": "&#95;", "`": "&#96;", "\\": "&#92;"})
+
+
+def esc(text: str) -> str:
+    """Escape model or prompt text for HTML (tags, quotes, and Markdown/LaTeX markers)."""
+    return html.escape(text, quote=True).translate(_MARKUP)
+
+
+def esc_plot(text: str) -> str:
+    """Escape text for plotly labels and hover: plotly parses a subset of HTML and `$…$` as TeX."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("$", "&#36;")
+
+
+def visible(text: str) -> str:
+    """Make whitespace visible in a short label: ␣ for edge spaces, ↵ newline, ⇥ tab, ∅ empty."""
+    if text == "":
+        return "∅"
+    text = text.replace("\r", "␍").replace("\n", "↵").replace("\t", "⇥")
+    core = text.strip(" ")
+    if not core:
+        return "␣" * len(text)
+    lead = len(text) - len(text.lstrip(" "))
+    trail = len(text) - len(text.rstrip(" "))
+    return "␣" * lead + core + "␣" * trail
+
+
+def label(text: str, limit: int | None = None) -> str:
+    """A token as a plotly label: whitespace made visible, cut to `limit` characters (before
+    escaping, so no entity is split), then escaped."""
+    shown = visible(text)
+    if limit is not None and len(shown) > limit:
+        shown = shown[: limit - 1] + "…"
+    return esc_plot(shown)
+
+
+def quote(text: str) -> str:
+    """A token in plain prose, e.g. narration: quoted, with newline and tab written as escapes."""
+    return "'" + text.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t") + "'"
+
+
+def num(x: float | None) -> str:
+    """Two decimals, or three significant digits when that would round a non-zero to 0.00."""
+    if x is None:
+        return "–"
+    return f"{x:.3g}" if 0 < abs(x) < 0.005 else f"{x:.2f}"
+
+
+def base_layout(fig: go.Figure, title: str, x_title: str, y_title: str, height: int = FIG_HEIGHT) -> go.Figure:
+    fig.update_layout(template="plotly_white", title=dict(text=title, x=0.01, font=dict(size=14)),
+                      height=height, margin=MARGIN, hoverlabel=dict(align="left"),
+                      legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0,
+                                  font=dict(size=11)))
+    fig.update_xaxes(title_text=x_title)
+    fig.update_yaxes(title_text=y_title)
+    return fig
+
+
+def note_figure(title: str, message: str, x_title: str = "", y_title: str = "") -> go.Figure:
+    """An empty figure that says, in its middle, why there is nothing to draw."""
+    fig = base_layout(go.Figure(), title, x_title, y_title)
+    fig.add_annotation(text=message, x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False,
+                       font=dict(size=14))
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return fig
+
+
+def top_list(alts, n: int = 5) -> str:
+    """`' the' 0.31, ' a' 0.12, …` for hover text, escaped."""
+    return ", ".join(f"{label(a.text)} {num(a.prob)}" for a in alts[:n]) or "–"

@@ -1,0 +1,60 @@
+"""Shared pytest configuration.
+
+Markers (also listed in pytest.ini): `bundled` loads the bundled SmolLM2-135M model,
+`browser` drives the app in headless Chromium, `slow` takes more than a few seconds.
+"""
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+# ../shared/bench/prompts.json beside the repository, where CI and developers find it.
+BENCH_PROMPTS = Path(__file__).resolve().parents[1].parent / "shared" / "bench" / "prompts.json"
+CHROMIUM = "/usr/bin/chromium"  # Debian's package; playwright cannot download its own browser here
+
+
+def pytest_collection_modifyitems(config, items):
+    """Without Chromium, browser tests skip with a reason rather than fail on a missing binary."""
+    if shutil.which(CHROMIUM):
+        return
+    skip = pytest.mark.skip(reason=f"{CHROMIUM} is missing: apt-get install chromium")
+    for item in items:
+        if "browser" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def torch_threads(request):
+    """Tiny models run on one thread: on 2 shared cores, thread hand-offs cost 20× their compute."""
+    import torch
+
+    before = torch.get_num_threads()
+    if "bundled" not in request.keywords and "browser" not in request.keywords:
+        torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def chromium_path() -> str:
+    """Path of the Chromium binary for playwright's executable_path."""
+    if not shutil.which(CHROMIUM):
+        pytest.skip(f"{CHROMIUM} is missing: apt-get install chromium")
+    return CHROMIUM
+
+
+@pytest.fixture(scope="session")
+def bundled_target():
+    """The bundled model, loaded once per test session."""
+    import specviz
+
+    return specviz.load("bundled")
+
+
+@pytest.fixture(scope="session")
+def bench_prompts() -> list:
+    """The shared benchmark prompts (../shared/bench/prompts.json); skips when absent."""
+    if not BENCH_PROMPTS.is_file():
+        pytest.skip(f"{BENCH_PROMPTS} is missing")
+    return json.loads(BENCH_PROMPTS.read_text(encoding="utf-8"))

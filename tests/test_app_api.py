@@ -1,0 +1,200 @@
+"""The app driven through its public API with gradio_client, on the bundled model.
+
+The app runs in-process on a free port; its model cache is primed with the session's bundled
+model, so the app and `specviz.generate` use the very same weights.
+"""
+from __future__ import annotations
+
+import re
+import socket
+import time
+
+import huggingface_hub.constants
+import pytest
+
+import specviz
+from specviz.models import EMPTY_PROMPT
+
+pytestmark = [pytest.mark.bundled, pytest.mark.slow]
+
+gradio_client = pytest.importorskip("gradio_client")
+
+PROMPT = "Write the days of the week, one per line: Monday, Tuesday, Wednesday."
+SHORT = dict(prompt=PROMPT, max_new_tokens=24, method="pld")
+STREAM_TIMEOUT_S = 600  # a cycle can take seconds on a busy 2-core machine
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def app_url(bundled_target):
+    from specviz.ui import build_demo, launch_kwargs
+    from specviz.ui.state import MODELS
+
+    MODELS.put("bundled", bundled_target)
+    demo = build_demo()
+    port = free_port()
+    demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True,
+                **launch_kwargs())
+    yield f"http://127.0.0.1:{port}/"
+    demo.close()
+
+
+@pytest.fixture
+def client(app_url):
+    """A fresh client: its own Gradio session, so its own decoder."""
+    return gradio_client.Client(app_url, verbose=False)
+
+
+def named(values) -> dict:
+    from specviz.ui.views import OUTPUTS
+
+    return dict(zip(OUTPUTS, values))
+
+
+def call(client, api_name: str, **kw) -> dict:
+    return named(client.predict(api_name=api_name, **kw))
+
+
+def cycle_no(out: dict) -> int:
+    match = re.search(r"Cycle (\d+)", out["narration"])
+    assert match, f"no cycle in the narration: {out['narration']!r}"
+    return int(match.group(1))
+
+
+def wait_for(job, predicate, timeout: float = STREAM_TIMEOUT_S):
+    """Poll a submitted job's streamed outputs until one satisfies `predicate`."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        for values in job.outputs():
+            if predicate(named(values)):
+                return named(values)
+        if job.done():
+            break
+        time.sleep(0.2)
+    raise AssertionError("no streamed output matched")
+
+
+def test_step_runs_one_cycle_each(client):
+    """Each Step runs exactly one cycle: narration and slider show cycles 0, 1, 2 in turn."""
+    for i in range(3):
+        out = call(client, "/step", **SHORT)
+        assert "sv-status-ok" in out["status"], out["status"]
+        assert cycle_no(out) == i
+        assert out["cycle"]["value"] == i  # the slider follows the newest cycle
+        assert out["tree"] is not None and out["pq"] is not None
+    assert "New run" not in out["status"] and "Cycle 2 done" in out["status"]
+
+
+@pytest.mark.parametrize("method,temperature", [("logitspec", 0.0), ("pld", 0.7)])
+def test_run_streams_cycles_and_matches_generate(client, bundled_target, method, temperature):
+    """Run streams frames with cycle data, ends with specviz.generate's exact text, and measures
+    the AR baseline once (a second Run of the same settings reuses it)."""
+    from specviz.ui.settings import from_inputs
+    from specviz.ui.state import BASELINES
+
+    kw = dict(SHORT, method=method, temperature=temperature, seed=3)
+    job = client.submit(api_name="/run", **kw)
+    job.result(timeout=STREAM_TIMEOUT_S)
+    frames = [named(v) for v in job.outputs()]
+    running = [f for f in frames if "Running" in f["status"] and "Cycle" in f["narration"]]
+    assert running, [f["status"] for f in frames]
+    final = frames[-1]
+    assert "Run finished" in final["status"]
+    expected = specviz.generate(bundled_target, PROMPT, method=method, k=4, temperature=temperature,
+                                seed=3, max_new_tokens=24)
+    assert final["plain_text"] == expected.text
+    assert "not measured yet" not in final["metrics"]  # both columns hold measured numbers
+    baseline = BASELINES.get(from_inputs(kw).ar_key())
+    assert baseline is not None and baseline.method == "ar"
+    call(client, "/reset")
+    job = client.submit(api_name="/run", **kw)
+    job.result(timeout=STREAM_TIMEOUT_S)
+    assert BASELINES.get(from_inputs(kw).ar_key()) is baseline  # not measured again
+
+
+def test_stop_interrupts_run_and_step_continues(client):
+    """Stop ends a streaming Run; the same run then continues with Step."""
+    kw = dict(prompt="Tell me a long story about a dragon and a knight.", method="layerskip",
+              max_new_tokens=400)
+    job = client.submit(api_name="/run", **kw)
+    seen = wait_for(job, lambda o: "Running" in o["status"])
+    stopped = call(client, "/stop")
+    assert "Stopped" in stopped["status"]
+    end = time.monotonic() + 120
+    while not job.done() and time.monotonic() < end:
+        time.sleep(0.2)
+    assert job.done(), "Run did not stop"
+    out = call(client, "/step", **kw)
+    assert "sv-status-ok" in out["status"] and "New run" not in out["status"]
+    assert cycle_no(out) > cycle_no(seen)
+
+
+def test_reset_clears_the_run(client):
+    """Reset empties the views; the next Step starts again at cycle 0."""
+    call(client, "/step", **SHORT)
+    call(client, "/step", **SHORT)
+    out = call(client, "/reset")
+    assert "Reset" in out["status"] and out["plain_text"] == "" and "No cycle yet" in out["narration"]
+    assert cycle_no(call(client, "/step", **SHORT)) == 0
+
+
+def test_changed_setting_restarts_with_a_message(client):
+    """A Step with a different K restarts the run and says so."""
+    call(client, "/step", **SHORT, k=4)
+    call(client, "/step", **SHORT, k=4)
+    out = call(client, "/step", **SHORT, k=2)
+    assert "Settings changed" in out["status"] and cycle_no(out) == 0
+
+
+def test_slider_shows_an_earlier_cycle(client):
+    """show_cycle(1) puts cycle 1 in every cycle view after three Steps."""
+    for _ in range(3):
+        call(client, "/step", **SHORT)
+    out = call(client, "/show_cycle", cycle=1)
+    assert cycle_no(out) == 1 and "cycle 1" in out["cache"]
+
+
+def test_sessions_are_isolated(app_url):
+    """Two clients have two decoders: one's Steps do not advance the other's run."""
+    a = gradio_client.Client(app_url, verbose=False)
+    b = gradio_client.Client(app_url, verbose=False)
+    call(a, "/step", **SHORT)
+    call(a, "/step", **SHORT)
+    assert cycle_no(call(b, "/step", **SHORT)) == 0
+
+
+def test_errors_leave_a_message_and_the_next_run_works(client, monkeypatch):
+    """Bad model ids, a mismatched pair, an empty prompt and bad settings each give a visible,
+    actionable message; a valid Step afterwards works."""
+    from gradio_client.exceptions import AppError
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    cases = [
+        (dict(target="not a model id!"), "not a valid Hugging Face model id"),
+        (dict(target="specviz-test/no-such-model"), "could not be found"),
+        (dict(target="tiny-random", method="draft", draft="bundled"), "do not share a tokenizer"),
+        (dict(prompt="   "), EMPTY_PROMPT),
+        (dict(method="layerskip", layerskip_layers="0-99"), "layers"),
+        (dict(method="layerskip", layerskip_layers="zero"), "not a number"),
+    ]
+    for change, message in cases:
+        out = call(client, "/step", **{**SHORT, **change})
+        assert "sv-status-error" in out["status"], (change, out["status"])
+        assert message in out["status"].replace("&#x27;", "'"), (change, out["status"])
+    for change in (dict(k=99), dict(temperature=-1)):
+        with pytest.raises(AppError, match="(maximum|minimum) value"):
+            client.predict(api_name="/step", **{**SHORT, **change})
+    out = call(client, "/step", **SHORT)
+    assert "sv-status-ok" in out["status"] and cycle_no(out) == 0
+
+
+def test_load_models_reports_the_pair(client):
+    """Load models loads the target now and checks a draft's tokenizer, saying so."""
+    out = call(client, "/load_models", target="bundled", method="draft", draft="bundled")
+    assert "sv-status-ok" in out["status"] and "shares its tokenizer" in out["status"]

