@@ -1,0 +1,182 @@
+"""`python -m specviz bench`: our methods against transformers' generate, in one run.
+
+Every variant decodes every prompt on the same model objects, interleaved within each
+repeat so that machine noise hits them alike; a prompt's number is the median of its
+repeats. Anchors are HF `generate` plain (`hf`), with prompt lookup (`hf_pld`), and with
+`assistant_model` when a draft is given (`hf_assist`). Each variant is timed from outside,
+around the whole call, on pre-tokenised prompts.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import statistics
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+
+from .engine import generate
+from .models import load
+
+HF_PLD_TOKENS = 10  # transformers' documented default for prompt_lookup_num_tokens
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(prog="python -m specviz bench", description=__doc__.splitlines()[0])
+    ap.add_argument("--prompts", required=True, help="JSON list of {id, cat, prompt}")
+    ap.add_argument("--methods", default="ar,pld,logitspec",
+                    help="ours, comma-separated: ar,pld,logitspec,draft,layerskip; add ':norecord' "
+                         "to a method for a run with trace recording off")
+    ap.add_argument("--anchors", default="hf,hf_pld", help="hf,hf_pld,hf_assist (or 'none')")
+    ap.add_argument("--target", default="bundled")
+    ap.add_argument("--draft", default=None)
+    ap.add_argument("--dtype", default=None)
+    ap.add_argument("--k", type=int, default=4, help="K for draft and layerskip")
+    ap.add_argument("--temperature", type=float, default=0.0)
+    ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--limit", type=int, default=None, help="only the first N prompts")
+    ap.add_argument("--raw", action="store_true", help="no chat template")
+    ap.add_argument("--out", required=True, help="folder for bench.json, report.html, summary.md")
+    return ap.parse_args(argv)
+
+
+def _hf_call(target, ids, anchor, draft, args):
+    kw = dict(max_new_tokens=args.max_new_tokens, pad_token_id=next(iter(target.eos_ids), 0),
+              eos_token_id=sorted(target.eos_ids) or None)
+    if args.temperature > 0:
+        kw.update(do_sample=True, temperature=args.temperature, top_p=1.0, top_k=0)
+    else:
+        kw.update(do_sample=False)
+    if anchor == "hf_pld":
+        kw["prompt_lookup_num_tokens"] = HF_PLD_TOKENS
+    if anchor == "hf_assist":
+        kw["assistant_model"] = draft.model
+    x = torch.tensor([ids], device=target.device)
+    with torch.inference_mode():
+        out = target.model.generate(x, attention_mask=torch.ones_like(x), **kw)
+    return {"token_ids": out[0, len(ids):].tolist()}
+
+
+def _ours_call(target, ids, variant, draft, args):
+    method, _, flag = variant.partition(":")
+    run = generate(target, ids, method=method, draft=draft if method == "draft" else None,
+                   k=args.k, temperature=args.temperature, max_new_tokens=args.max_new_tokens,
+                   chat=False, record=flag != "norecord")
+    m = run.metrics
+    return {"token_ids": run.token_ids, "mean_accepted_tokens": m["mean_accepted_tokens"],
+            "acceptance_rate": m["acceptance_rate"], "retrieval_success": m["retrieval_success"],
+            "cycles": m["cycles"], "draft_s": m["draft_s"], "verify_s": m["verify_s"], "other_s": m["other_s"]}
+
+
+def time_variant(target, ids, variant, draft, args) -> dict:
+    t0 = time.perf_counter()
+    if variant.startswith("hf"):
+        out = _hf_call(target, ids, variant, draft, args)
+    else:
+        out = _ours_call(target, ids, variant, draft, args)
+    out["wall_s"] = time.perf_counter() - t0
+    out["tokens_per_s"] = len(out["token_ids"]) / out["wall_s"]
+    return out
+
+
+def _median_row(runs: list[dict]) -> dict:
+    row = {k: statistics.median(r[k] for r in runs) for k in runs[0]
+           if isinstance(runs[0][k], (int, float)) and runs[0][k] is not None}
+    row["new_tokens"] = len(runs[0]["token_ids"])
+    row["token_ids"] = runs[0]["token_ids"]
+    return row
+
+
+def geomean(xs) -> float:
+    xs = [x for x in xs if x > 0]
+    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
+
+
+def summarise(results: dict, variants: list[str]) -> dict:
+    """Per variant: geometric-mean speedups over hf and hf_pld, worst prompt, lossless count."""
+    out = {}
+    for v in variants:
+        rows = [(pid, r[v], r.get("hf"), r.get("hf_pld")) for pid, r in results.items()]
+        s = {"tokens_per_s_median": statistics.median(x["tokens_per_s"] for _, x, _, _ in rows)}
+        if rows[0][2] is not None:
+            ratios = [x["tokens_per_s"] / h["tokens_per_s"] for _, x, h, _ in rows]
+            s.update(speedup_vs_hf=geomean(ratios), worst_vs_hf=min(ratios),
+                     identical_to_hf=sum(x["token_ids"] == h["token_ids"] for _, x, h, _ in rows))
+        if rows[0][3] is not None:
+            s["speedup_vs_hf_pld"] = geomean(x["tokens_per_s"] / p["tokens_per_s"] for _, x, _, p in rows)
+        for key in ("mean_accepted_tokens", "acceptance_rate", "retrieval_success"):
+            vals = [x[key] for _, x, _, _ in rows if x.get(key) is not None]
+            if vals:
+                s[key] = statistics.mean(vals)
+        out[v] = s
+    return out
+
+
+def machine() -> dict:
+    return {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "python": platform.python_version(),
+            "cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads(),
+            "torch": torch.__version__, "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
+
+
+def run_bench(args) -> dict:
+    say = lambda msg: print(msg, file=sys.stderr, flush=True)
+    target = load(args.target, dtype=args.dtype, progress=say)
+    draft = load(args.draft, dtype=args.dtype, progress=say) if args.draft else None
+    prompts = json.loads(Path(args.prompts).read_text(encoding="utf-8"))[: args.limit]
+    anchors = [] if args.anchors == "none" else args.anchors.split(",")
+    if "hf_assist" in anchors and draft is None:
+        anchors.remove("hf_assist")
+    variants = anchors + args.methods.split(",")
+    warm = target.encode("Hello", chat=not args.raw)
+    for v in variants:  # the first passes pay for allocation and kernel choice; keep them out
+        time_variant(target, warm, v, draft, argparse.Namespace(**{**vars(args), "max_new_tokens": 8}))
+    results = {}
+    for i, item in enumerate(prompts):
+        ids = target.encode(item["prompt"], chat=not args.raw)
+        runs = {v: [] for v in variants}
+        for rep in range(args.repeats):
+            order = variants[rep % len(variants):] + variants[: rep % len(variants)]  # rotate
+            for v in order:
+                runs[v].append(time_variant(target, ids, v, draft, args))
+        results[item["id"]] = {v: _median_row(r) for v, r in runs.items()}
+        say(f"[{i + 1}/{len(prompts)}] {item['id']}: " + ", ".join(
+            f"{v} {results[item['id']][v]['tokens_per_s']:.1f}" for v in variants) + " tok/s")
+    return {"machine": machine(), "settings": {k: v for k, v in vars(args).items()},
+            "variants": variants, "prompts": {p["id"]: p.get("cat", "") for p in prompts},
+            "results": results, "summary": summarise(results, variants)}
+
+
+def summary_markdown(report: dict) -> str:
+    lines = [f"Run {report['machine']['date']} · {report['machine']['cpu']} · torch {report['machine']['torch']}"
+             f" · {report['machine']['threads']} threads · settings: "
+             + ", ".join(f"{k}={report['settings'][k]}" for k in ("target", "max_new_tokens", "repeats", "temperature", "k")),
+             "", "| variant | tok/s (median) | × HF plain (geomean) | worst prompt | × HF prompt lookup | "
+             "mean accepted tokens | α | retrieval success | identical to HF |", "|---|---|---|---|---|---|---|---|---|"]
+    n = len(report["results"])
+    fmt = lambda x, f="{:.2f}": "–" if x is None else f.format(x)
+    for v, s in report["summary"].items():
+        lines.append(f"| {v} | {fmt(s['tokens_per_s_median'], '{:.1f}')} | {fmt(s.get('speedup_vs_hf'))}× | "
+                     f"{fmt(s.get('worst_vs_hf'))}× | {fmt(s.get('speedup_vs_hf_pld'))}× | "
+                     f"{fmt(s.get('mean_accepted_tokens'))} | {fmt(s.get('acceptance_rate'))} | "
+                     f"{fmt(s.get('retrieval_success'))} | {s.get('identical_to_hf', '–')}/{n} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    report = run_bench(args)
+    (out / "bench.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
+    (out / "summary.md").write_text(summary_markdown(report), encoding="utf-8")
+    from .viz.bench_report import report_html  # plotly stays out of the decoding layer
+
+    (out / "report.html").write_text(report_html(report), encoding="utf-8")
+    print(summary_markdown(report))
+    return 0

@@ -1,0 +1,39 @@
+"""HTML report of a bench run: speedup over HF plain generate, per prompt and variant."""
+from __future__ import annotations
+
+import html
+
+import plotly.graph_objects as go
+
+
+def speedup_figure(report: dict) -> go.Figure:
+    prompts = list(report["results"])
+    fig = go.Figure()
+    for v in report["variants"]:
+        if v == "hf":
+            continue
+        ys = [report["results"][p][v]["tokens_per_s"] / report["results"][p]["hf"]["tokens_per_s"]
+              for p in prompts]
+        fig.add_bar(name=v, x=prompts, y=ys)
+    fig.add_hline(y=1.0, line_dash="dot", annotation_text="HF plain generate")
+    fig.update_layout(title="Speedup over HF plain generate, per prompt (median of repeats)",
+                      xaxis_title="prompt", yaxis_title="× HF plain tokens/s", barmode="group",
+                      template="plotly_white", legend_title="variant")
+    return fig
+
+
+def report_html(report: dict) -> str:
+    rows = "".join(
+        "<tr>" + f"<td>{html.escape(v)}</td>" + "".join(
+            f"<td>{html.escape(f'{x:.3g}' if isinstance(x, float) else str(x))}</td>"
+            for x in (s.get("tokens_per_s_median"), s.get("speedup_vs_hf"), s.get("worst_vs_hf"),
+                      s.get("speedup_vs_hf_pld"), s.get("mean_accepted_tokens"), s.get("acceptance_rate"),
+                      s.get("identical_to_hf")))
+        + "</tr>" for v, s in report["summary"].items())
+    head = "".join(f"<th>{h}</th>" for h in ("variant", "tok/s", "× HF", "worst × HF", "× HF PLD",
+                                              "mean accepted", "α", "identical to HF"))
+    machine = html.escape(", ".join(f"{k}: {v}" for k, v in report["machine"].items()))
+    return ("<!doctype html><meta charset='utf-8'><title>SpecViz bench</title>"
+            f"<h1>SpecViz bench</h1><p>{machine}</p><table border='1' cellpadding='4'>"
+            f"<tr>{head}</tr>{rows}</table>"
+            + speedup_figure(report).to_html(full_html=False, include_plotlyjs=True))
