@@ -1,4 +1,4 @@
-"""Screenshot of the app mid-run for the README: launch it, press Step a few times, save a PNG.
+"""Screenshot of the app mid-run for the README: measure the AR baseline, Step a few times, save a PNG.
 
     python scripts/screenshot.py [--steps 4] [--out assets/screenshot.png]
 
@@ -59,6 +59,9 @@ def main() -> None:
             page = browser.new_page(viewport=VIEWPORT)
             page.goto(f"http://127.0.0.1:{port}/", wait_until="domcontentloaded")
             page.wait_for_selector("#sv-tree .js-plotly-plot", timeout=60_000)
+            page.click("#sv-measure")  # the timing panel then compares with a measured baseline
+            page.wait_for_function("() => (document.querySelector('#sv-status')?.innerText || '')"
+                                   ".includes('AR baseline measured')", timeout=STEP_TIMEOUT_MS)
             press_step(page, args.steps)
             page.wait_for_timeout(1000)  # let plotly finish its transitions
             args.out.parent.mkdir(parents=True, exist_ok=True)

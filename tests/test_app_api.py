@@ -194,6 +194,14 @@ def test_errors_leave_a_message_and_the_next_run_works(client, monkeypatch):
     assert "sv-status-ok" in out["status"] and cycle_no(out) == 0
 
 
+def test_measure_baseline_alone(client):
+    """Measure AR baseline fills the AR column with measured numbers before any speculative run."""
+    out = call(client, "/measure_ar", **dict(SHORT, prompt="Count from one to ten in words."))
+    assert "AR baseline measured" in out["status"]
+    ar_column = out["metrics"].split("autoregressive", 1)[1]
+    assert re.search(r"<td[^>]*>\d+\.\d</td>", ar_column), out["metrics"]
+
+
 def test_load_models_reports_the_pair(client):
     """Load models loads the target now and checks a draft's tokenizer, saying so."""
     out = call(client, "/load_models", target="bundled", method="draft", draft="bundled")

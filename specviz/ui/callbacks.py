@@ -99,7 +99,9 @@ def ensure_decoder(session: Session, settings: RunSettings, progress) -> str | N
     restarted = session.decoder is not None
     session.replace(decoder, settings)
     head = "Settings changed, so a new run started" if restarted else "New run"
-    return f"{head}: {settings.describe()}."
+    hint = "" if BASELINES.get(settings.ar_key()) else (
+        " Run, or Measure AR baseline, decodes the same prompt plainly for the timing panel.")
+    return f"{head}: {settings.describe()}.{hint}"
 
 
 def loading_frames(settings: RunSettings) -> Iterator[dict]:
@@ -230,7 +232,8 @@ def show_cycle(cycle, request: gr.Request) -> tuple:
     session.view = index
     values = views.cycle_views(run, index)
     values.pop("cycle")  # the slider already shows it; rewriting it would fight the drag
-    return views.as_tuple(views.only(**values))
+    note = f"Showing cycle {index} of 0–{len(run.cycles) - 1}. Step or Run continues from the newest cycle."
+    return views.as_tuple(views.only(status=views.status_html(note, "info"), **values))
 
 
 # -- Settings and models --------------------------------------------------------------------------

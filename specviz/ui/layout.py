@@ -8,7 +8,6 @@ import json
 
 import gradio as gr
 
-from .. import viz
 from . import callbacks, views
 from .presets import (DEFAULT_METHOD, K_RANGE, KNOBS, MAX_NEW_RANGE, METHOD_LABELS, METHODS, TARGETS,
                       TEMPERATURE_RANGE, TOP_P_RANGE, Knob, draft_choices)
@@ -65,7 +64,7 @@ def method_inputs(s: RunSettings) -> tuple[dict, list]:
     """The draft picker and each method's knob group, visible only while that method is chosen."""
     choices = draft_choices(s.target)
     comps = {"draft": gr.Dropdown(choices, value=choices[0][1] if choices else None, allow_custom_value=True,
-                                  label="Draft model", visible=s.method == "draft",
+                                  label="Draft model", visible=s.method == "draft", elem_id="sv-draft",
                                   info="Must share the target's tokenizer: a preset or any hub id.")}
     groups = []
     for method in dict.fromkeys(k.method for k in KNOBS):
@@ -79,14 +78,15 @@ def method_inputs(s: RunSettings) -> tuple[dict, list]:
 def config_column(s: RunSettings) -> tuple[dict, list]:
     gr.HTML('<h3 class="sv-h">Configuration</h3>')
     comps = {"target": gr.Dropdown(TARGETS, value=s.target, allow_custom_value=True, label="Target model",
-                                   info="A preset, any hub id (owner/name) or a local model folder.")}
+                                   info="A preset, any hub id (owner/name) or a local model folder.",
+                                   elem_id="sv-target")}
     comps["method"] = gr.Radio(METHODS, value=s.method, label="Proposer (how drafts are made)")
     knob_comps, groups = method_inputs(s)
     comps.update(knob_comps)
     comps["k"] = gr.Slider(*K_RANGE, value=s.k, step=1, precision=0, label="K: draft length per cycle",
                            info="Tokens drafted per cycle (tree depth for LogitSpec).")
     comps["adaptive_k"] = gr.Checkbox(value=s.adaptive_k, label="Adaptive K (+2 after a full accept, −1 after a miss)")
-    comps["prompt"] = gr.Textbox(value=s.prompt, lines=6, max_lines=16, label="Prompt")
+    comps["prompt"] = gr.Textbox(value=s.prompt, lines=6, max_lines=16, label="Prompt", elem_id="sv-prompt")
     examples = load_examples()
     if examples:
         gr.Examples([[e["prompt"]] for e in examples], inputs=[comps["prompt"]], label="Example prompts",
@@ -98,7 +98,7 @@ def config_column(s: RunSettings) -> tuple[dict, list]:
     with gr.Row():
         comps["seed"] = gr.Number(value=s.seed, precision=0, label="Seed", min_width=100)
         comps["max_new_tokens"] = gr.Slider(*MAX_NEW_RANGE, value=s.max_new_tokens, step=1, precision=0,
-                                            label="Max new tokens", min_width=160)
+                                            label="Max new tokens", min_width=160, elem_id="sv-max-new")
     comps["chat"] = gr.Checkbox(value=s.chat, label="Apply the chat template to the prompt")
     comps["load"] = gr.Button("Load models now", size="sm")
     return comps, groups
@@ -114,7 +114,6 @@ def centre_column(first: dict) -> dict:
     out["cycle"] = gr.Slider(0, 1, value=0, step=1, precision=0, label="Cycle on screen", elem_id="sv-cycle")
     out["narration"] = gr.HTML(first["narration"], elem_id="sv-narration")
     out["tree"] = gr.Plot(first["tree"], show_label=False, elem_id="sv-tree")
-    gr.HTML(viz.legend_html(), elem_id="sv-legend")
     with gr.Row():
         out["pq"] = gr.Plot(first["pq"], show_label=False, elem_id="sv-pq")
         out["residual"] = gr.Plot(first["residual"], show_label=False, elem_id="sv-residual")

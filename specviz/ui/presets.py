@@ -10,7 +10,7 @@ BUNDLED = "bundled"
 
 # (label, load spec). The bundled model comes first: it is the only one that works offline.
 TARGETS = [
-    ("bundled: SmolLM2-135M-Instruct (offline)", BUNDLED),
+    ("bundled SmolLM2-135M (offline)", BUNDLED),
     ("SmolLM2-360M-Instruct", "HuggingFaceTB/SmolLM2-360M-Instruct"),
     ("SmolLM2-1.7B-Instruct", "HuggingFaceTB/SmolLM2-1.7B-Instruct"),
     ("Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-1.5B-Instruct"),
@@ -23,7 +23,7 @@ TARGETS = [
 # Drafts that share a tokenizer with a family of targets: (substring of the target spec, drafts).
 # The bundled model is its own draft offline: a perfect draft, useful to see what α = 1 looks like.
 DRAFT_FAMILIES = [
-    (("bundled", "smollm2"), [("bundled: SmolLM2-135M-Instruct (offline)", BUNDLED),
+    (("bundled", "smollm2"), [("bundled SmolLM2-135M (offline)", BUNDLED),
                               ("SmolLM2-135M-Instruct (hub)", "HuggingFaceTB/SmolLM2-135M-Instruct"),
                               ("SmolLM2-360M-Instruct", "HuggingFaceTB/SmolLM2-360M-Instruct")]),
     (("qwen2.5",), [("Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct")]),

@@ -60,10 +60,9 @@ def cycle_views(run: RunTrace | None, index: int | None) -> dict:
 
 def run_views(run: RunTrace | None, ar: RunTrace | None) -> dict:
     """The output text and the timing column for the whole run so far."""
-    return {"text": viz.text_html(run) if run is not None else viz.text_html(RunTrace(method="")),
-            "plain_text": run.text if run is not None else "",
-            **timing_views(run, ar),
-            "acceptance": viz.acceptance_figure(run) if run is not None else None}
+    run_or_empty = run if run is not None else RunTrace(method="")
+    return {"text": viz.text_html(run_or_empty), "plain_text": run.text if run is not None else "",
+            **timing_views(run, ar), "acceptance": viz.acceptance_figure(run_or_empty)}
 
 
 def timing_views(run: RunTrace | None, ar: RunTrace | None) -> dict:
