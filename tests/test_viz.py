@@ -193,7 +193,7 @@ def test_narration_of_bonus_empty_greedy_and_tree():
         "Cycle 3 (greedy): 3 drafted; accepted 'one'; rejected ' two' (p = 0.20, not argmax p); "
         "took argmax p ' 2' instead; no bonus. Target cache 40 → 42, draft cache 42 → 42.")
     told = narrate(tree_cycle())
-    assert "a 6-node tree drafted (3 branches, depth 3)" in told
+    assert "a tree of 6 nodes drafted (3 branches, depth 3)" in told
     assert "accepted 'B', 'C' along branch 'cand 1'" in told
     assert "q = 1 (deterministic)" in told and "from p without the rejected token" in told
     assert "after 2 other rejected nodes" in told

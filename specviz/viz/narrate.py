@@ -14,7 +14,7 @@ def _drafted(cycle: CycleTrace) -> str:
     if not is_tree(cycle):
         return f"{len(nodes)} drafted"
     leaves = len(nodes) - len({n.parent for n in nodes} - {-1})
-    return f"a {len(nodes)}-node tree drafted ({leaves} branches, depth {max(n.depth for n in nodes)})"
+    return f"a tree of {len(nodes)} nodes drafted ({leaves} branches, depth {max(n.depth for n in nodes)})"
 
 
 def _accepted(cycle: CycleTrace) -> str:

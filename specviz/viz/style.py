@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 
 import plotly.graph_objects as go
+import plotly.io as pio
 
 from ..trace import ACCEPTED, BONUS, FROM_DRAFT, NOT_REACHED, REJECTED, RESAMPLED, TARGET
 
@@ -88,8 +89,12 @@ def num(x: float | None) -> str:
     return f"{x:.3g}" if 0 < abs(x) < 0.005 else f"{x:.2f}"
 
 
+# Set once: passing template= per figure deep-copies the theme each time (~20 ms a figure).
+pio.templates.default = "plotly_white"
+
+
 def base_layout(fig: go.Figure, title: str, x_title: str, y_title: str, height: int = FIG_HEIGHT) -> go.Figure:
-    fig.update_layout(template="plotly_white", title=dict(text=title, x=0.01, font=dict(size=14)),
+    fig.update_layout(title=dict(text=title, x=0.01, font=dict(size=14)),
                       height=height, margin=MARGIN, hoverlabel=dict(align="left"),
                       legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0,
                                   font=dict(size=11)))
