@@ -1,6 +1,7 @@
 """Deployment limits, read from environment variables (documented in the README).
 
-The defaults suit a free CPU Space (2 vCPU, 16 GB): a 1.7 B fp32 model fits in memory, and
+A session keeps at most max_new_tokens cycles, since every cycle commits at least one token;
+that is the cap on a session's trace. The defaults suit a free CPU Space (2 vCPU, 16 GB): a 1.7 B fp32 model fits in memory, and
 a run of 256 tokens at ~15 tokens/s finishes in well under a minute.
 """
 from __future__ import annotations
@@ -34,7 +35,6 @@ class Limits:
     allowed_models: frozenset[str] = field(default_factory=frozenset)  # SPECVIZ_ALLOWED_MODELS (comma list; empty = any)
     allow_local: bool = False  # SPECVIZ_ALLOW_LOCAL_MODELS=1 lets users name folders on the server
     session_idle_s: int = 1800  # SPECVIZ_SESSION_IDLE_S: a session's decoder is freed after this
-    max_cycles_kept: int = 512  # SPECVIZ_MAX_CYCLES: cycles kept per session for the slider
     concurrency: int = 1  # SPECVIZ_CONCURRENCY: model events running at once (2 CPU cores: 1)
 
     @classmethod
@@ -48,7 +48,6 @@ class Limits:
             allowed_models=frozenset(s.strip() for s in allowed.split(",") if s.strip()),
             allow_local=_flag("SPECVIZ_ALLOW_LOCAL_MODELS"),
             session_idle_s=_int("SPECVIZ_SESSION_IDLE_S", cls.session_idle_s),
-            max_cycles_kept=_int("SPECVIZ_MAX_CYCLES", cls.max_cycles_kept),
             concurrency=_int("SPECVIZ_CONCURRENCY", cls.concurrency),
         )
 
@@ -105,6 +104,21 @@ def check_model_size(spec: str, limits: Limits) -> None:
     if n > limits.max_params:
         raise ValueError(f"'{spec}' has {n / 1e9:.1f} B parameters; this server allows at most "
                          f"{limits.max_params / 1e9:.1f} B (SPECVIZ_MAX_MODEL_PARAMS).")
+
+
+def check_prompt_text(prompt: str, limits: Limits) -> None:
+    """Refuse text no tokenizer should see: NUL bytes, broken UTF-8, or far too much of it."""
+    if "\x00" in prompt:
+        raise ValueError("The prompt contains NUL characters (\\x00); remove them and try again.")
+    try:
+        prompt.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("The prompt is not valid UTF-8 text (it has broken characters); "
+                         "paste it again as plain text.") from None
+    # a token is rarely under one character, so this refuses a huge paste before tokenising it
+    if len(prompt) > 8 * limits.max_prompt_tokens:
+        raise ValueError(f"The prompt is {len(prompt):,} characters; this server takes about "
+                         f"{limits.max_prompt_tokens} tokens (SPECVIZ_MAX_PROMPT_TOKENS). Shorten it.")
 
 
 def check_run_settings(limits: Limits, k: int, max_new_tokens: int, prompt_tokens: int | None = None) -> None:

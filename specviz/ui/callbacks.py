@@ -14,12 +14,13 @@ from typing import Callable, Iterator
 import gradio as gr
 
 from ..engine import Decoder
+from ..limits import check_model_spec, check_prompt_text, check_run_settings
 from ..models import EMPTY_PROMPT, ModelLoadError, check_tokenizers
 from ..sampling import check_settings
 from . import views
 from .presets import draft_choices
 from .settings import RunSettings, from_inputs
-from .state import BASELINES, MODELS, SESSIONS, Session
+from .state import BASELINES, LIMITS, MODELS, SESSIONS, Session
 
 log = logging.getLogger(__name__)
 
@@ -55,13 +56,19 @@ def guarded(handler: Callable[..., Iterator[dict]]) -> Callable[..., Iterator[tu
     return wrapper
 
 
-def render(session: Session, message: str, level: str = "info") -> dict:
-    """Every output for the session's current run (or the example before the first run)."""
+def on_screen(session: Session) -> tuple:
+    """(run, AR baseline) the views show: a replayed trace, the example, or the session's run."""
+    if session.replay is not None:
+        return session.replay.run, session.replay.ar
     if session.example:
-        run, ar = views.example()
-    else:
-        run = session.run()
-        ar = BASELINES.get(session.settings.ar_key()) if session.settings else None
+        return views.example()
+    ar = BASELINES.get(session.settings.ar_key()) if session.settings else None
+    return session.run(), ar
+
+
+def render(session: Session, message: str, level: str = "info") -> dict:
+    """Every output for the run on screen (see on_screen)."""
+    run, ar = on_screen(session)
     return views.full(message, level, run, ar, session.view)
 
 
@@ -70,7 +77,12 @@ def check_early(settings: RunSettings) -> None:
     """Cheap checks before any model loads, so a typo does not wait for a download."""
     if not settings.prompt.strip():
         raise ValueError(EMPTY_PROMPT)
+    check_prompt_text(settings.prompt, LIMITS)
     check_settings(settings.temperature, settings.top_p)
+    check_run_settings(LIMITS, settings.k, settings.max_new_tokens)
+    check_model_spec(settings.target, LIMITS)
+    if settings.draft:
+        check_model_spec(settings.draft, LIMITS)
     if settings.method == "draft" and not settings.draft:
         raise ValueError("The draft-model method needs a draft: pick one in 'Draft model' "
                          "(it must share the target's tokenizer).")
@@ -96,9 +108,13 @@ def ensure_decoder(session: Session, settings: RunSettings, progress) -> str | N
     target = load_with_progress(settings.target, progress)
     draft = load_with_progress(settings.draft, progress) if settings.method == "draft" else None
     decoder = Decoder(target, settings.prompt, draft=draft, **settings.decoder_kwargs())
+    check_run_settings(LIMITS, settings.k, settings.max_new_tokens, len(decoder.prompt_ids))
     restarted = session.decoder is not None
     session.replace(decoder, settings)
     head = "Settings changed, so a new run started" if restarted else "New run"
+    if draft is not None and draft.n_params > target.n_params:
+        head += (f" (note: the draft, {draft.n_params / 1e6:.0f} M parameters, is larger than the target, "
+                 f"{target.n_params / 1e6:.0f} M, so it cannot save time)")
     hint = "" if BASELINES.get(settings.ar_key()) else (
         " Run, or Measure AR baseline, decodes the same prompt plainly for the timing panel.")
     return f"{head}: {settings.describe()}.{hint}"
@@ -225,7 +241,7 @@ def reset(request: gr.Request) -> tuple:
 def show_cycle(cycle, request: gr.Request) -> tuple:
     """Show an earlier cycle in every cycle view; Step and Run return to the newest."""
     session = session_of(request)
-    run = views.example()[0] if session.example else session.run()
+    run = on_screen(session)[0]
     if run is None or not run.cycles:
         return views.as_tuple(views.only())
     index = min(max(int(cycle or 0), 0), len(run.cycles) - 1)

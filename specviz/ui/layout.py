@@ -8,26 +8,32 @@ import json
 
 import gradio as gr
 
-from . import callbacks, views
+from . import callbacks, explain, learn, lessons, replay, views
 from .presets import (DEFAULT_METHOD, K_RANGE, KNOBS, MAX_NEW_RANGE, METHOD_LABELS, METHODS, TARGETS,
                       TEMPERATURE_RANGE, TOP_P_RANGE, Knob, draft_choices)
 from .settings import BASE_INPUTS, RunSettings
+from .state import LIMITS
 from .views import ASSETS
+from .zerogpu import on_gpu
+from .compare import build_compare_tabs
 
 EXAMPLES = ASSETS / "examples.json"
 CSS = ASSETS / "app.css"
 HEADER = ASSETS / "header.html"
+KEYS_JS = ASSETS / "keys.js"  # arrow keys step through 'Explain this cycle'
 # System fonts: the default theme fetches Google Fonts, which an offline machine cannot reach.
 THEME = gr.themes.Default(
     primary_hue="blue",
     font=[gr.themes.Font(f) for f in ("system-ui", "Segoe UI", "Roboto", "sans-serif")],
     font_mono=[gr.themes.Font(f) for f in ("ui-monospace", "Menlo", "Consolas", "monospace")])
-DECODE = dict(concurrency_id="decode", concurrency_limit=1)  # one decode at a time keeps timings honest
+# Every event that runs a model shares one queue slot group; 1 (the default) keeps timings honest
+# on a 2-core CPU, and SPECVIZ_CONCURRENCY raises it on bigger hardware.
+DECODE = dict(concurrency_id="decode", concurrency_limit=LIMITS.concurrency)
 
 
 def launch_kwargs() -> dict:
     """Gradio 6 takes theme and CSS at launch(); app.py and the tests use the same ones."""
-    return dict(theme=THEME, css_paths=[CSS])
+    return dict(theme=THEME, css_paths=[CSS, ASSETS / "compare.css"], js=KEYS_JS.read_text(encoding="utf-8"))
 
 
 def initial_settings() -> RunSettings:
@@ -113,6 +119,7 @@ def centre_column(first: dict) -> dict:
         out["reset_btn"] = gr.Button("Reset", variant="secondary", elem_id="sv-reset")
     out["cycle"] = gr.Slider(0, 1, value=0, step=1, precision=0, label="Cycle on screen", elem_id="sv-cycle")
     out["narration"] = gr.HTML(first["narration"], elem_id="sv-narration")
+    out.update(explain.explain_block())
     out["tree"] = gr.Plot(first["tree"], show_label=False, elem_id="sv-tree")
     with gr.Row():
         out["pq"] = gr.Plot(first["pq"], show_label=False, elem_id="sv-pq")
@@ -132,6 +139,7 @@ def timing_column(first: dict) -> dict:
     out["metrics"] = gr.HTML(first["metrics"], elem_id="sv-metrics")
     out["timeline"] = gr.Plot(first["timeline"], show_label=False, elem_id="sv-timeline")
     out["acceptance"] = gr.Plot(first["acceptance"], show_label=False, elem_id="sv-acceptance")
+    out.update(replay.export_block())
     return out
 
 
@@ -141,17 +149,27 @@ def build_demo() -> gr.Blocks:
     settings = initial_settings()
     with gr.Blocks(title="SpecViz: speculative decoding, one cycle at a time", fill_width=True) as demo:
         gr.HTML(HEADER.read_text(encoding="utf-8") if HEADER.is_file() else "<h1>SpecViz</h1>")
-        with gr.Row(equal_height=False):
-            with gr.Column(scale=3, min_width=300, elem_id="sv-config"):
-                inputs, groups = config_column(settings)
-            with gr.Column(scale=7, min_width=520, elem_id="sv-centre"):
-                centre = centre_column(first)
-            with gr.Column(scale=3, min_width=320, elem_id="sv-timing"):
-                timing = timing_column(first)
+        with gr.Tabs(elem_id="sv-tabs"):
+            with gr.Tab("Decode", id="decode", elem_id="sv-tab-decode"):
+                lesson_comps = lessons.lesson_block()
+                with gr.Row(equal_height=False):
+                    with gr.Column(scale=3, min_width=300, elem_id="sv-config"):
+                        inputs, groups = config_column(settings)
+                    with gr.Column(scale=7, min_width=520, elem_id="sv-centre"):
+                        centre = centre_column(first)
+                    with gr.Column(scale=3, min_width=320, elem_id="sv-timing"):
+                        timing = timing_column(first)
+            with gr.Tab("Learn", id="learn", elem_id="sv-tab-learn"):
+                learn.build_learn_tab()
+            build_compare_tabs(DECODE)  # the Compare and Theory & hardware tabs
         if run is not None:
             centre["cycle"].value = len(run.cycles) - 1
             centre["cycle"].maximum = max(len(run.cycles) - 1, 1)
-        wire(demo, inputs, groups, {**centre, **timing})
+        comps = {**centre, **timing, **lesson_comps}
+        wire(demo, inputs, groups, comps)
+        explain.wire_explain(comps)
+        replay.wire_export(comps)
+        lessons.wire_lessons(comps, inputs)
     return demo
 
 
@@ -160,9 +178,9 @@ def wire(demo: gr.Blocks, inputs: dict, groups: list, comps: dict) -> None:
     settings = {k: v for k, v in inputs.items() if k in BASE_INPUTS or k in {kn.key for kn in KNOBS}}
     outputs = [comps[name] for name in views.OUTPUTS]
     common = dict(inputs_kwargs=settings, outputs=outputs, show_progress_on=[comps["status"]])
-    comps["step_btn"].click(callbacks.step, api_name="step", trigger_mode="multiple", **common, **DECODE)
-    run_event = comps["run_btn"].click(callbacks.run, api_name="run", **common, **DECODE)
-    measure = comps["measure_btn"].click(callbacks.measure_baseline, api_name="measure_ar", **common, **DECODE)
+    comps["step_btn"].click(on_gpu(callbacks.step), api_name="step", trigger_mode="multiple", **common, **DECODE)
+    run_event = comps["run_btn"].click(on_gpu(callbacks.run), api_name="run", **common, **DECODE)
+    measure = comps["measure_btn"].click(on_gpu(callbacks.measure_baseline), api_name="measure_ar", **common, **DECODE)
     inputs["load"].click(callbacks.load_models, api_name="load_models", **common, **DECODE)
     comps["stop_btn"].click(callbacks.stop, outputs=outputs, cancels=[run_event, measure], api_name="stop",
                             show_progress="hidden")

@@ -6,6 +6,8 @@ import inspect
 from dataclasses import dataclass
 from typing import Any
 
+from ..limits import Limits
+
 BUNDLED = "bundled"
 
 # (label, load spec). The bundled model comes first: it is the only one that works offline.
@@ -41,11 +43,12 @@ METHODS = [
 METHOD_LABELS = {value: label for label, value in METHODS}
 DEFAULT_METHOD = "logitspec"
 
-# Ranges of the sliders. K past 16 only pays for verify passes a small model never fills.
-K_RANGE, K_DEFAULT = (1, 16), 4
+# Ranges of the sliders follow the server's limits (SPECVIZ_MAX_K, SPECVIZ_MAX_NEW_TOKENS).
+_LIMITS = Limits.from_env()
+K_RANGE, K_DEFAULT = (1, _LIMITS.max_k), 4
 TEMPERATURE_RANGE = (0.0, 2.0)
 TOP_P_RANGE = (0.05, 1.0)  # top-p must stay above 0: an empty nucleus has nothing to sample
-MAX_NEW_RANGE, MAX_NEW_DEFAULT = (1, 512), 64
+MAX_NEW_RANGE, MAX_NEW_DEFAULT = (1, _LIMITS.max_new_tokens), 64
 
 
 @dataclass(frozen=True)

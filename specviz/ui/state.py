@@ -5,17 +5,20 @@ model must be loaded once. Sessions are keyed by Gradio's session hash instead.
 """
 from __future__ import annotations
 
-import os
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Callable
 
 from .. import models
+from ..limits import Limits, check_model_size, check_model_spec
 from ..engine import Decoder
 from ..trace import RunTrace
+from ..tracefile import TraceFile
 from .settings import RunSettings
 
+LIMITS = Limits.from_env()
 MODEL_CAPACITY = 3  # models kept in memory; a 7B target plus its draft already fill a small GPU
 AR_CAPACITY = 64  # cached baselines; each is a few hundred kB of trace
 SESSION_CAPACITY = 64  # live decoders; each holds a KV cache, and closed tabs are dropped on unload
@@ -34,8 +37,11 @@ class ModelCache:
             if spec in self._models:
                 self._models.move_to_end(spec)
                 return self._models[spec]
-            # On a public Space a typed path must not read the server's folders.
-            loaded = self.loader(spec, progress=progress, allow_local=not os.environ.get("SPACE_ID"))
+            # A typed path must not read the server's folders unless the admin allows it,
+            # and a model over the size limit is refused from its config, before any download.
+            spec = check_model_spec(spec, LIMITS)
+            check_model_size(spec, LIMITS)
+            loaded = self.loader(spec, progress=progress, allow_local=LIMITS.allow_local)
             self._models[spec] = loaded
             while len(self._models) > self.capacity:
                 self._models.popitem(last=False)
@@ -76,6 +82,8 @@ class Session:
     settings: RunSettings | None = None
     view: int | None = None  # cycle index on screen; None follows the newest cycle
     example: bool = True  # the precomputed example is on screen until the first run or Reset
+    replay: TraceFile | None = None  # a loaded trace or lesson on screen instead of a run (ui/replay.py)
+    last_used: float = field(default_factory=time.monotonic)
     generation: int = 0  # bumped whenever the decoder is replaced, so a stale Run stops
     stop: threading.Event = field(default_factory=threading.Event)
     lock: threading.RLock = field(default_factory=threading.RLock)
@@ -83,6 +91,7 @@ class Session:
     def replace(self, decoder: Decoder | None, settings: RunSettings | None) -> None:
         with self.lock:
             self.decoder, self.settings, self.view, self.example = decoder, settings, None, False
+            self.replay = None
             self.generation += 1
             self.stop.set()  # any Run still streaming belongs to the old decoder
 
@@ -95,21 +104,33 @@ class Session:
 class SessionStore:
     """Sessions by Gradio session hash, least recently used dropped first."""
 
-    def __init__(self, capacity: int = SESSION_CAPACITY):
-        self.capacity = capacity
+    def __init__(self, capacity: int = SESSION_CAPACITY, idle_s: float = LIMITS.session_idle_s):
+        self.capacity, self.idle_s = capacity, idle_s
         self._sessions: OrderedDict[str, Session] = OrderedDict()
         self._lock = threading.Lock()
 
     def get(self, key: str | None) -> Session:
         key = key or "anonymous"
         with self._lock:
+            self._free_idle()
             session = self._sessions.get(key)
             if session is None:
                 session = self._sessions[key] = Session()
+            session.last_used = time.monotonic()
             self._sessions.move_to_end(key)
             while len(self._sessions) > self.capacity:
                 self._sessions.popitem(last=False)
             return session
+
+    def _free_idle(self) -> None:
+        """Drop sessions idle longer than idle_s (oldest first), freeing their KV caches."""
+        cutoff = time.monotonic() - self.idle_s
+        while self._sessions:
+            key, oldest = next(iter(self._sessions.items()))
+            if oldest.last_used >= cutoff:
+                break
+            oldest.replace(None, None)
+            del self._sessions[key]
 
     def drop(self, key: str | None) -> None:
         with self._lock:
