@@ -114,6 +114,7 @@ class Decoder:
         else:
             cycle.accepted, cycle.rejected = list(verdict.accepted), verdict.rejected
             cycle.nodes = [None] * len(tree)  # counts only, for the metrics
+            cycle.retrieval_hit = tree.retrieval_hit  # feeds the retrieval_success metric
         cycle.committed = new[:kept]
         cycle.committed_text = [self.target.token_text(t) for t in cycle.committed] if self.record else []
         cycle.origins = kinds[:kept]

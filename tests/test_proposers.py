@@ -9,13 +9,14 @@ from specviz.proposers import make_proposer
 from specviz.proposers.base import ProposeContext
 from specviz.proposers.logitspec import LogitSpecProposer, branch_lengths, merge_branches
 from specviz.proposers.ngram_index import NgramIndex
-from specviz.proposers.prompt_lookup import PATIENCE, PromptLookupProposer
+from specviz.proposers.prompt_lookup import PromptLookupProposer
 from specviz.sampling import Sampling
 from tests.tiny import PROMPTS, hf_greedy, pair
 
 PHRASE = [10, 11, 12, 13, 14, 15]
 IDS = [1, 2] + PHRASE + [3, 4, 5] + PHRASE[:3]  # the phrase's start repeats at the end
 VOCAB = 64
+PAPER = dict(min_ngram=1, lone_cands=True, scaled_len=False)  # keep every candidate, as the paper does
 
 
 def ctx(ids, logits=None, k=8):
@@ -95,18 +96,19 @@ def test_pld_no_match_is_an_empty_draft():
 
 
 def test_pld_backs_off_after_repeated_misses():
-    """After PATIENCE complete misses PLD skips 1 cycle, then 2, then 4; an accepted token resets it."""
+    """After 2 complete misses PLD skips 1 cycle, then 2, then 4; an accepted token resets it."""
     pld = PromptLookupProposer()
+    patience = pld.backoff.patience
     pld.start(IDS)
     drafted = []
-    for _ in range(PATIENCE + 1 + 1 + 2 + 1 + 4):
+    for _ in range(patience + 1 + 1 + 2 + 1 + 4):
         tree = pld.propose(ctx(IDS))
         drafted.append(len(tree) > 0)
         pld.observe(cycle(len(tree), 0))  # every draft misses
-    assert drafted == [True] * PATIENCE + [False] + [True] + [False] * 2 + [True] + [False] * 4
+    assert drafted == [True] * patience + [False] + [True] + [False] * 2 + [True] + [False] * 4
     assert pld.propose(ctx(IDS)).tokens
     pld.observe(cycle(3, 1))  # one accepted token: back to proposing every cycle
-    assert pld.skip == 0 and pld.backoff == 1
+    assert pld.backoff.skip == 0 and pld.backoff.next_skip == 1
 
 
 def test_pld_rejects_unknown_knobs():
@@ -127,7 +129,7 @@ def test_logitspec_candidates_are_topk_without_root():
 
 def test_logitspec_dual_retrieval():
     """Branch 0 continues [context, root]; a candidate's branch is [cand] + continuation of [context, cand]."""
-    ls = LogitSpecProposer(top_k=2, branch_len=4, decay=1.0, capacity=64)
+    ls = LogitSpecProposer(top_k=2, branch_len=4, decay=1.0, capacity=64, **PAPER)
     ids = [20, 21, 22, 23, 30, 31, 32, 33, 1, 21, 22]  # root 22; 22 → 23; 1-gram 31 → 32
     ls.start(ids)
     tree = ls.propose(ctx(ids, logits_ranking([22, 31, 50])))
@@ -140,11 +142,34 @@ def test_logitspec_dual_retrieval():
     assert first_level[31] == "cand 1 (logit rank 2)" and first_level[50] == "cand 2 (logit rank 3)"
 
 
+def test_logitspec_cpu_defaults_keep_only_backed_candidates():
+    """With CPU defaults a candidate rides only if [root, cand] occurred before, and a context with
+    no match of 2+ tokens gets no draft at all (a plain step is cheaper)."""
+    ls = LogitSpecProposer.build(None)
+    ids = [20, 21, 22, 23, 30, 22, 31, 32, 5, 21, 22]  # root 22: [21, 22] → 23; [22, 31] seen
+    ls.start(ids)
+    tree = ls.propose(ctx(ids, logits_ranking([22, 40, 31, 41])))
+    first_level = {tree.tokens[i]: tree.sources[i] for i in tree.children(-1)}
+    assert set(first_level) == {23, 31}  # 40 and 41 are unbacked guesses
+    assert first_level[31] == "cand 2 (logit rank 3)"
+    lone = [7, 8, 9, 22]  # 22 never occurred before, nor did [22, cand]
+    ls.start(lone)
+    assert len(ls.propose(ctx(lone, logits_ranking([22, 40, 7])))) == 0
+
+
+def test_logitspec_defaults_follow_the_device():
+    """On a GPU target the paper's sizes apply (top 64, 64 nodes); on a CPU the measured small ones."""
+    gpu = LogitSpecProposer.build(types.SimpleNamespace(device=torch.device("cuda")))
+    cpu = LogitSpecProposer.build(types.SimpleNamespace(device=torch.device("cpu")), capacity=5)
+    assert (gpu.top_k, gpu.capacity, gpu.lone_cands) == (64, 64, True)
+    assert (cpu.top_k, cpu.capacity, cpu.lone_cands) == (4, 5, False)
+
+
 def test_logitspec_tree_respects_capacity_and_is_a_trie():
     """The tree never exceeds `capacity`, siblings never repeat a token, and parents come first."""
     ids = [int(x) for x in torch.randint(0, 12, (300,), generator=torch.Generator().manual_seed(0))]
     for capacity in (1, 5, 16, 64):
-        ls = LogitSpecProposer(top_k=10, capacity=capacity, branch_len=8)
+        ls = LogitSpecProposer(top_k=10, capacity=capacity, branch_len=8, **PAPER)
         ls.start(ids)
         tree = ls.propose(ctx(ids, torch.randn(VOCAB, generator=torch.Generator().manual_seed(1)), k=8))
         assert 0 < len(tree) <= capacity
@@ -190,8 +215,8 @@ def tiny_refs():
     return target, [(p, hf_greedy(target, p, N)) for p in prompts]
 
 
-@pytest.mark.parametrize("method,knobs", [("pld", {}), ("pld", {"num_tokens": 2, "max_ngram": 1}),
-                                          ("logitspec", {}), ("logitspec", {"top_k": 3, "capacity": 6})])
+@pytest.mark.parametrize("method,knobs", [("pld", {}), ("pld", {"num_tokens": 2, "max_ngram": 1, "min_ngram": 1}),
+                                          ("logitspec", {}), ("logitspec", {"top_k": 3, "capacity": 6, **PAPER})])
 def test_retrieval_greedy_is_lossless(tiny_refs, method, knobs):
     """Greedy decoding with either retrieval proposer equals transformers' greedy output, and drafts get accepted."""
     target, refs = tiny_refs
@@ -200,5 +225,6 @@ def test_retrieval_greedy_is_lossless(tiny_refs, method, knobs):
         run = specviz.generate(target, prompt, method=method, k=6, max_new_tokens=N, chat=False,
                                record=False, **knobs)
         assert run.token_ids == ref
+        assert run.metrics["retrieval_success"] is not None  # counted even when nodes are not recorded
         accepted += run.metrics["accepted_tokens"]
     assert accepted > 0

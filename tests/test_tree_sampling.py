@@ -9,7 +9,7 @@ from tests.tiny import FixedTreeProposer, chi2_pvalue, pair, tv
 
 VOCAB = 8
 PROMPT = [1, 6, 3]
-N = 1500  # runs per variant: the broken rule's bias shows at p < 1e-6 long before this
+N = 1200  # runs per variant: the broken rule shows at p ~ 1e-20 at this N, the correct one passes
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +46,8 @@ def sample_counts(target, make_method) -> tuple[torch.Tensor, torch.Tensor]:
 
 METHODS = {
     "fixed-tree": lambda seed: (FixedTreeProposer(depth=2, branching=3, vocab=VOCAB, seed=seed), {}),
-    "logitspec": lambda seed: ("logitspec", {"top_k": 3}),
+    # the paper's way: every candidate kept, so each cycle has at least 3 siblings to try
+    "logitspec": lambda seed: ("logitspec", {"top_k": 3, "min_ngram": 1, "lone_cands": True, "adaptive": False}),
 }
 
 
@@ -59,7 +60,7 @@ def test_tree_sampling_follows_target(target, monkeypatch, name):
     exact_pairs, exact_fourth = exact_marginals(target.model)
     pairs, fourth = sample_counts(target, METHODS[name])
     assert chi2_pvalue(pairs, exact_pairs) > 1e-3 and chi2_pvalue(fourth, exact_fourth) > 1e-3
-    assert tv(pairs / N, exact_pairs) < 0.1
+    assert tv(pairs / N, exact_pairs) < 0.15  # coarse: sampling noise alone is ~0.08 over 64 cells
 
     # broken: after a rejection, the next sibling (and the final draw) still sees the old p
     monkeypatch.setattr(specviz.verify, "residual", lambda p, q, x: p)

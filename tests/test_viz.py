@@ -255,7 +255,7 @@ def test_residual_figure_highlights_drawn_token():
     fig = residual_figure(chain_reject())
     drawn = next(t for t in fig.data if t.name == "drawn (resampled)")
     assert list(drawn.x) == ["␣in"] and list(drawn.y) == [0.5]
-    note = residual_figure(full_accept()).layout.annotations[0].text
+    note = residual_figure(full_accept()).layout.annotations[0].text.replace("<br>", " ")  # wrapped for phones
     assert note == "No rejection this cycle: bonus token ␣x drawn from p"
     greedy = residual_figure(greedy_cycle())
     assert "greedy: the replacement is argmax p" in greedy.layout.annotations[0].text

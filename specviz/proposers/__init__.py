@@ -9,6 +9,7 @@ REGISTRY = {
     "layerskip": "layer_skip:LayerSkipProposer",
     "pld": "prompt_lookup:PromptLookupProposer",
     "logitspec": "logitspec:LogitSpecProposer",
+    "head": "head:HeadProposer",
 }
 
 METHODS = ("ar", *REGISTRY)

@@ -42,10 +42,10 @@ class NgramIndex:
         """Position after the latest earlier occurrence of `key`, or None."""
         return self.table.get(key)
 
-    def lookup(self, tail: list[int], min_n: int | None = None) -> tuple[int, int] | None:
+    def lookup(self, tail: list[int]) -> tuple[int, int] | None:
         """Match the last n tokens of committed + `tail`, longest n first: (position, n) or None."""
         seq_end = self.ids[-self.max_n:] + list(tail)
-        for n in range(min(self.max_n, len(seq_end)), (min_n or self.min_n) - 1, -1):
+        for n in range(min(self.max_n, len(seq_end)), self.min_n - 1, -1):
             pos = self.table.get(tuple(seq_end[-n:]))
             if pos is not None:
                 return pos, n
@@ -58,9 +58,47 @@ class NgramIndex:
         period P (committed + tail − pos) is continued periodically, which is what a model
         stuck in a loop will do next.
         """
-        base = self.ids + list(tail)
+        tail, n_ids = list(tail), len(self.ids)
+        end = n_ids + len(tail)
         out: list[int] = []
-        for i in range(length):
-            src = pos + i
-            out.append(base[src] if src < len(base) else out[src - len(base)])
+        for src in range(pos, pos + length):  # no copy of the committed list: this runs per branch
+            if src < n_ids:
+                out.append(self.ids[src])
+            else:
+                out.append(tail[src - n_ids] if src < end else out[src - end])
         return out
+
+
+class MissBackoff:
+    """Skip drafting after repeated complete misses: 1 cycle, then 2, 4, ... up to `max_skip`.
+
+    On a CPU the first draft node makes a verify pass cost ~1.4× a plain step, so a proposer
+    whose drafts keep missing should stop paying for them; a lookup is cheap, so retry now and then.
+    """
+
+    def __init__(self, patience: int = 2, max_skip: int = 16):
+        self.patience, self.max_skip = patience, max_skip
+        self.reset()
+
+    def reset(self) -> None:
+        self.misses = 0  # complete misses in a row
+        self.skip = 0  # cycles left to skip
+        self.next_skip = 1  # length of the next skip
+
+    def skipping(self) -> bool:
+        """True (and one fewer left) while a skip is under way."""
+        if self.skip > 0:
+            self.skip -= 1
+            return True
+        return False
+
+    def observe(self, cycle) -> None:
+        if not cycle.nodes:  # nothing was drafted: nothing learnt
+            return
+        if cycle.accepted:
+            self.reset()
+            return
+        self.misses += 1
+        if self.misses >= self.patience:  # keeps missing: skip, and skip longer each time
+            self.skip = self.next_skip
+            self.next_skip = min(2 * self.next_skip, self.max_skip)

@@ -6,6 +6,7 @@ origin also has its own marker symbol, glyph and underline style, so colour is n
 from __future__ import annotations
 
 import html
+import textwrap
 
 import plotly.graph_objects as go
 import plotly.io as pio
@@ -38,6 +39,7 @@ ORIGIN = {
 
 FIG_HEIGHT = 340  # fits two stacked figures beside the config column at 1280×720
 MARGIN = dict(l=50, r=10, t=50, b=45)
+NOTE_CHARS = 36  # line length of a figure's centred note: fits a 390 px phone screen at 14 px
 
 
 # Markdown and LaTeX markers, written as entities: they look the same in HTML, but a page that
@@ -106,8 +108,10 @@ def base_layout(fig: go.Figure, title: str, x_title: str, y_title: str, height: 
 def note_figure(title: str, message: str, x_title: str = "", y_title: str = "") -> go.Figure:
     """An empty figure that says, in its middle, why there is nothing to draw."""
     fig = base_layout(go.Figure(), title, x_title, y_title)
-    fig.add_annotation(text=message, x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False,
-                       font=dict(size=14))
+    # plotly never wraps text: break it on spaces so a phone-width figure shows all of it
+    lines = textwrap.wrap(message, NOTE_CHARS, break_long_words=False, break_on_hyphens=False)
+    fig.add_annotation(text="<br>".join(lines) or message, x=0.5, y=0.5, xref="paper", yref="paper",
+                       showarrow=False, font=dict(size=14))
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
     return fig

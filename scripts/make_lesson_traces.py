@@ -1,0 +1,105 @@
+"""Record the lessons' runs, so a lesson replays at once, before any model loads.
+
+    python scripts/make_lesson_traces.py              # every lesson → assets/lessons/<file>.json
+    python scripts/make_lesson_traces.py retrieval    # only the lessons named
+    python scripts/make_lesson_traces.py --repeats 3  # keep the fastest of 3 runs: steadier timings
+
+Each file is an exported trace (specviz/tracefile.py): the run, its measured AR baseline and
+meta (the prompt, the lesson, the cycle to look at). Uses the bundled model, offline. Run it
+again after a change to the trace format, to a proposer or to a lesson's settings.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from specviz import Decoder, load, tracefile  # noqa: E402
+from specviz.ui.lessons import LESSON_DIR, LESSONS  # noqa: E402
+
+DIGITS = 5  # significant digits kept in probabilities and seconds: readable, and a third of the size
+
+
+def rounded(x):
+    """The same JSON value with every float cut to DIGITS significant digits."""
+    if isinstance(x, float):
+        return float(f"{x:.{DIGITS}g}")
+    if isinstance(x, dict):
+        return {k: rounded(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [rounded(v) for v in x]
+    return x
+
+
+def machine(target) -> str:
+    """Where the timings come from, in words: 'x86_64, 2 CPU cores, cpu, torch.float32'."""
+    return f"{platform.machine()}, {os.cpu_count()} CPU cores, {target.device}, {target.dtype}"
+
+
+def rescue_cycle(run) -> int | None:
+    """The first cycle whose accepted path starts on a next-next candidate branch of LogitSpec."""
+    for cycle in run.cycles:
+        if cycle.accepted and cycle.nodes[cycle.accepted[0]].source.startswith("cand"):
+            return cycle.index
+    return None
+
+
+def fastest(make, repeats: int):
+    """The quickest of `repeats` identical runs (seeded, so the same tokens): a busy machine
+    slows some runs down, never speeds one up."""
+    return min((make() for _ in range(max(1, repeats))), key=lambda run: run.metrics["decode_s"])
+
+
+def record(target, settings, baselines: dict, repeats: int = 1):
+    """The speculative run and the plain run of the same settings (shared between lessons)."""
+    draft = None
+    if settings.method == "draft":  # lessons use the bundled model as its own draft: already loaded
+        draft = target if settings.draft == "bundled" else load(settings.draft)
+    spec = fastest(lambda: Decoder(target, settings.prompt, draft=draft, **settings.decoder_kwargs()).run(),
+                   repeats)
+    key = settings.ar_key()
+    if key not in baselines:
+        baselines[key] = fastest(lambda: Decoder(
+            target, settings.prompt, method="ar", temperature=settings.temperature, top_p=settings.top_p,
+            seed=settings.seed, max_new_tokens=settings.max_new_tokens, chat=settings.chat).run(), repeats)
+    ar = baselines[key]
+    if settings.temperature == 0 and spec.token_ids != ar.token_ids:
+        sys.exit(f"greedy {settings.method} and plain runs differ: the engine is broken, not writing lessons")
+    return spec, ar
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("lessons", nargs="*", help="lesson keys (default: all)")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="keep the fastest of this many runs of each (timings on a shared machine)")
+    args = parser.parse_args()
+    chosen = [lesson for lesson in LESSONS if not args.lessons or lesson.key in args.lessons]
+    target = load("bundled", progress=lambda msg: print(msg, file=sys.stderr))
+    LESSON_DIR.mkdir(parents=True, exist_ok=True)
+    baselines: dict = {}
+    for lesson in chosen:
+        for variant in lesson.variants:
+            spec, ar = record(target, variant.settings, baselines, args.repeats)
+            focus = rescue_cycle(spec) if lesson.key == "logitspec-rescue" and spec.method == "logitspec" else None
+            meta = dict(lesson=lesson.key, variant=variant.label, prompt=variant.settings.prompt,
+                        focus_cycle=focus, recorded_at=time.strftime("%Y-%m-%d"), machine=machine(target),
+                        device=str(target.device), dtype=str(target.dtype), repeats=args.repeats)
+            doc = rounded(json.loads(tracefile.dumps(spec, ar, meta)))
+            path = LESSON_DIR / f"{variant.file}.json"
+            path.write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
+            m = spec.metrics
+            print(f"{path.relative_to(ROOT)}: {len(spec.cycles)} cycles, α = {m['acceptance_rate']:.2f}, "
+                  f"{m['tokens_per_s']:.1f} vs {ar.metrics['tokens_per_s']:.1f} tokens/s (AR), "
+                  f"focus {focus}, {path.stat().st_size / 1024:.0f} kB")
+
+
+if __name__ == "__main__":
+    main()

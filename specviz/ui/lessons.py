@@ -1,0 +1,188 @@
+"""Lessons: one click loads a recorded run (assets/lessons/*.json), its settings and prompt, and
+a paragraph on what to look for. The recordings replay before any model loads; Step or Run
+then decodes the same settings live. `scripts/make_lesson_traces.py` records them.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Iterator
+
+import gradio as gr
+
+from .. import tracefile
+from ..tracefile import TraceFile
+from ..viz.style import esc
+from . import views
+from .callbacks import session_of
+from .presets import KNOBS
+from .replay import play_frames, show_trace
+from .settings import BASE_INPUTS, RunSettings
+from .views import ASSETS
+
+LESSON_DIR = ASSETS / "lessons"
+EXAMPLES = json.loads((ASSETS / "examples.json").read_text(encoding="utf-8"))
+SUMMARY, CHAT = EXAMPLES[0]["prompt"], EXAMPLES[4]["prompt"]
+MATHS = EXAMPLES[3]["prompt"]
+TOKENS = 40  # long enough for a dozen cycles, short enough to record and to play in seconds
+
+
+@dataclass(frozen=True)
+class Variant:
+    label: str
+    file: str  # assets/lessons/<file>.json
+    settings: RunSettings
+
+
+@dataclass(frozen=True)
+class Lesson:
+    key: str
+    title: str
+    paragraph: str
+    variants: tuple[Variant, ...]
+
+
+def _s(prompt: str, method: str, **kw) -> RunSettings:
+    return RunSettings(prompt=prompt, method=method, max_new_tokens=kw.pop("max_new_tokens", TOKENS), **kw)
+
+
+LESSONS = (
+    Lesson("agree", "A draft that agrees",
+           "The draft here is the target itself, so p = q at every position: every drafted token is "
+           "accepted (α = 1, all ●) and each cycle commits K + 1 = 5 tokens, the bonus included. Now read the "
+           "timing panel: this draft costs as much per token as the target, so it cannot win. A real draft is "
+           "10–100× cheaper; with α this high it would give up to (K + 1)/(K·c + 1) ≈ 4× at c = 0.05.",
+           (Variant("draft = target", "agree", _s(MATHS, "draft", draft="bundled")),)),
+    Lesson("bad-draft", "A bad draft slows things down",
+           "The draft is the target with its middle third of layers skipped, a model never trained to run "
+           "that way. It seldom agrees with the full model (✕ at depth 1), yet each cycle still pays K draft "
+           "passes of about ⅔ of a target pass, plus the verify pass. The timing panel shows the bill: "
+           "slower than plain decoding. A draft pays only if it is cheap and agrees often.",
+           (Variant("layer skip, K = 4", "bad-draft", _s(CHAT, "layerskip")),)),
+    Lesson("k-too-large", "K too large",
+           "The same layer-skip draft on a summary, where it agrees more often, drafting K = 2 or K = 12 "
+           "tokens a cycle. Acceptance falls with depth (roughly α^d), so most of the 12 are never reached "
+           "(○), yet each cost a draft pass and widened the verify pass. Tokens per cycle level off near "
+           "1/(1 − α) while the cost keeps growing with K. Switch between the two runs and compare the "
+           "acceptance-by-position chart, the tree and the speed.",
+           (Variant("K = 12", "k-too-large", _s(SUMMARY, "layerskip", k=12)),
+            Variant("K = 2", "k-small", _s(SUMMARY, "layerskip", k=2)))),
+    Lesson("greedy-sampling", "Greedy against sampling",
+           "Greedy keeps a draft only if it is argmax p, so the output is exactly plain greedy decoding. "
+           "Sampling keeps it with probability min(1, p/q), comparing a uniform draw r with that number "
+           "(see p vs q), and resamples a rejection from the residual: the output is a sample from p, as "
+           "plain sampling would be, though not the same text. Switch between the two recorded runs.",
+           (Variant("greedy (T = 0)", "greedy", _s(SUMMARY, "layerskip", k=3)),
+            Variant("sampling (T = 1)", "sampling", _s(SUMMARY, "layerskip", k=3, temperature=1.0)))),
+    Lesson("retrieval", "Retrieval: summary vs chat",
+           "Prompt lookup drafts by copying what followed the last few tokens earlier in the prompt. A "
+           "summary reuses the prompt's phrases, so lookups hit and whole phrases are accepted at once. Open "
+           "chat has little to copy: lookups fail, cycles become plain steps and the speedup disappears. "
+           "Compare the number of cycles, the tokens per cycle and the retrieval success of the two runs.",
+           (Variant("summarisation", "retrieval-summary", _s(SUMMARY, "pld", k=8)),
+            Variant("open chat", "retrieval-chat", _s(CHAT, "pld", k=8)))),
+    Lesson("logitspec-rescue", "LogitSpec rescues a failed lookup",
+           "LogitSpec adds branches that start from next-next guesses: the top-k tokens of the last logits. "
+           "When the plain lookup of the context guesses wrong, one of those branches can still be right, and "
+           "its own lookup copies on from there. The recording ends on such a cycle: the lookup's guess is "
+           "rejected (✕) and a 'cand …' branch accepted; hover the nodes to read their sources. Then switch "
+           "to prompt lookup alone on the same prompt.",
+           (Variant("LogitSpec", "logitspec-rescue", _s(MATHS, "logitspec")),
+            Variant("prompt lookup alone", "logitspec-rescue-pld", _s(MATHS, "pld")))),
+)
+BY_KEY = {lesson.key: lesson for lesson in LESSONS}
+
+
+@lru_cache(maxsize=None)
+def lesson_trace(file: str) -> TraceFile | None:
+    """A lesson's recording, or None if it is missing (the lesson then only loads its settings)."""
+    try:
+        return tracefile.read(LESSON_DIR / f"{file}.json")
+    except (OSError, tracefile.TraceFileError):
+        return None
+
+
+def lesson_html(lesson: Lesson, variant: Variant, trace: TraceFile | None) -> str:
+    focus = trace.meta.get("focus_cycle") if trace is not None else None
+    look = f" The recording ends on cycle {focus}: the one to look at." if isinstance(focus, int) else ""
+    missing = "" if trace is not None else (" (Its recording is missing: press Step or Run to decode it live; "
+                                             "scripts/make_lesson_traces.py records it.)")
+    return (f'<div class="sv-lesson"><b>{esc(lesson.title)}</b> · {esc(variant.label)}: '
+            f'{esc(lesson.paragraph)}{esc(look)}{esc(missing)} The timings are those of the machine that '
+            f'recorded the run ({esc(str(trace.meta.get("machine", "unknown")) if trace else "none")}); '
+            f'Step or Run decodes the same settings live and measures this one.</div>')
+
+
+def input_values(s: RunSettings, keys: list[str]) -> list:
+    """Values for the configuration inputs, in `keys` order; knobs the lesson leaves alone are blank."""
+    base = dict(s.as_dict(), draft=s.draft or gr.skip())
+    knobs = {f"{s.method}_{name}": value for name, value in s.knobs}
+    return [base[k] if k in BASE_INPUTS else knobs.get(k, gr.skip()) for k in keys]
+
+
+def lesson_block() -> dict:
+    """One button per lesson, the variant switch and the paragraph; above the three columns."""
+    out = {}
+    with gr.Accordion("Lessons: one click loads a recorded run, its settings and what to look for",
+                      open=True, elem_id="sv-lessons"):
+        with gr.Row(elem_id="sv-lesson-buttons"):
+            for lesson in LESSONS:
+                out[f"lesson_{lesson.key}"] = gr.Button(lesson.title, size="sm", min_width=120,
+                                                        elem_id=f"sv-lesson-{lesson.key}")
+        out["lesson_variant"] = gr.Radio([], label="Recorded run", visible=False, elem_id="sv-lesson-variant")
+        out["lesson_text"] = gr.HTML("", elem_id="sv-lesson-text")
+        out["lesson_key"] = gr.State(None)
+    return out
+
+
+def wire_lessons(comps: dict, inputs: dict) -> None:
+    """Each button plays its lesson's first run; the variant switch plays another."""
+    knob_keys = {k.key for k in KNOBS}
+    keys = [k for k in inputs if k in BASE_INPUTS or k in knob_keys]
+    outputs = [comps[n] for n in views.OUTPUTS] + [inputs[k] for k in keys] + [
+        comps["lesson_variant"], comps["lesson_text"], comps["lesson_key"]]
+    common = dict(outputs=outputs, show_progress="hidden", concurrency_limit=8)
+    for lesson in LESSONS:
+        api = "lesson_" + lesson.key.replace("-", "_")
+        comps[f"lesson_{lesson.key}"].click(_player(lesson.key, keys), api_name=api, **common)
+    comps["lesson_variant"].input(_variant_player(keys), inputs=[comps["lesson_key"], comps["lesson_variant"]],
+                                  api_visibility="private", **common)
+
+
+def play(key: str, label: str | None, keys: list[str], request) -> Iterator[tuple]:
+    """Load the lesson's settings and paragraph, then play its recording cycle by cycle."""
+    lesson = BY_KEY[key]
+    variant = next((v for v in lesson.variants if v.label == label), lesson.variants[0])
+    trace = lesson_trace(variant.file)
+    session = session_of(request)
+    labels = [v.label for v in lesson.variants]
+    extra = [gr.update(choices=labels, value=variant.label, visible=len(labels) > 1),
+             lesson_html(lesson, variant, trace), key]
+    settings = input_values(variant.settings, keys)
+    if trace is None:
+        session.replace(None, None)
+        yield views.as_tuple(views.only(status=views.status_html(
+            f"Lesson '{lesson.title}' loaded its settings; press Step or Run to decode it.", "warn"))) + (
+            *settings, *extra)
+        return
+    show_trace(session, trace)
+    skip = tuple(gr.skip() for _ in (*settings, *extra))
+    for i, frame in enumerate(play_frames(session, trace, trace.meta.get("focus_cycle"))):
+        yield views.as_tuple(frame) + ((*settings, *extra) if i == 0 else skip)
+
+
+def _player(key: str, keys: list[str]):
+    def play_lesson(request: gr.Request) -> Iterator[tuple]:
+        yield from play(key, None, keys, request)
+    play_lesson.__doc__ = f"Play the lesson '{BY_KEY[key].title}' from its recording."
+    return play_lesson
+
+
+def _variant_player(keys: list[str]):
+    def play_variant(key: str | None, label: str | None, request: gr.Request) -> Iterator[tuple]:
+        """Play another recorded run of the lesson on screen."""
+        if key not in BY_KEY:
+            return
+        yield from play(key, label, keys, request)
+    return play_variant

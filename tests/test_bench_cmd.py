@@ -1,0 +1,51 @@
+"""`python -m specviz bench` on two public prompts and two methods, with HF's plain generate as anchor.
+
+The command runs in-process through specviz.cli.main, with its loader handed the session's bundled
+model so the test does not load the weights a second time.
+"""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from specviz import bench, cli
+
+pytestmark = [pytest.mark.bundled, pytest.mark.slow]
+
+MACHINE_FIELDS = {"date", "python", "cpu", "threads", "torch", "cuda"}
+RUN_FIELDS = {"token_ids", "new_tokens", "wall_s", "tokens_per_s"}  # every variant, anchors included
+OURS_FIELDS = RUN_FIELDS | {"mean_accepted_tokens", "acceptance_rate", "cycles", "draft_s", "verify_s", "other_s"}
+SUMMARY_FIELDS = {"tokens_per_s_median", "speedup_vs_hf", "worst_vs_hf", "identical_to_hf"}
+
+
+def test_bench_writes_json_with_every_field_and_the_report(tmp_path, bench_prompts, bundled_target, monkeypatch):
+    """Two prompts × (hf, ar, pld) write bench.json with every field filled for every prompt and
+    variant, a summary table, and an HTML report with the plotly chart; greedy ar matches HF plain."""
+    two = sorted(bench_prompts, key=lambda p: len(p["prompt"]))[:2]  # the shortest: CI time
+    prompts = tmp_path / "prompts.json"
+    prompts.write_text(json.dumps(two), encoding="utf-8")
+    loads = []
+    monkeypatch.setattr(bench, "load", lambda spec, **kw: loads.append(spec) or bundled_target)
+    out = tmp_path / "out"
+    rc = cli.main(["bench", "--prompts", str(prompts), "--methods", "ar,pld", "--anchors", "hf",
+                   "--repeats", "1", "--max-new-tokens", "12", "--out", str(out)])
+    assert rc == 0 and loads == ["bundled"]
+    report = json.loads((out / "bench.json").read_text(encoding="utf-8"))
+    assert MACHINE_FIELDS <= set(report["machine"])
+    assert report["variants"] == ["hf", "ar", "pld"]
+    assert report["settings"]["max_new_tokens"] == 12 and report["settings"]["repeats"] == 1
+    assert set(report["prompts"]) == {p["id"] for p in two}
+    for pid in report["prompts"]:
+        for variant, row in report["results"][pid].items():
+            need = RUN_FIELDS if variant == "hf" else OURS_FIELDS
+            assert need <= set(row), (pid, variant, need - set(row))
+            assert 0 < row["new_tokens"] <= 12 and row["tokens_per_s"] > 0 and math.isfinite(row["wall_s"])
+        assert report["results"][pid]["ar"]["token_ids"] == report["results"][pid]["hf"]["token_ids"]
+    for variant in ("hf", "ar", "pld"):
+        assert SUMMARY_FIELDS <= set(report["summary"][variant]), variant
+    assert report["summary"]["ar"]["identical_to_hf"] == 2
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert "<table" in html and "plotly" in html.lower() and "Speedup over HF plain generate" in html
+    assert "| pld |" in (out / "summary.md").read_text(encoding="utf-8")

@@ -1,0 +1,162 @@
+"""The project's draft head: exact under greedy and sampling, fed the right hidden states, loaded safely."""
+import pytest
+import torch
+
+import specviz
+import specviz.verify as verify_mod
+from specviz.engine import Decoder
+from specviz.head import DEFAULT_PATH, load_head, save_head
+from specviz.models import ModelLoadError, tiny_random
+from specviz.proposers.base import ProposeContext
+from specviz.proposers.head import HeadProposer
+from specviz.train_head import collect, new_head, train, vocab_subset
+from tests.test_engine_sampling import ALPHA, PROMPT, _exact_joint, broken_residual
+from tests.tiny import chi2_pvalue
+
+N_RUNS = 600  # the broken rule then fails at p ≈ 1e-38, the exact one passes at p ≈ 0.15
+SUBSET = 4  # of the tiny vocabulary's 6 tokens: q is 0 on the other two
+
+
+class CheckedHeadProposer(HeadProposer):
+    """Checks, at every proposal, that the head reads the hidden state the engine's state implies.
+
+    1. Through the target's LM head it gives ctx.last_logits (the row the newest token came from).
+    2. It equals the target's final-norm output at that position computed from scratch, in one
+       plain pass over the committed tokens (so no stale or rejected row was kept).
+    """
+    checks = 0
+
+    def propose(self, ctx):
+        model = self.target_model
+        with torch.inference_mode():
+            logits = model.get_output_embeddings()(self.f)[: ctx.last_logits.shape[-1]]
+            scratch = model.base_model(torch.tensor([ctx.ids[:-1]])).last_hidden_state[0, -1]
+        torch.testing.assert_close(logits, ctx.last_logits, atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(self.f, scratch, atol=1e-4, rtol=1e-4)
+        type(self).checks += 1
+        return super().propose(ctx)
+
+
+def _checked(target, head):
+    proposer = CheckedHeadProposer(head, target.model)
+    proposer.target_model = target.model
+    return proposer
+
+
+@pytest.fixture(scope="module")
+def tiny_head():
+    """A tiny target (6 tokens) and a head trained on its samples for a few seconds."""
+    torch.set_num_threads(1)
+    target = tiny_random(vocab_size=6, seed=3)
+    gen = torch.Generator().manual_seed(0)
+    prompts = [torch.randint(0, 6, (int(n),), generator=gen).tolist() for n in torch.randint(2, 8, (32,), generator=gen)]
+    seqs = collect(target.model, prompts, max_new=16, temperature=1.0, batch=16, seed=0, eos=set(), log=lambda m: None)
+    head = new_head(target.model, vocab_subset(seqs, SUBSET, 6), seed=0, intermediate=64)
+    train(head, seqs, target.model, steps=20, batch=64, lr=3e-3, log=lambda m: None)
+    return target, head
+
+
+def test_tiny_head_is_fed_the_committed_hidden_states(tiny_head):
+    """Greedy and sampled runs: every proposal passes CheckedHeadProposer's two checks."""
+    target, head = tiny_head
+    CheckedHeadProposer.checks = 0
+    for temperature, k in ((0.0, 3), (1.0, 2), (1.0, 5)):
+        run = specviz.generate(target, [1, 2, 3, 4], method=_checked(target, head), k=k,
+                               temperature=temperature, max_new_tokens=30, chat=False)
+        assert len(run.token_ids) == 30
+    assert CheckedHeadProposer.checks > 20
+
+
+def test_tiny_head_q_is_zero_off_its_subset(tiny_head):
+    """The trace's q comes from the head: it sums to 1 over the subset and is 0 elsewhere."""
+    target, head = tiny_head
+    proposer = HeadProposer(head, target.model)
+    dec = Decoder(target, PROMPT, method=proposer, k=3, temperature=1.0, chat=False)
+    dec.prefill()
+    tree = proposer.propose(ProposeContext(dec.ids, dec.last_logits, 3, dec.sampling, len(PROMPT)))
+    off = [t for t in range(6) if t not in head.vocab_ids.tolist()]
+    for q, x in zip(tree.q, tree.tokens):
+        assert abs(float(q.sum()) - 1) < 1e-5 and float(q[off].sum()) == 0 and q[x] > 0
+
+
+def _head_counts(target, head, temperature=1.0):
+    proposer = HeadProposer(head, target.model)
+    counts = torch.zeros(36)
+    for seed in range(N_RUNS):
+        run = specviz.generate(target, PROMPT, method=proposer, k=3, temperature=temperature,
+                               seed=seed, max_new_tokens=4, chat=False, record=False)
+        counts[run.token_ids[1] * 6 + run.token_ids[2]] += 1
+    return counts
+
+
+def test_head_sampling_follows_target(tiny_head):
+    """Tokens 2–3 sampled with the head (q restricted to 4 of 6 tokens) follow the target's joint."""
+    target, head = tiny_head
+    counts = _head_counts(target, head)
+    assert chi2_pvalue(counts, _exact_joint(target, 1.0)) > ALPHA
+
+
+def test_head_sampling_test_catches_broken_residual(tiny_head, monkeypatch):
+    """The same test fails when the replacement is drawn from p instead of the residual."""
+    target, head = tiny_head
+    monkeypatch.setattr(verify_mod, "residual", broken_residual)
+    counts = _head_counts(target, head)
+    assert chi2_pvalue(counts, _exact_joint(target, 1.0)) < ALPHA
+
+
+# -- files and targets ---------------------------------------------------------------------------
+def test_shipped_head_loads_offline():
+    """assets/head/head.safetensors loads without network and is sized for the bundled target."""
+    head = load_head()
+    assert (head.cfg.hidden, head.cfg.target_vocab) == (576, 49152)
+    assert DEFAULT_PATH.stat().st_size < 12e6 and DEFAULT_PATH.with_name("card.json").is_file()
+
+
+def test_missing_or_corrupt_file_says_what_to_do(tmp_path):
+    """A missing file and a file of garbage both raise ModelLoadError naming the file and the fix."""
+    with pytest.raises(ModelLoadError, match=r"no draft head at .*nothing\.safetensors.*train_head"):
+        load_head(tmp_path / "nothing.safetensors")
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(b"\x00not a safetensors file" * 10)
+    with pytest.raises(ModelLoadError, match=r"bad\.safetensors.*train_head"):
+        load_head(bad)
+
+
+def test_wrong_shape_says_what_to_do(tiny_head, tmp_path):
+    """A file whose tensors do not match its config raises ModelLoadError naming the file."""
+    from safetensors.torch import load_file, save_file
+    from safetensors import safe_open
+
+    target, head = tiny_head
+    path = tmp_path / "head.safetensors"
+    save_head(head, path)
+    with safe_open(str(path), framework="pt") as f:
+        meta = f.metadata()
+    tensors = load_file(str(path))
+    tensors["fc.weight"] = tensors["fc.weight"][:, :-1].contiguous()
+    save_file(tensors, str(path), metadata=meta)
+    with pytest.raises(ModelLoadError, match=r"head\.safetensors.*shape.*train_head"):
+        load_head(path)
+
+
+def test_head_refuses_another_target():
+    """The shipped head on a target it was not trained for: a ValueError naming both sizes."""
+    with pytest.raises(ValueError, match=r"hidden size 576 and vocabulary 49152.*this target has 64 and 32"):
+        specviz.generate(tiny_random(), [1, 2, 3], method="head", chat=False, max_new_tokens=4)
+    with pytest.raises(ValueError, match="do not pass a draft model"):
+        HeadProposer.build(tiny_random(), draft=tiny_random())
+
+
+# -- the bundled target ----------------------------------------------------------------------------
+@pytest.mark.bundled
+@pytest.mark.parametrize("k", [2, 4])
+def test_head_greedy_equals_plain_greedy(bundled_target, k):
+    """Greedy speculative decoding with the shipped head gives exactly plain greedy's tokens."""
+    prompts = ["What is the capital of France?", "Write a Python function that adds two numbers.",
+               "Give me three tips for a good night's sleep."]
+    for i, prompt in enumerate(prompts):
+        plain = specviz.generate(bundled_target, prompt, method="ar", max_new_tokens=24, record=False)
+        method = "head" if i != 1 else _checked(bundled_target, HeadProposer.build(bundled_target))
+        run = specviz.generate(bundled_target, prompt, method=method, k=k, max_new_tokens=24, record=False)
+        assert run.token_ids == plain.token_ids
+        assert run.metrics["accepted_tokens"] > 0  # the head did draft something the target kept
