@@ -134,3 +134,19 @@ def test_comparison_continues_after_a_failing_row():
     first, second = comparison.rows()
     assert "no model 'missing'" in first["error"]
     assert second["error"] is None and second["lossless"] is True and second["speedup"] > 0
+
+
+def test_theory_sentence_names_the_cause_that_applies():
+    """The sentence quotes α, the verify cost and the best K; a point below the curve is blamed on
+    costlier verify passes when the run's own v says so, and on overhead otherwise."""
+    from specviz.theory import Analysis
+    from specviz.viz.compare import theory_sentence
+
+    base = dict(kind="chain", method="pld", k=4, alpha=0.75, acceptance=[0.75] * 4, expected_len=2.05, c=0.0,
+                v_k=1.2, v_run=1.8, verify_tokens=4.0, predicted=2.0, measured=1.2, overhead_share=0.2,
+                curve=[(4, 2.0), (6, 2.2)], best=(6, 2.2))
+    text = theory_sentence(Analysis(**base))
+    assert "α = 0.75" in text and "5 tokens costs 1.20×" in text and "best K is 6" in text
+    assert "lower because its verify passes cost 1.80×" in text
+    assert "outside the model passes" in theory_sentence(Analysis(**{**base, "v_run": 1.2}))
+    assert "close to it" in theory_sentence(Analysis(**{**base, "measured": 1.95}))

@@ -37,6 +37,9 @@ def wire_explain(comps: dict) -> None:
     comps["explain_next"].click(forward, inputs=comps["explain_state"], **common, api_name="explain_next")
     comps["explain_prev"].click(back, inputs=comps["explain_state"], **common, api_name="explain_prev")
     comps["explain_done"].click(done, **common, api_name="explain_done")
+    # Step, Run, the slider, a lesson or a replay put another cycle on screen: the walk-through ends
+    comps["narration"].change(lambda: (HINT, None), outputs=outputs[:2], queue=False, show_progress="hidden",
+                              api_visibility="private")
 
 
 def _cycle_on_screen(request: gr.Request):

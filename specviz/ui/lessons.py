@@ -104,14 +104,15 @@ def lesson_trace(file: str) -> TraceFile | None:
 
 
 def lesson_html(lesson: Lesson, variant: Variant, trace: TraceFile | None) -> str:
-    focus = trace.meta.get("focus_cycle") if trace is not None else None
-    look = f" The recording ends on cycle {focus}: the one to look at." if isinstance(focus, int) else ""
-    missing = "" if trace is not None else (" (Its recording is missing: press Step or Run to decode it live; "
-                                             "scripts/make_lesson_traces.py records it.)")
-    return (f'<div class="sv-lesson"><b>{esc(lesson.title)}</b> · {esc(variant.label)}: '
-            f'{esc(lesson.paragraph)}{esc(look)}{esc(missing)} The timings are those of the machine that '
-            f'recorded the run ({esc(str(trace.meta.get("machine", "unknown")) if trace else "none")}); '
-            f'Step or Run decodes the same settings live and measures this one.</div>')
+    """The lesson's paragraph, the cycle to look at, and where its timings were measured."""
+    meta = trace.meta if trace is not None else {}
+    focus, machine = meta.get("focus_cycle"), meta.get("machine")
+    notes = [f"Cycle to look at: {focus} (the replay ends there)." if isinstance(focus, int) else "",
+             f"Its timings were measured on {machine}." if isinstance(machine, str) else "",
+             "Its recording is missing (scripts/make_lesson_traces.py makes it)." if trace is None else "",
+             "Step or Run decodes the same settings live, timed on this machine."]
+    text = " ".join(n for n in [lesson.paragraph, *notes] if n)
+    return f'<div class="sv-lesson"><b>{esc(lesson.title)}</b> · {esc(variant.label)}: {esc(text)}</div>'
 
 
 def input_values(s: RunSettings, keys: list[str]) -> list:

@@ -23,6 +23,7 @@ from .state import Session
 EXPORT_DIR = Path(tempfile.gettempdir()) / "specviz-exports"
 PLAY_S = 6.0  # a played trace takes about this long, whatever its length: a class keeps watching
 FRAME_S = 0.35  # slowest pace of a played trace: one cycle at a time stays readable
+PLAY_FRAMES = 16  # most frames a played trace sends: each redraws every view, which costs the server
 
 
 def export_block() -> dict:
@@ -105,10 +106,13 @@ def replay_upload(path: str | None, request: gr.Request) -> tuple:
 
 
 def play_frames(session: Session, trace: TraceFile, end: int | None = None) -> Iterator[dict]:
-    """The trace cycle by cycle, as it was recorded, ending on cycle `end` (default: the last)."""
+    """The trace cycle by cycle, as it was recorded, ending on cycle `end` (default: the last).
+    A long run skips evenly between cycles, so it plays in about PLAY_S seconds."""
     n = len(trace.run.cycles)
-    frame_s = min(FRAME_S, PLAY_S / n)
-    for i in range(n - 1):
+    shown = sorted({round(j * (n - 1) / (PLAY_FRAMES - 1)) for j in range(PLAY_FRAMES)}) if n > PLAY_FRAMES \
+        else list(range(n))
+    frame_s = min(FRAME_S, PLAY_S / len(shown))
+    for i in shown[:-1]:
         if session.replay is not trace:
             return  # a Step, Run, Reset or another lesson took over
         partial = tracefile.prefix(trace.run, i)
