@@ -21,6 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import torch  # noqa: E402
+
 from specviz import Decoder, load, tracefile  # noqa: E402
 from specviz.ui.lessons import LESSON_DIR, LESSONS  # noqa: E402
 
@@ -39,8 +41,9 @@ def rounded(x):
 
 
 def machine(target) -> str:
-    """Where the timings come from, in words: 'x86_64, 2 CPU cores, cpu, torch.float32'."""
-    return f"{platform.machine()}, {os.cpu_count()} CPU cores, {target.device}, {target.dtype}"
+    """Where the timings come from, in words: 'x86_64, 2 CPU cores (1 torch thread), cpu, torch.float32'."""
+    return (f"{platform.machine()}, {os.cpu_count()} CPU cores ({torch.get_num_threads()} torch threads), "
+            f"{target.device}, {target.dtype}")
 
 
 def rescue_cycle(run) -> int | None:
@@ -80,8 +83,12 @@ def main() -> None:
     parser.add_argument("lessons", nargs="*", help="lesson keys (default: all)")
     parser.add_argument("--repeats", type=int, default=1,
                         help="keep the fastest of this many runs of each (timings on a shared machine)")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="torch threads (0: torch's default); 1 steadies timings on a busy machine")
     args = parser.parse_args()
     chosen = [lesson for lesson in LESSONS if not args.lessons or lesson.key in args.lessons]
+    if args.threads:
+        torch.set_num_threads(args.threads)
     target = load("bundled", progress=lambda msg: print(msg, file=sys.stderr))
     LESSON_DIR.mkdir(parents=True, exist_ok=True)
     baselines: dict = {}

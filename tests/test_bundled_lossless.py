@@ -12,26 +12,29 @@ pytestmark = pytest.mark.bundled
 
 
 @pytest.fixture(scope="module")
-def references(bundled_target, bench_prompts):
-    """transformers' greedy continuation of each prompt (chat template applied), computed once."""
-    target, out = bundled_target, {}
+def references(bundled_target):
+    """transformers' greedy continuation of a prompt (chat template applied), computed once per prompt."""
+    target, cache = bundled_target, {}
     eos = sorted(target.eos_ids)
-    for item in bench_prompts:
-        ids = target.encode(item["prompt"], chat=True)
-        with torch.inference_mode():
-            gen = target.model.generate(torch.tensor([ids], device=target.device), do_sample=False,
-                                        max_new_tokens=N, eos_token_id=eos, pad_token_id=eos[0])
-        out[item["id"]] = gen[0, len(ids):].tolist()
-    return out
+
+    def reference(item) -> list[int]:
+        if item["id"] not in cache:
+            ids = target.encode(item["prompt"], chat=True)
+            with torch.inference_mode():
+                gen = target.model.generate(torch.tensor([ids], device=target.device), do_sample=False,
+                                            max_new_tokens=N, eos_token_id=eos, pad_token_id=eos[0])
+            cache[item["id"]] = gen[0, len(ids):].tolist()
+        return cache[item["id"]]
+    return reference
 
 
-def check(target, prompts, references, method, **kw):
+def check(target, prompts, references, method, k=8, **kw):
     """Decode each prompt greedily and compare with the reference; return the accepted drafts."""
     accepted = 0
     for item in prompts:
-        run = specviz.generate(target, item["prompt"], method=method, k=8, max_new_tokens=N, chat=True,
+        run = specviz.generate(target, item["prompt"], method=method, k=k, max_new_tokens=N, chat=True,
                                record=False, **kw)
-        assert run.token_ids == references[item["id"]], f"{method} differs on prompt {item['id']}"
+        assert run.token_ids == references(item), f"{method} differs on prompt {item['id']}"
         accepted += run.metrics["accepted_tokens"]
     return accepted
 
@@ -50,4 +53,5 @@ def test_logitspec_wide_trees_are_lossless(bundled_target, bench_prompts, refere
 
 def test_layerskip_is_lossless(bundled_target, bench_prompts, references):
     """Layer-skip self-drafting gives HF's greedy tokens on a few public prompts."""
-    check(bundled_target, bench_prompts[:FEW], references, "layerskip")
+    # K = 2: its drafts rarely survive, and each costs two thirds of a target pass
+    check(bundled_target, bench_prompts[:FEW], references, "layerskip", k=2)

@@ -215,8 +215,11 @@ def tiny_refs():
     return target, [(p, hf_greedy(target, p, N)) for p in prompts]
 
 
-@pytest.mark.parametrize("method,knobs", [("pld", {}), ("pld", {"num_tokens": 2, "max_ngram": 1, "min_ngram": 1}),
-                                          ("logitspec", {}), ("logitspec", {"top_k": 3, "capacity": 6, **PAPER})])
+VARIANTS = [("pld", {}), ("pld", {"num_tokens": 2, "max_ngram": 1, "min_ngram": 1}),
+            ("logitspec", {}), ("logitspec", {"top_k": 3, "capacity": 6, **PAPER})]
+
+
+@pytest.mark.parametrize("method,knobs", VARIANTS)
 def test_retrieval_greedy_is_lossless(tiny_refs, method, knobs):
     """Greedy decoding with either retrieval proposer equals transformers' greedy output, and drafts get accepted."""
     target, refs = tiny_refs
