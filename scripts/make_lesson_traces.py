@@ -54,25 +54,25 @@ def rescue_cycle(run) -> int | None:
     return None
 
 
-def fastest(make, repeats: int):
-    """The quickest of `repeats` identical runs (seeded, so the same tokens): a busy machine
-    slows some runs down, never speeds one up."""
-    return min((make() for _ in range(max(1, repeats))), key=lambda run: run.metrics["decode_s"])
+def fastest(runs: list):
+    """The quickest of identical runs (seeded, so the same tokens): a busy machine slows some
+    runs down, never speeds one up."""
+    return min(runs, key=lambda run: run.metrics["decode_s"])
 
 
-def record(target, settings, baselines: dict, repeats: int = 1):
-    """The speculative run and the plain run of the same settings (shared between lessons)."""
+def record(target, settings, repeats: int = 1):
+    """The speculative run and the plain run of the same settings, measured in turns so that
+    both see the same spells of background load; the fastest of each is kept."""
     draft = None
     if settings.method == "draft":  # lessons use the bundled model as its own draft: already loaded
         draft = target if settings.draft == "bundled" else load(settings.draft)
-    spec = fastest(lambda: Decoder(target, settings.prompt, draft=draft, **settings.decoder_kwargs()).run(),
-                   repeats)
-    key = settings.ar_key()
-    if key not in baselines:
-        baselines[key] = fastest(lambda: Decoder(
-            target, settings.prompt, method="ar", temperature=settings.temperature, top_p=settings.top_p,
-            seed=settings.seed, max_new_tokens=settings.max_new_tokens, chat=settings.chat).run(), repeats)
-    ar = baselines[key]
+    specs, ars = [], []
+    for _ in range(max(1, repeats)):
+        specs.append(Decoder(target, settings.prompt, draft=draft, **settings.decoder_kwargs()).run())
+        ars.append(Decoder(target, settings.prompt, method="ar", temperature=settings.temperature,
+                           top_p=settings.top_p, seed=settings.seed, max_new_tokens=settings.max_new_tokens,
+                           chat=settings.chat).run())
+    spec, ar = fastest(specs), fastest(ars)
     if settings.temperature == 0 and spec.token_ids != ar.token_ids:
         sys.exit(f"greedy {settings.method} and plain runs differ: the engine is broken, not writing lessons")
     return spec, ar
@@ -91,10 +91,9 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     target = load("bundled", progress=lambda msg: print(msg, file=sys.stderr))
     LESSON_DIR.mkdir(parents=True, exist_ok=True)
-    baselines: dict = {}
     for lesson in chosen:
         for variant in lesson.variants:
-            spec, ar = record(target, variant.settings, baselines, args.repeats)
+            spec, ar = record(target, variant.settings, args.repeats)
             focus = rescue_cycle(spec) if lesson.key == "logitspec-rescue" and spec.method == "logitspec" else None
             meta = dict(lesson=lesson.key, variant=variant.label, prompt=variant.settings.prompt,
                         focus_cycle=focus, recorded_at=time.strftime("%Y-%m-%d"), machine=machine(target),
