@@ -13,18 +13,13 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from .models import LoadedModel, ModelLoadError, _load_pretrained, _say
+from .models import LoadedModel, ModelLoadError, _load_pretrained, _say, cache_root
 
 log = logging.getLogger(__name__)
 
 BUNDLED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 BUNDLED_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 BUNDLED_CACHE_NAME = "smollm2-135m-instruct"
-
-
-def cache_root() -> Path:
-    """Where converted models live: $SPECVIZ_CACHE_DIR, else ~/.cache/specviz."""
-    return Path(os.environ.get("SPECVIZ_CACHE_DIR") or "~/.cache/specviz").expanduser()
 
 
 def bundled_gguf_dir() -> Path | None:

@@ -20,6 +20,7 @@ import logging
 import os
 import re
 import time
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -287,6 +288,11 @@ def _parse_tiny(spec: str) -> dict:
         except ValueError as e:
             raise ModelLoadError(f"'{part}' in '{spec}' needs a whole number.") from e
     return kwargs
+
+
+def cache_root() -> Path:
+    """Where converted models live: $SPECVIZ_CACHE_DIR, else ~/.cache/specviz."""
+    return Path(os.environ.get("SPECVIZ_CACHE_DIR") or "~/.cache/specviz").expanduser()
 
 
 def _load_pretrained(source: str, name: str, device, dtype, progress) -> LoadedModel:

