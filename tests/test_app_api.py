@@ -120,7 +120,7 @@ def test_run_streams_cycles_and_matches_generate(client, bundled_target, method,
 def test_stop_interrupts_run_and_step_continues(client):
     """Stop ends a streaming Run; the same run then continues with Step."""
     kw = dict(prompt="Tell me a long story about a dragon and a knight.", method="layerskip",
-              max_new_tokens=400)
+              max_new_tokens=250)  # within SPECVIZ_MAX_NEW_TOKENS (256 by default)
     job = client.submit(api_name="/run", **kw)
     seen = wait_for(job, lambda o: "Running" in o["status"])
     stopped = call(client, "/stop")

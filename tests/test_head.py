@@ -156,7 +156,7 @@ def test_head_greedy_equals_plain_greedy(bundled_target, k):
                "Give me three tips for a good night's sleep."]
     for i, prompt in enumerate(prompts):
         plain = specviz.generate(bundled_target, prompt, method="ar", max_new_tokens=24, record=False)
-        method = "head" if i != 1 else _checked(bundled_target, HeadProposer.build(bundled_target))
+        method = "head" if i != 1 else _checked(bundled_target, HeadProposer.build(bundled_target).head)
         run = specviz.generate(bundled_target, prompt, method=method, k=k, max_new_tokens=24, record=False)
         assert run.token_ids == plain.token_ids
         assert run.metrics["accepted_tokens"] > 0  # the head did draft something the target kept
