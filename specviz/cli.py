@@ -15,7 +15,7 @@ import sys
 from typing import Callable, NoReturn
 
 # Mirrors specviz.proposers.METHODS; spelled out so a bad argument fails before torch loads.
-METHODS = ("ar", "draft", "layerskip", "pld", "logitspec")
+METHODS = ("ar", "draft", "layerskip", "pld", "logitspec", "head")
 
 # ANSI styles by token origin. Blue and orange stay apart under the common colour-vision
 # deficiencies; bonus is marked by weight and underline rather than by a third hue.

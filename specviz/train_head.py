@@ -198,7 +198,7 @@ def train(head: DraftHead, seqs: list[dict], target_model, steps: int, batch: in
 def evaluate(target, head: DraftHead, prompts: list[str], k: int, max_new: int, log=print) -> dict:
     """α and tokens per cycle on held-out prompts, greedy and sampled, and the draft cost ratio c.
 
-    c = (head time per drafted token, catch-up included) / (target time per plain decoding step),
+    c = (head time per drafted token) / (target time per plain decoding step),
     both measured here, in the same process, on the same prompts.
     """
     from .engine import generate
