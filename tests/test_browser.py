@@ -5,7 +5,6 @@ The app runs in-process on a free port with the session's bundled model.
 from __future__ import annotations
 
 import re
-import socket
 from pathlib import Path
 
 import pytest
@@ -17,28 +16,10 @@ sync_api = pytest.importorskip("playwright.sync_api")
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
+from tests.test_app_api import app_url  # noqa: F401,E402 -- the same in-process app fixture
+
 STEP_TIMEOUT_MS = 300_000  # a cycle can take seconds on a busy 2-core machine
 PAYLOAD = "<img src=x onerror=alert(1)> <script>alert(1)</script> **bold** $x^2$ ${7*7}"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def app_url(bundled_target):
-    from specviz.ui import build_demo, launch_kwargs
-    from specviz.ui.state import MODELS
-
-    MODELS.put("bundled", bundled_target)
-    demo = build_demo()
-    port = free_port()
-    demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True,
-                **launch_kwargs())
-    yield f"http://127.0.0.1:{port}/"
-    demo.close()
 
 
 @pytest.fixture(scope="module")
