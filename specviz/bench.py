@@ -71,7 +71,8 @@ def _ours_call(target, ids, variant, draft, args):
     m = run.metrics
     return {"token_ids": run.token_ids, "mean_accepted_tokens": m["mean_accepted_tokens"],
             "acceptance_rate": m["acceptance_rate"], "retrieval_success": m["retrieval_success"],
-            "cycles": m["cycles"], "draft_s": m["draft_s"], "verify_s": m["verify_s"], "other_s": m["other_s"]}
+            "cycles": m["cycles"], "draft_s": m["draft_s"], "verify_s": m["verify_s"], "other_s": m["other_s"],
+            "acceptance_by_position": m["acceptance_by_position"]}
 
 
 def time_variant(target, ids, variant, draft, args) -> dict:
@@ -89,6 +90,8 @@ def _median_row(runs: list[dict]) -> dict:
     row = {k: statistics.median(r[k] for r in runs) for k in runs[0]
            if isinstance(runs[0][k], (int, float)) and runs[0][k] is not None}
     row["new_tokens"] = len(runs[0]["token_ids"])
+    if "acceptance_by_position" in runs[0]:  # the same every repeat under greedy decoding
+        row["acceptance_by_position"] = runs[0]["acceptance_by_position"]
     row["token_ids"] = runs[0]["token_ids"]
     return row
 
@@ -114,6 +117,18 @@ def summarise(results: dict, variants: list[str]) -> dict:
             vals = [x[key] for _, x, _, _ in rows if x.get(key) is not None]
             if vals:
                 s[key] = statistics.mean(vals)
+        by_pos = [x["acceptance_by_position"] for _, x, _, _ in rows if x.get("acceptance_by_position")]
+        if by_pos:  # α at draft position 1, 2, …, averaged over the prompts that reached it
+            s["acceptance_by_position"] = [statistics.mean(a[d] for a in by_pos if len(a) > d)
+                                           for d in range(max(map(len, by_pos)))]
+        if rows[0][1].get("cycles"):  # ours: where the wall-clock time went (the profile)
+            xs = [x for _, x, _, _ in rows]
+            s["profile"] = {
+                "draft_share": statistics.mean(x["draft_s"] / x["wall_s"] for x in xs),
+                "verify_share": statistics.mean(x["verify_s"] / x["wall_s"] for x in xs),
+                "other_share": statistics.mean(x["other_s"] / x["wall_s"] for x in xs),
+                "ms_per_verify_pass": 1000 * statistics.median(x["verify_s"] / x["cycles"] for x in xs),
+                "tokens_per_verify_pass": statistics.mean(x["new_tokens"] / x["cycles"] for x in xs)}
         out[v] = s
     return out
 
@@ -124,7 +139,9 @@ def machine() -> dict:
             "torch": torch.__version__, "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
 
 
-def run_bench(args) -> dict:
+def run_bench(args, partial=None) -> dict:
+    """Run every variant on every prompt; `partial(report)` is called after each prompt so that a
+    long run interrupted half-way still leaves its numbers on disk."""
     say = lambda msg: print(msg, file=sys.stderr, flush=True)
     target = load(args.target, dtype=args.dtype, progress=say)
     draft = load(args.draft, dtype=args.dtype, progress=say) if args.draft else None
@@ -147,9 +164,12 @@ def run_bench(args) -> dict:
         results[item["id"]] = {v: _median_row(r) for v, r in runs.items()}
         say(f"[{i + 1}/{len(prompts)}] {item['id']}: " + ", ".join(
             f"{v} {results[item['id']][v]['tokens_per_s']:.1f}" for v in variants) + " tok/s")
-    return {"machine": machine(), "settings": {k: v for k, v in vars(args).items()},
-            "variants": variants, "prompts": {p["id"]: p.get("cat", "") for p in prompts},
-            "results": results, "summary": summarise(results, variants)}
+        report = {"machine": machine(), "settings": {k: v for k, v in vars(args).items()},
+                  "variants": variants, "prompts": {p["id"]: p.get("cat", "") for p in prompts[: i + 1]},
+                  "results": results, "summary": summarise(results, variants)}
+        if partial is not None:
+            partial(report)
+    return report
 
 
 def summary_markdown(report: dict) -> str:
@@ -165,6 +185,17 @@ def summary_markdown(report: dict) -> str:
                      f"{fmt(s.get('worst_vs_hf'))}× | {fmt(s.get('speedup_vs_hf_pld'))}× | "
                      f"{fmt(s.get('mean_accepted_tokens'))} | {fmt(s.get('acceptance_rate'))} | "
                      f"{fmt(s.get('retrieval_success'))} | {s.get('identical_to_hf', '–')}/{n} |")
+    prof = [(v, s["profile"]) for v, s in report["summary"].items() if s.get("profile")]
+    if prof:
+        lines += ["", "Where our time goes (mean share of wall-clock time; median verify pass):", "",
+                  "| variant | drafting | verifying | other | ms per verify pass | tokens per verify pass |",
+                  "|---|---|---|---|---|---|"]
+        lines += [f"| {v} | {p['draft_share']:.0%} | {p['verify_share']:.0%} | {p['other_share']:.0%} | "
+                  f"{p['ms_per_verify_pass']:.1f} | {p['tokens_per_verify_pass']:.2f} |" for v, p in prof]
+    pos = [(v, s["acceptance_by_position"]) for v, s in report["summary"].items() if s.get("acceptance_by_position")]
+    if pos:
+        lines += ["", "α by draft position (1, 2, …; mean over prompts):", ""]
+        lines += [f"- {v}: " + ", ".join(f"{a:.2f}" for a in xs[:8]) for v, xs in pos]
     return "\n".join(lines) + "\n"
 
 
@@ -172,7 +203,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    report = run_bench(args)
+    report = run_bench(args, partial=lambda r: (out / "bench.json").write_text(json.dumps(r, indent=1), encoding="utf-8"))
     (out / "bench.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
     (out / "summary.md").write_text(summary_markdown(report), encoding="utf-8")
     from .viz.bench_report import report_html  # plotly stays out of the decoding layer

@@ -89,7 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
                          description="Decode one prompt with one method and print the result.")
     gen.add_argument("--method", choices=METHODS, default="logitspec", help="how drafts are made (default logitspec)")
     gen.add_argument("--target", default="bundled", help="target model spec: bundled, a hub id or a folder")
-    gen.add_argument("--draft", help="draft model spec, for --method draft")
+    gen.add_argument("--draft", help="draft model spec, for --method draft "
+                     "('head': the project's trained draft head for the bundled model)")
     gen.add_argument("--k", type=_positive_int, default=4, help="draft length K (default 4)")
     gen.add_argument("--adaptive-k", action="store_true",
                      help="grow K after full acceptance, shrink it after a rejection")
@@ -141,12 +142,21 @@ def _read_prompt(args: argparse.Namespace) -> str:
     return text
 
 
+def _draft_spec(args: argparse.Namespace) -> str | None:
+    """The draft model to load; `--draft head` is the trained head, which is not loaded as a model."""
+    from specviz.proposers import resolve_draft
+
+    return resolve_draft(args.method, args.draft)[1]
+
+
 def _progress(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
 def _decode_options(args: argparse.Namespace) -> dict:
-    options = dict(method=args.method, k=args.k, temperature=args.temperature, top_p=args.top_p,
+    from specviz.proposers import resolve_draft
+
+    options = dict(method=resolve_draft(args.method, args.draft)[0], k=args.k, temperature=args.temperature, top_p=args.top_p,
                    seed=args.seed, max_new_tokens=args.max_new_tokens, chat=not args.raw)
     if args.layers is not None:
         options["layers"] = args.layers
@@ -164,8 +174,9 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     try:
         target = specviz.load(args.target, device=args.device, dtype=args.dtype, progress=_progress)
         draft = None
-        if args.draft:
-            draft = specviz.load(args.draft, device=args.device, dtype=args.dtype, progress=_progress)
+        spec = _draft_spec(args)
+        if spec:
+            draft = specviz.load(spec, device=args.device, dtype=args.dtype, progress=_progress)
         trace = specviz.generate(target, prompt, draft=draft, **_decode_options(args))
     except (ValueError, ModelLoadError) as e:
         fail(e)

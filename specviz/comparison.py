@@ -17,7 +17,7 @@ from typing import Callable, Iterator
 
 from .engine import MAX_K, Decoder
 from .models import LoadedModel
-from .proposers import METHODS
+from .proposers import METHODS, resolve_draft
 from .sampling import check_settings
 from .trace import RunTrace
 
@@ -100,6 +100,7 @@ def parse_row(row, index: int) -> Config:
     draft = None if _blank(draft) else str(draft).strip()
     if method == "draft" and not draft:
         raise ValueError(f"{where}: the draft method needs a draft model in the draft column.")
+    method, draft = resolve_draft(method, draft)  # draft 'head' is the trained head (method head)
     if method == "ar":
         return Config(str(target or "bundled").strip() or "bundled", "ar", None, 1, t_value)
     return Config(str(target or "bundled").strip() or "bundled", method, draft if method == "draft" else None,

@@ -59,11 +59,14 @@ class Decoder:
 
     # -- model calls -------------------------------------------------------------------
     @torch.inference_mode()
-    def _forward(self, tokens: list[int], position_ids=None, mask=None) -> torch.Tensor:
+    def _forward(self, tokens: list[int], position_ids=None, mask=None, last_only=False) -> torch.Tensor:
         device = self.target.device
+        # The prefill needs only the last row: skipping the LM head on the prompt saves a
+        # (prompt × vocabulary) matmul, as transformers' generate does.
+        extra = {"logits_to_keep": 1} if last_only else {}
         out = self.target.model(input_ids=torch.tensor([tokens], device=device),
                                 past_key_values=self.cache, use_cache=True,
-                                position_ids=position_ids, attention_mask=mask)
+                                position_ids=position_ids, attention_mask=mask, **extra)
         return out.logits[0, :, : self.vocab]
 
     def _verify_pass(self, tree: DraftTree) -> torch.Tensor:
@@ -79,7 +82,7 @@ class Decoder:
         """Run the prompt through the target and commit the first new token."""
         t0 = time.perf_counter()
         self.cache = new_cache(self.target.model.config)
-        logits = self._forward(self.prompt_ids)
+        logits = self._forward(self.prompt_ids, last_only=True)
         self.last_logits = logits[-1]
         first = self.sampling.pick(self.last_logits)
         self._commit([first], [TARGET], -1)

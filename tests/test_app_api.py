@@ -206,3 +206,15 @@ def test_load_models_reports_the_pair(client):
     """Load models loads the target now and checks a draft's tokenizer, saying so."""
     out = call(client, "/load_models", target="bundled", method="draft", draft="bundled")
     assert "sv-status-ok" in out["status"] and "shares its tokenizer" in out["status"]
+
+
+def test_default_run_drafts_with_the_trained_head(client, bundled_target):
+    """With only a prompt, Step starts classic draft→verify with the trained head (q from the head),
+    and a Run gives exactly specviz.generate(method='head')'s text."""
+    first = call(client, "/step", prompt=PROMPT, max_new_tokens=24)
+    assert "trained draft head" in first["status"], first["status"]
+    job = client.submit(api_name="/run", prompt=PROMPT, max_new_tokens=24)
+    job.result(timeout=STREAM_TIMEOUT_S)
+    final = named(job.outputs()[-1])
+    expected = specviz.generate(bundled_target, PROMPT, method="head", k=4, max_new_tokens=24)
+    assert final["plain_text"] == expected.text

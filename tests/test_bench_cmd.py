@@ -46,6 +46,9 @@ def test_bench_writes_json_with_every_field_and_the_report(tmp_path, bench_promp
     for variant in ("hf", "ar", "pld"):
         assert SUMMARY_FIELDS <= set(report["summary"][variant]), variant
     assert report["summary"]["ar"]["identical_to_hf"] == 2
+    prof = report["summary"]["pld"]["profile"]  # where the time went: shares of wall-clock time
+    assert 0 < prof["verify_share"] <= 1 and prof["ms_per_verify_pass"] > 0 and prof["tokens_per_verify_pass"] >= 1
+    assert "profile" not in report["summary"]["hf"]
     html = (out / "report.html").read_text(encoding="utf-8")
     assert "<table" in html and "plotly" in html.lower() and "Speedup over HF plain generate" in html
     assert "| pld |" in (out / "summary.md").read_text(encoding="utf-8")

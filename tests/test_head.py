@@ -160,3 +160,38 @@ def test_head_greedy_equals_plain_greedy(bundled_target, k):
         run = specviz.generate(bundled_target, prompt, method=method, k=k, max_new_tokens=24, record=False)
         assert run.token_ids == plain.token_ids
         assert run.metrics["accepted_tokens"] > 0  # the head did draft something the target kept
+
+
+# -- wiring: the head is the bundled target's default draft ---------------------------------------
+def test_head_is_the_bundled_targets_default_draft():
+    """The draft picker offers the head first for the bundled target only, and the app's default
+    settings (only a prompt given) run method 'head' without loading a draft model."""
+    from specviz.ui.presets import draft_choices
+    from specviz.ui.settings import from_inputs
+
+    assert draft_choices("bundled")[0][1] == "head"
+    assert "head" not in [v for _, v in draft_choices("HuggingFaceTB/SmolLM2-360M-Instruct")]
+    s = from_inputs({"prompt": "Hello"})
+    assert (s.method, s.draft, s.engine_method, s.draft_spec) == ("draft", "head", "head", None)
+    assert s.decoder_kwargs()["method"] == "head" and "trained draft head" in s.describe()
+    other = from_inputs({"prompt": "Hello", "method": "draft", "draft": "bundled"})
+    assert (other.engine_method, other.draft_spec) == ("draft", "bundled")
+    assert from_inputs({"prompt": "Hello", "method": "pld"}).draft_spec is None
+
+
+def test_cli_draft_head_means_the_head():
+    """`--method draft --draft head` decodes with method 'head' and loads no draft model."""
+    from specviz import cli
+
+    args = cli.build_parser().parse_args(["generate", "--method", "draft", "--draft", "head", "--prompt", "hi"])
+    assert cli._decode_options(args)["method"] == "head" and cli._draft_spec(args) is None
+    args = cli.build_parser().parse_args(["generate", "--method", "draft", "--draft", "bundled", "--prompt", "hi"])
+    assert cli._decode_options(args)["method"] == "draft" and cli._draft_spec(args) == "bundled"
+
+
+def test_compare_row_with_draft_head_uses_the_head():
+    """A Compare row (bundled, draft, head) becomes a method-'head' configuration."""
+    from specviz.comparison import parse_rows
+
+    (config,) = parse_rows([["bundled", "draft", "head", 4, 0.0]])
+    assert (config.method, config.draft) == ("head", None)

@@ -14,6 +14,17 @@ REGISTRY = {
 
 METHODS = ("ar", *REGISTRY)
 
+# In a draft-model picker, this name stands for the project's trained draft head (method "head"):
+# it drafts with its own q like any draft model, but it is not a model to load from a spec.
+HEAD_DRAFT = "head"
+
+
+def resolve_draft(method: str, draft: str | None) -> tuple[str, str | None]:
+    """(engine method, draft spec to load) for a method and a draft picker's value."""
+    if method == "draft" and draft is not None and draft.strip() == HEAD_DRAFT:
+        return "head", None
+    return method, draft if method == "draft" else None
+
 
 def make_proposer(method: str, target, draft=None, **knobs):
     """Build the proposer registered under `method`; unknown names get a list of valid ones."""

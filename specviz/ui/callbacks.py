@@ -81,15 +81,15 @@ def check_early(settings: RunSettings) -> None:
     check_settings(settings.temperature, settings.top_p)
     check_run_settings(LIMITS, settings.k, settings.max_new_tokens)
     check_model_spec(settings.target, LIMITS)
-    if settings.draft:
-        check_model_spec(settings.draft, LIMITS)
+    if settings.draft_spec:
+        check_model_spec(settings.draft_spec, LIMITS)
     if settings.method == "draft" and not settings.draft:
         raise ValueError("The draft-model method needs a draft: pick one in 'Draft model' "
                          "(it must share the target's tokenizer).")
 
 
 def needs_loading(settings: RunSettings) -> list[str]:
-    specs = [settings.target] + ([settings.draft] if settings.method == "draft" else [])
+    specs = [settings.target, settings.draft_spec]
     return [s for s in specs if s and not MODELS.loaded(s)]
 
 
@@ -106,7 +106,7 @@ def ensure_decoder(session: Session, settings: RunSettings, progress) -> str | N
         return None
     check_early(settings)
     target = load_with_progress(settings.target, progress)
-    draft = load_with_progress(settings.draft, progress) if settings.method == "draft" else None
+    draft = load_with_progress(settings.draft_spec, progress) if settings.draft_spec else None
     decoder = Decoder(target, settings.prompt, draft=draft, **settings.decoder_kwargs())
     check_run_settings(LIMITS, settings.k, settings.max_new_tokens, len(decoder.prompt_ids))
     restarted = session.decoder is not None
@@ -274,8 +274,8 @@ def load_models(request: gr.Request, progress=gr.Progress(), **values) -> Iterat
     yield from loading_frames(settings)
     target = load_with_progress(settings.target, progress)
     message = f"Loaded target {target.name} ({target.n_params / 1e6:.0f} M parameters, {target.dtype})."
-    if settings.method == "draft" and settings.draft:
-        draft = load_with_progress(settings.draft, progress)
+    if settings.draft_spec:
+        draft = load_with_progress(settings.draft_spec, progress)
         vocab = check_tokenizers(target, draft)
         message += f" Draft {draft.name} shares its tokenizer ({vocab} ids)."
     yield views.only(status=views.status_html(message, "ok"))

@@ -9,6 +9,7 @@ import json
 import gradio as gr
 
 from . import callbacks, explain, learn, lessons, replay, views
+from ..proposers import HEAD_DRAFT
 from .presets import (DEFAULT_METHOD, K_RANGE, KNOBS, MAX_NEW_RANGE, METHOD_LABELS, METHODS, TARGETS,
                       TEMPERATURE_RANGE, TOP_P_RANGE, Knob, draft_choices)
 from .settings import BASE_INPUTS, RunSettings
@@ -42,6 +43,10 @@ def initial_settings() -> RunSettings:
     s = dict(run.settings) if run is not None else {}
     fields = RunSettings.__dataclass_fields__
     known = {k: v for k, v in s.items() if k in fields and k not in ("knobs", "draft")}
+    if known.get("method") == "head":  # the trained head is offered as a draft in the picker
+        known.update(method="draft", draft=HEAD_DRAFT)
+    elif known.get("method") == "draft" and s.get("draft"):
+        known["draft"] = s["draft"]
     if known.get("method") not in {m for _, m in METHODS}:
         known["method"] = DEFAULT_METHOD
     prompt = load_examples()[0]["prompt"] if load_examples() else ""
@@ -69,7 +74,8 @@ def knob_input(knob: Knob):
 def method_inputs(s: RunSettings) -> tuple[dict, list]:
     """The draft picker and each method's knob group, visible only while that method is chosen."""
     choices = draft_choices(s.target)
-    comps = {"draft": gr.Dropdown(choices, value=choices[0][1] if choices else None, allow_custom_value=True,
+    value = s.draft or (choices[0][1] if choices else None)
+    comps = {"draft": gr.Dropdown(choices, value=value, allow_custom_value=True,
                                   label="Draft model", visible=s.method == "draft", elem_id="sv-draft",
                                   info="Must share the target's tokenizer: a preset or any hub id.")}
     groups = []

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..limits import Limits
+from ..proposers import HEAD_DRAFT
 
 BUNDLED = "bundled"
 
@@ -22,12 +23,16 @@ TARGETS = [
     ("GPT-2 XL", "openai-community/gpt2-xl"),
 ]
 
-# Drafts that share a tokenizer with a family of targets: (substring of the target spec, drafts).
-# The bundled model is its own draft offline: a perfect draft, useful to see what α = 1 looks like.
+# Drafts that share a tokenizer with a family of targets: (substring of the target spec, drafts);
+# the first matching family wins and its first draft is the default. For the bundled target the
+# default is the project's trained draft head (docs/HEAD.md): a real, cheap draft with its own q,
+# offline. The bundled model is also its own draft: a perfect draft, to see what α = 1 looks like.
+_SMOLLM2_DRAFTS = [("bundled SmolLM2-135M (offline)", BUNDLED),
+                   ("SmolLM2-135M-Instruct (hub)", "HuggingFaceTB/SmolLM2-135M-Instruct"),
+                   ("SmolLM2-360M-Instruct", "HuggingFaceTB/SmolLM2-360M-Instruct")]
 DRAFT_FAMILIES = [
-    (("bundled", "smollm2"), [("bundled SmolLM2-135M (offline)", BUNDLED),
-                              ("SmolLM2-135M-Instruct (hub)", "HuggingFaceTB/SmolLM2-135M-Instruct"),
-                              ("SmolLM2-360M-Instruct", "HuggingFaceTB/SmolLM2-360M-Instruct")]),
+    ((BUNDLED,), [("SpecViz draft head, trained for this model (offline)", HEAD_DRAFT), *_SMOLLM2_DRAFTS]),
+    (("smollm2",), _SMOLLM2_DRAFTS),
     (("qwen2.5",), [("Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct")]),
     (("gemma-3",), [("Gemma 3 270M (instruction-tuned)", "google/gemma-3-270m-it")]),
     (("gpt2",), [("DistilGPT-2", "distilbert/distilgpt2"), ("GPT-2", "openai-community/gpt2")]),
@@ -41,7 +46,8 @@ METHODS = [
     ("Layer skip (self-draft)", "layerskip"),
 ]
 METHOD_LABELS = {value: label for label, value in METHODS}
-DEFAULT_METHOD = "logitspec"
+# Classic draft → verify with a real q: on the bundled target the draft defaults to the trained head.
+DEFAULT_METHOD = "draft"
 
 # Ranges of the sliders follow the server's limits (SPECVIZ_MAX_K, SPECVIZ_MAX_NEW_TOKENS).
 _LIMITS = Limits.from_env()

@@ -5,7 +5,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .presets import BUNDLED, DEFAULT_METHOD, K_DEFAULT, MAX_NEW_DEFAULT, METHOD_LABELS, knobs_for
+from ..proposers import HEAD_DRAFT, resolve_draft
+from .presets import BUNDLED, DEFAULT_METHOD, K_DEFAULT, MAX_NEW_DEFAULT, METHOD_LABELS, draft_choices, knobs_for
 
 # Input names, in the order the layout wires them; the API takes them as keyword arguments.
 BASE_INPUTS = ("target", "method", "draft", "k", "adaptive_k", "temperature", "top_p", "seed",
@@ -16,7 +17,7 @@ BASE_INPUTS = ("target", "method", "draft", "k", "adaptive_k", "temperature", "t
 class RunSettings:
     target: str = BUNDLED
     method: str = DEFAULT_METHOD
-    draft: str | None = None
+    draft: str | None = HEAD_DRAFT  # read only when method is "draft"; the bundled target's default
     k: int = K_DEFAULT
     adaptive_k: bool = False
     temperature: float = 0.0
@@ -27,9 +28,18 @@ class RunSettings:
     prompt: str = ""
     knobs: tuple[tuple[str, Any], ...] = field(default=())
 
+    @property
+    def engine_method(self) -> str:
+        return resolve_draft(self.method, self.draft)[0]
+
+    @property
+    def draft_spec(self) -> str | None:
+        """The draft model to load, if any (the trained head is not loaded as a model)."""
+        return resolve_draft(self.method, self.draft)[1]
+
     def decoder_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of specviz.Decoder, models excluded."""
-        return dict(method=self.method, k=self.k, temperature=self.temperature, top_p=self.top_p,
+        return dict(method=self.engine_method, k=self.k, temperature=self.temperature, top_p=self.top_p,
                     seed=self.seed, max_new_tokens=self.max_new_tokens, chat=self.chat,
                     adaptive_k=self.adaptive_k, **dict(self.knobs))
 
@@ -41,7 +51,9 @@ class RunSettings:
     def describe(self) -> str:
         """A short, plain-text summary for status messages."""
         parts = [METHOD_LABELS.get(self.method, self.method)]
-        if self.method == "draft":
+        if self.engine_method == "head":
+            parts.append("draft: the trained draft head")
+        elif self.method == "draft":
             parts.append(f"draft {self.draft}")
         parts += [f"K={self.k}" + (" (adaptive)" if self.adaptive_k else ""),
                   "greedy" if self.temperature == 0 else f"T={self.temperature:g}, top-p={self.top_p:g}"]
@@ -95,9 +107,12 @@ def from_inputs(values: dict[str, Any]) -> RunSettings:
         raise ValueError(f"Unknown method '{method}': choose one of {', '.join(METHOD_LABELS)}.")
     knobs = tuple((k.name, v) for k in knobs_for(method)
                   if (v := _knob_value(k, values.get(k.key))) is not None)
+    target = (values.get("target") or BUNDLED).strip() or BUNDLED
     draft = (values.get("draft") or "").strip() or None
+    if method == "draft" and draft is None and (choices := draft_choices(target)):
+        draft = choices[0][1]  # the family's default draft (the trained head for the bundled target)
     return RunSettings(
-        target=(values.get("target") or BUNDLED).strip() or BUNDLED,
+        target=target,
         method=method,
         draft=draft if method == "draft" else None,
         k=_whole("K", values.get("k"), d.k),

@@ -160,15 +160,15 @@ def _tree_layout(fig: go.Figure, cycle: CycleTrace, pos) -> go.Figure:
     else:
         title = f"Cycle {cycle.index}: no draft — one plain target step"
     base_layout(fig, title, "draft position (depth)", "sibling order")
-    # many entries: a column on the right keeps them clear of the title
-    fig.update_layout(legend=dict(orientation="v", x=1.01, xanchor="left", y=1.0, yanchor="top"),
-                      margin=dict(r=150))
     max_x = max(x for x, _ in pos.values())
     rows = max(y for _, y in pos.values())
-    fig.update_xaxes(tickmode="array", tickvals=list(range(max_x + 1)),
-                     ticktext=["root"] + [str(d) for d in range(1, max_x + 1)],
-                     range=[-0.6, max_x + 0.6], showgrid=False, zeroline=False)
-    fig.update_yaxes(showticklabels=False, showgrid=False, zeroline=False, range=[-rows - 0.7, 0.7])
+    # many legend entries: a column on the right keeps them clear of the title
+    fig.update_layout(legend=dict(orientation="v", x=1.01, xanchor="left", y=1.0, yanchor="top"),
+                      margin=dict(r=150),
+                      xaxis=dict(tickmode="array", tickvals=list(range(max_x + 1)),
+                                 ticktext=["root"] + [str(d) for d in range(1, max_x + 1)],
+                                 range=[-0.6, max_x + 0.6], showgrid=False, zeroline=False),
+                      yaxis=dict(showticklabels=False, showgrid=False, zeroline=False, range=[-rows - 0.7, 0.7]))
     if rows > DENSE_ROWS:
         fig.update_traces(selector=dict(mode="markers+text"), textposition="middle right",
                           textfont_size=9)
