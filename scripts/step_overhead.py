@@ -87,6 +87,20 @@ def over_http(method: str, steps: int, url: str) -> list[float]:
     return out
 
 
+def event_floor(url: str, n: int) -> list[float]:
+    """Round trips of /stop, which only sets a flag and returns a status line: what any event
+    costs in Gradio's queue and in gradio_client, whatever the handler does."""
+    import gradio_client
+
+    client = gradio_client.Client(url, verbose=False)
+    out = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        client.predict(api_name="/stop")
+        out.append(1000 * (time.perf_counter() - t0))
+    return out
+
+
 def start_app() -> tuple[object, str]:
     from specviz.ui import build_demo, launch_kwargs
 
@@ -128,6 +142,7 @@ def main() -> None:
         try:
             for m in args.methods.split(","):
                 print(row(f"{m}, over HTTP", over_http(m, args.steps, url)), flush=True)
+            print(row("any event over HTTP (/stop, a no-op)", event_floor(url, args.steps)), flush=True)
         finally:
             demo.close()
 

@@ -23,6 +23,7 @@ import torch
 from .engine import generate
 from .models import load
 
+LOOKUP_METHODS = ("pld", "logitspec")  # draft lengths come from the proposer's own knobs, K only caps them
 HF_PLD_TOKENS = 10  # transformers' documented default for prompt_lookup_num_tokens
 
 
@@ -36,7 +37,9 @@ def parse_args(argv):
     ap.add_argument("--target", default="bundled")
     ap.add_argument("--draft", default=None)
     ap.add_argument("--dtype", default=None)
-    ap.add_argument("--k", type=int, default=4, help="K for draft and layerskip")
+    ap.add_argument("--k", type=int, default=4, help="K for draft, head and layerskip")
+    ap.add_argument("--lookup-k", type=int, default=16,
+                    help="K for pld and logitspec: it caps their drafts (the lookup defaults are tuned for 16)")
     ap.add_argument("--temperature", type=float, default=0.0)
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--repeats", type=int, default=3)
@@ -66,7 +69,8 @@ def _hf_call(target, ids, anchor, draft, args):
 def _ours_call(target, ids, variant, draft, args):
     method, _, flag = variant.partition(":")
     run = generate(target, ids, method=method, draft=draft if method == "draft" else None,
-                   k=args.k, temperature=args.temperature, max_new_tokens=args.max_new_tokens,
+                   k=args.lookup_k if method in LOOKUP_METHODS else args.k,
+                   temperature=args.temperature, max_new_tokens=args.max_new_tokens,
                    chat=False, record=flag != "norecord")
     m = run.metrics
     return {"token_ids": run.token_ids, "mean_accepted_tokens": m["mean_accepted_tokens"],
@@ -175,7 +179,7 @@ def run_bench(args, partial=None) -> dict:
 def summary_markdown(report: dict) -> str:
     lines = [f"Run {report['machine']['date']} · {report['machine']['cpu']} · torch {report['machine']['torch']}"
              f" · {report['machine']['threads']} threads · settings: "
-             + ", ".join(f"{k}={report['settings'][k]}" for k in ("target", "max_new_tokens", "repeats", "temperature", "k")),
+             + ", ".join(f"{k}={report['settings'].get(k)}" for k in ("target", "max_new_tokens", "repeats", "temperature", "k", "lookup_k")),
              "", "| variant | tok/s (median) | × HF plain (geomean) | worst prompt | × HF prompt lookup | "
              "mean accepted tokens | α | retrieval success | identical to HF |", "|---|---|---|---|---|---|---|---|---|"]
     n = len(report["results"])

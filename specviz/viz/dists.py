@@ -5,8 +5,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from ..trace import ACCEPTED, REJECTED, Alt, CycleTrace, NodeTrace
-from .style import (BLACK, ORANGE, P_COLOUR, Q_COLOUR, STATUS, base_layout, label, note_figure,
-                    num, top_list)
+from .style import (BLACK, ORANGE, P_COLOUR, Q_COLOUR, STATUS, FigureSpec, base_layout, label,
+                    note_figure, num, top_list)
 from .tree import nodes_of
 
 DETERMINISTIC_NOTE = "deterministic draft: q = 1 (hatched bars)"
@@ -25,7 +25,7 @@ def unique(labels: list[str], ids: list[int]) -> list[str]:
     return [f"{lab} #{i}" if labels.count(lab) > 1 else lab for lab, i in zip(labels, ids)]
 
 
-def _note(fig: go.Figure, lines: list[str]) -> None:
+def _note(fig: FigureSpec, lines: list[str]) -> None:
     if lines:
         fig.add_annotation(text="<br>".join(lines), x=0.01, y=0.98, xref="paper", yref="paper",
                            xanchor="left", yanchor="top", showarrow=False, align="left",
@@ -48,7 +48,7 @@ def pq_figure(cycle: CycleTrace) -> go.Figure:
         return note_figure(title, "No draft this cycle: nothing to compare")
     cats = unique([f"{STATUS[n.status][3]} {label(n.text, LABEL_CHARS)}" for n in nodes], [n.index for n in nodes])
     hover = [_pq_hover(n, cycle.greedy) for n in nodes]
-    fig = go.Figure()
+    fig = FigureSpec()
     fig.add_trace(go.Bar(x=cats, y=[n.p or 0.0 for n in nodes], name="p(x) target",
                          marker_color=P_COLOUR, hoverinfo="text", hovertext=hover))
     fig.add_trace(go.Bar(x=cats, y=[1.0 if n.q is None else n.q for n in nodes], name="q(x) draft",
@@ -67,7 +67,7 @@ def pq_figure(cycle: CycleTrace) -> go.Figure:
     base_layout(fig, title, "judged draft token (● accepted, ✕ rejected)", "probability")
     fig.update_layout(barmode="group")
     fig.update_yaxes(range=[0, 1.32], tickvals=[0, 0.2, 0.4, 0.6, 0.8, 1])  # headroom for the notes
-    return fig
+    return fig.build()
 
 
 def _markers(fig, cats, nodes, value, name, symbol, hover) -> None:
@@ -105,7 +105,7 @@ def residual_figure(cycle: CycleTrace) -> go.Figure:
         alts.append(new)  # drawn from outside the top list: still show it
     cats = unique([label(a.text, LABEL_CHARS) for a in alts], [a.token for a in alts])
     drawn = [a.token == new.token for a in alts]
-    fig = go.Figure()
+    fig = FigureSpec()
     for is_drawn, name, colour in ((False, "other tokens", P_COLOUR), (True, "drawn (resampled)", ORANGE)):
         pick = [i for i, d in enumerate(drawn) if d == is_drawn]
         fig.add_trace(go.Bar(x=[cats[i] for i in pick], y=[alts[i].prob for i in pick], name=name,
@@ -117,4 +117,4 @@ def residual_figure(cycle: CycleTrace) -> go.Figure:
     base_layout(fig, f"Cycle {cycle.index}: where the replacement came from", "token", "probability")
     fig.update_xaxes(categoryorder="array", categoryarray=cats)
     fig.update_yaxes(range=[0, 1.2], tickvals=[0, 0.2, 0.4, 0.6, 0.8, 1])
-    return fig
+    return fig.build()

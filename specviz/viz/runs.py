@@ -4,7 +4,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from ..trace import RunTrace
-from .style import BLACK, BLUE, base_layout, esc_plot, note_figure
+from .style import BLACK, BLUE, FigureSpec, base_layout, esc_plot, note_figure
 
 
 def progress(run: RunTrace) -> tuple[list[float], list[int]]:
@@ -26,7 +26,7 @@ def timeline_figure(spec: RunTrace | None, ar: RunTrace | None) -> go.Figure:
     title = "Tokens generated over time"
     if spec is None and ar is None:
         return note_figure(title, "No run yet: press Step or Run")
-    fig = go.Figure()
+    fig = FigureSpec()
     if spec is not None:
         xs, ys = progress(spec)
         fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", line_shape="hv",
@@ -41,7 +41,7 @@ def timeline_figure(spec: RunTrace | None, ar: RunTrace | None) -> go.Figure:
     base_layout(fig, title, "wall-clock seconds (prefill included)", "tokens generated")
     fig.update_xaxes(rangemode="tozero")
     fig.update_yaxes(rangemode="tozero")
-    return fig
+    return fig.build()
 
 
 def acceptance_figure(run: RunTrace) -> go.Figure:
@@ -51,9 +51,10 @@ def acceptance_figure(run: RunTrace) -> go.Figure:
     if not rates:
         return note_figure(title, "No draft positions judged yet", "draft position", "acceptance rate")
     positions = list(range(1, len(rates) + 1))
-    fig = go.Figure(go.Bar(x=positions, y=rates, name="accepted ÷ reached", marker_color=BLUE,
-                           text=[f"{r:.0%}" for r in rates], textposition="outside",
-                           hovertemplate="position %{x}: %{y:.0%} accepted<extra></extra>"))
+    fig = FigureSpec()
+    fig.add_trace(go.Bar(x=positions, y=rates, name="accepted ÷ reached", marker_color=BLUE,
+                         text=[f"{r:.0%}" for r in rates], textposition="outside",
+                         hovertemplate="position %{x}: %{y:.0%} accepted<extra></extra>"))
     alpha = (run.metrics or {}).get("acceptance_rate")
     if isinstance(alpha, (int, float)):
         fig.add_trace(go.Scatter(x=[0.5, len(rates) + 0.5], y=[alpha, alpha], mode="lines",
@@ -62,4 +63,4 @@ def acceptance_figure(run: RunTrace) -> go.Figure:
     base_layout(fig, title, "draft position", "acceptance rate")
     fig.update_xaxes(tickmode="linear", dtick=1 if len(rates) <= 16 else 4)
     fig.update_yaxes(range=[0, 1.15], tickformat=".0%")
-    return fig
+    return fig.build()

@@ -4,7 +4,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from ..trace import BONUS, NOT_REACHED, RESAMPLED, TARGET, CycleTrace, NodeTrace
-from .style import BLUE, GREY, ROOT_COLOUR, STATUS, base_layout, esc_plot, label, num, top_list
+from .style import (BLUE, FIG_HEIGHT, GREY, ROOT_COLOUR, STATUS, FigureSpec, base_layout, esc_plot, label, num,
+                    top_list)
 
 ROOT = -1  # the parent index of first-level nodes, as in NodeTrace.parent
 BIG_TREE = 24  # beyond this many nodes markers shrink so labels stay legible
@@ -110,7 +111,12 @@ def tree_figure(cycle: CycleTrace) -> go.Figure:
     (resampled, bonus or plain target step) hangs off the last accepted node."""
     nodes = nodes_of(cycle)
     pos = layout(nodes)
-    fig = go.Figure()
+    if cycle.new_token is not None:
+        pos["new"] = new_token_pos(cycle, pos)  # before the row count, which includes it
+    # many sibling rows: labels go to the right of the markers, in a smaller font
+    dense = max((y for _, y in pos.values()), default=0) > DENSE_ROWS
+    text_style = dict(textposition="middle right", textfont=dict(size=9)) if dense else {}
+    fig = FigureSpec()
     px, py, ox, oy = edges(cycle, pos)
     if ox:
         fig.add_trace(go.Scatter(x=ox, y=oy, mode="lines", name="draft edge", hoverinfo="skip",
@@ -118,7 +124,7 @@ def tree_figure(cycle: CycleTrace) -> go.Figure:
     if px:
         fig.add_trace(go.Scatter(x=px, y=py, mode="lines", name="accepted path", hoverinfo="skip",
                                  legendrank=1100, line=dict(color=BLUE, width=3)))
-    _add_new_token(fig, cycle, pos)
+    _add_new_token(fig, cycle, pos, text_style)
     fig.add_trace(go.Scatter(x=[0], y=[0], mode="markers+text", name="root (last committed)",
                              text=["root"], textposition="middle left", hoverinfo="text",
                              hovertext=["root: the last committed token"],
@@ -130,28 +136,28 @@ def tree_figure(cycle: CycleTrace) -> go.Figure:
             fig.add_trace(go.Scatter(
                 x=[pos[n.index][0] for n in group], y=[-pos[n.index][1] for n in group],
                 mode="markers+text", name=name, text=[label(n.text, LABEL_CHARS) for n in group],
-                textposition="top center", hoverinfo="text",
-                hovertext=[node_hover(n, cycle.greedy) for n in group],
-                marker=dict(symbol=symbol, size=size, color=colour, line=dict(width=2, color=colour))))
+                hoverinfo="text", hovertext=[node_hover(n, cycle.greedy) for n in group],
+                marker=dict(symbol=symbol, size=size, color=colour, line=dict(width=2, color=colour)),
+                **{"textposition": "top center", **text_style}))
     return _tree_layout(fig, cycle, pos)
 
 
-def _add_new_token(fig: go.Figure, cycle: CycleTrace, pos) -> None:
+def _add_new_token(fig: FigureSpec, cycle: CycleTrace, pos, text_style: dict) -> None:
     if cycle.new_token is None:
         return
     name, colour, symbol, _ = STATUS[cycle.new_kind]
     anchor = cycle.accepted[-1] if cycle.accepted else ROOT
-    (ax, ay), (x, y) = pos[anchor], new_token_pos(cycle, pos)
-    pos["new"] = (x, y)  # so the axis ranges include it
+    (ax, ay), (x, y) = pos[anchor], pos["new"]
     fig.add_trace(go.Scatter(x=[ax, x], y=[-ay, -y], mode="lines", name="edge to new token",
                              hoverinfo="skip", legendrank=1100, line=dict(color=colour, width=2, dash="dash")))
     fig.add_trace(go.Scatter(x=[x], y=[-y], mode="markers+text", name=f"{name} (new token)",
-                             text=[label(cycle.new_token.text, LABEL_CHARS)], textposition="bottom center",
+                             text=[label(cycle.new_token.text, LABEL_CHARS)],
                              hoverinfo="text", hovertext=[new_hover(cycle)],
-                             marker=dict(symbol=symbol, size=18, color=colour, line=dict(width=1, color=colour))))
+                             marker=dict(symbol=symbol, size=18, color=colour, line=dict(width=1, color=colour)),
+                             **{"textposition": "bottom center", **text_style}))
 
 
-def _tree_layout(fig: go.Figure, cycle: CycleTrace, pos) -> go.Figure:
+def _tree_layout(fig: FigureSpec, cycle: CycleTrace, pos) -> go.Figure:
     nodes = nodes_of(cycle)
     if nodes:
         shape = "tree" if is_tree(cycle) else "chain"
@@ -170,8 +176,5 @@ def _tree_layout(fig: go.Figure, cycle: CycleTrace, pos) -> go.Figure:
                                  range=[-0.6, max_x + 0.6], showgrid=False, zeroline=False),
                       yaxis=dict(showticklabels=False, showgrid=False, zeroline=False, range=[-rows - 0.7, 0.7]))
     if rows > DENSE_ROWS:
-        fig.update_traces(selector=dict(mode="markers+text"), textposition="middle right",
-                          textfont_size=9)
-        fig.update_traces(selector=dict(name="root (last committed)"), textposition="middle left")
-        fig.update_layout(height=min(520, fig.layout.height + 18 * (rows - DENSE_ROWS)))
-    return fig
+        fig.update_layout(height=min(520, FIG_HEIGHT + 18 * (rows - DENSE_ROWS)))
+    return fig.build()
