@@ -23,7 +23,7 @@ from types import SimpleNamespace
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-PROMPT_INDEX = 0  # assets/examples.json: the summary prompt the app opens on
+PROMPT_INDEX = 1  # assets/examples.json: the summary prompt (the second example)
 
 
 def prompt() -> str:

@@ -186,7 +186,7 @@ def summary_markdown(report: dict) -> str:
     fmt = lambda x, f="{:.2f}": "–" if x is None else f.format(x)
     for v, s in report["summary"].items():
         lines.append(f"| {v} | {fmt(s['tokens_per_s_median'], '{:.1f}')} | {fmt(s.get('speedup_vs_hf'))}× | "
-                     f"{fmt(s.get('worst_vs_hf'))}× | {fmt(s.get('speedup_vs_hf_pld'))}× | "
+                     f"{fmt(s.get('worst_vs_hf'))}× | {fmt(s.get('speedup_vs_hf_pld'), '{:.2f}×')} | "
                      f"{fmt(s.get('mean_accepted_tokens'))} | {fmt(s.get('acceptance_rate'))} | "
                      f"{fmt(s.get('retrieval_success'))} | {s.get('identical_to_hf', '–')}/{n} |")
     prof = [(v, s["profile"]) for v, s in report["summary"].items() if s.get("profile")]

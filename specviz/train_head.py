@@ -255,7 +255,7 @@ def parse_args(argv):
     ap.add_argument("--vocab", type=int, default=12288,
                     help="size of the head's vocabulary subset (covered 95 %% of held-out answer tokens)")
     ap.add_argument("--blocks", type=int, default=1, help="MLP blocks in the head")
-    ap.add_argument("--steps", type=int, default=500)
+    ap.add_argument("--steps", type=int, default=1500)
     ap.add_argument("--batch", type=int, default=512, help="positions per training step")
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--unroll", type=int, default=2, help="draft steps trained from each position")

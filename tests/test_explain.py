@@ -2,6 +2,8 @@
 highlight what they talk about."""
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 import specviz
@@ -11,7 +13,7 @@ from specviz.viz.explain import explain_html, explain_steps, explained_views
 from specviz.viz.style import num, quote
 from tests.tiny import pair
 
-EXAMPLE = "assets/example_trace.json"
+LOGITSPEC_GREEDY = "assets/lessons/logitspec-rescue.json"  # a recorded greedy LogitSpec run (trees)
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +54,9 @@ def test_judge_steps_quote_r_against_min_1_p_over_q(sampled):
 
 
 def test_greedy_tree_steps_go_level_by_level():
-    """On the greedy LogitSpec example, one step per depth names argmax p and the accepted child."""
-    run = tracefile.read(EXAMPLE).run
+    """On a recorded greedy LogitSpec run, one step per depth names argmax p and the accepted child."""
+    run = tracefile.read(LOGITSPEC_GREEDY).run
+    assert run.method == "logitspec" and run.settings["temperature"] == 0
     cycle = next(c for c in run.cycles if len(c.accepted) >= 2)
     steps = explain_steps(cycle)
     levels = [s for s in steps if s.title.startswith("Depth")]
@@ -76,10 +79,9 @@ def test_each_step_highlights_its_views(sampled):
         assert f"step {i + 1} of {len(steps)}" in explain_html(cycle, steps, i)
 
 
-def test_model_text_is_escaped_in_the_step_panel():
+def test_model_text_is_escaped_in_the_step_panel(sampled):
     """A token holding markup appears escaped in the step panel."""
-    run = tracefile.read(EXAMPLE).run
-    cycle = run.cycles[0]
+    cycle = copy.deepcopy(sampled.cycles[0])  # the fixture is shared by the module
     cycle.nodes[0].text = "<img src=x onerror=alert(1)>"
     steps = explain_steps(cycle)
     panel = "".join(explain_html(cycle, steps, i) for i in range(len(steps)))

@@ -23,8 +23,8 @@ from .views import ASSETS
 
 LESSON_DIR = ASSETS / "lessons"
 EXAMPLES = json.loads((ASSETS / "examples.json").read_text(encoding="utf-8"))
-SUMMARY, CHAT = EXAMPLES[0]["prompt"], EXAMPLES[4]["prompt"]
-MATHS = EXAMPLES[3]["prompt"]
+_PROMPT = {e["label"]: e["prompt"] for e in EXAMPLES}  # by label: the order is the page's
+SUMMARY, CHAT, MATHS = _PROMPT["Summarise"], _PROMPT["Chat"], _PROMPT["Maths"]
 TOKENS = 40  # long enough for a dozen cycles, short enough to record and to play in seconds
 HINT = ('<div class="sv-lesson-hint">Each lesson plays a recorded run in every view below, sets the '
         'configuration to match, and says what to look for. No model is needed until you press Step or Run.</div>')

@@ -31,7 +31,7 @@ _SMOLLM2_DRAFTS = [("bundled SmolLM2-135M (offline)", BUNDLED),
                    ("SmolLM2-135M-Instruct (hub)", "HuggingFaceTB/SmolLM2-135M-Instruct"),
                    ("SmolLM2-360M-Instruct", "HuggingFaceTB/SmolLM2-360M-Instruct")]
 DRAFT_FAMILIES = [
-    ((BUNDLED,), [("SpecViz draft head, trained for this model (offline)", HEAD_DRAFT), *_SMOLLM2_DRAFTS]),
+    ((BUNDLED,), [("SpecViz draft head (trained, offline)", HEAD_DRAFT), *_SMOLLM2_DRAFTS]),
     (("smollm2",), _SMOLLM2_DRAFTS),
     (("qwen2.5",), [("Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct")]),
     (("gemma-3",), [("Gemma 3 270M (instruction-tuned)", "google/gemma-3-270m-it")]),

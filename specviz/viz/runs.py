@@ -39,6 +39,10 @@ def timeline_figure(spec: RunTrace | None, ar: RunTrace | None) -> go.Figure:
                                  line=dict(color=BLACK, width=2, dash="dash"),
                                  hovertemplate="%{x:.2f} s: %{y} tokens<extra>autoregressive</extra>"))
     base_layout(fig, title, "wall-clock seconds (prefill included)", "tokens generated")
+    # the lines climb to the right, so the top left is free for the legend (in the narrow timing
+    # column a legend beside the title would cover it)
+    fig.update_layout(legend=dict(orientation="v", x=0.02, xanchor="left", y=0.98, yanchor="top",
+                                  bgcolor="rgba(255,255,255,0.8)"))
     fig.update_xaxes(rangemode="tozero")
     fig.update_yaxes(rangemode="tozero")
     return fig.build()
