@@ -82,7 +82,7 @@ def test_each_method_shows_only_its_own_options(app_page):
     options = {"Prompt lookup (n-gram)": "Prompt lookup (n-gram) options", "LogitSpec": "LogitSpec options",
                "Layer skip (self-draft)": "Layer skip (self-draft) options"}
     for choice in ("Draft model", *options):
-        page.get_by_label(choice, exact=True).check()
+        page.get_by_role("radio", name=choice, exact=True).check()  # the draft picker is also "Draft model"
         page.wait_for_timeout(300)
         assert page.locator("#sv-draft").is_visible() == (choice == "Draft model"), choice
         for method, title in options.items():
