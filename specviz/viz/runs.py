@@ -38,7 +38,7 @@ def timeline_figure(spec: RunTrace | None, ar: RunTrace | None) -> go.Figure:
         fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line_shape="hv", name="autoregressive",
                                  line=dict(color=BLACK, width=2, dash="dash"),
                                  hovertemplate="%{x:.2f} s: %{y} tokens<extra>autoregressive</extra>"))
-    base_layout(fig, title, "wall-clock seconds (prefill included)", "tokens generated")
+    base_layout(fig, title, "wall-clock seconds (prefill included)", "tokens generated", legend_above=False)
     # the lines climb to the right, so the top left is free for the legend (in the narrow timing
     # column a legend beside the title would cover it)
     fig.update_layout(legend=dict(orientation="v", x=0.02, xanchor="left", y=0.98, yanchor="top",

@@ -39,6 +39,7 @@ ORIGIN = {
 
 FIG_HEIGHT = 340  # fits two stacked figures beside the config column at 1280×720
 MARGIN = dict(l=50, r=10, t=50, b=45)
+LEGEND_TOP = 96  # top margin with the legend between title and plot: the title and 3 legend rows
 NOTE_CHARS = 36  # line length of a figure's centred note: fits a 390 px phone screen at 14 px
 
 
@@ -138,11 +139,19 @@ class FigureSpec:
         return go.Figure(data=self.traces, layout=layout)
 
 
-def base_layout(fig, title: str, x_title: str, y_title: str, height: int = FIG_HEIGHT):
+def base_layout(fig, title: str, x_title: str, y_title: str, height: int = FIG_HEIGHT, legend_above: bool = True):
+    """Title, axis titles, size and margins; the legend sits in a row under the title.
+
+    With `legend_above` the top margin is deep enough for a legend that wraps to three rows (a
+    narrow column), and the title is pinned to the top so the two never overlap. Figures that
+    place their legend elsewhere, or have none, pass False.
+    """
     # One update call: each of plotly's update_* calls validates afresh (milliseconds apiece), and a
     # Step redraws five figures. None of our figures has a second x or y axis.
-    fig.update_layout(title=dict(text=title, x=0.01, font=dict(size=14)),
-                      height=height, margin=MARGIN, hoverlabel=dict(align="left"),
+    margin = dict(MARGIN, t=LEGEND_TOP) if legend_above else MARGIN
+    fig.update_layout(title=dict(text=title, x=0.01, y=1.0, yref="container", yanchor="top", pad=dict(t=8),
+                                 font=dict(size=14)),
+                      height=height + (margin["t"] - MARGIN["t"]), margin=margin, hoverlabel=dict(align="left"),
                       legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0,
                                   font=dict(size=11)),
                       xaxis=dict(title=dict(text=x_title)), yaxis=dict(title=dict(text=y_title)))
@@ -151,7 +160,7 @@ def base_layout(fig, title: str, x_title: str, y_title: str, height: int = FIG_H
 
 def note_figure(title: str, message: str, x_title: str = "", y_title: str = "") -> go.Figure:
     """An empty figure that says, in its middle, why there is nothing to draw."""
-    fig = base_layout(FigureSpec(), title, x_title, y_title)
+    fig = base_layout(FigureSpec(), title, x_title, y_title, legend_above=False)
     # plotly never wraps text: break it on spaces so a phone-width figure shows all of it
     lines = textwrap.wrap(message, NOTE_CHARS, break_long_words=False, break_on_hyphens=False)
     fig.add_annotation(text="<br>".join(lines) or message, x=0.5, y=0.5, xref="paper", yref="paper",

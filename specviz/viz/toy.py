@@ -30,7 +30,7 @@ def toy_pq_figure(st: toy.ToyStats, tokens=toy.TOKENS) -> go.Figure:
                              marker=dict(symbol="diamond", size=13, color=BLACK),
                              hovertemplate="%{x}: accepted with %{y:.3f} when drafted<extra></extra>"))
     title = f"Toy p and q: β = Σ min(p, q) = {st.beta:.3f} = 1 − TV(p, q)"
-    base_layout(fig, title, "token", "probability", height=TOY_HEIGHT)
+    base_layout(fig, title, "token", "probability", height=TOY_HEIGHT, legend_above=False)
     fig.update_layout(barmode="group", legend=dict(y=-0.3, yanchor="top", x=0, xanchor="left"),
                       margin=dict(b=90))
     fig.update_yaxes(range=[0, 1.05])
@@ -69,7 +69,7 @@ def monte_carlo_figure(mc: toy.MonteCarlo, p: np.ndarray, q: np.ndarray, tokens=
                          hovertemplate="%{x}: q = %{y:.4f}<extra></extra>"))
     title = (f"Monte-Carlo, N = {mc.n:,}: TV(output, p) = {distance:.4f}, "
              f"χ² p-value {_pval(pval)}")
-    base_layout(fig, title, "token", "share of samples / probability", height=TOY_HEIGHT)
+    base_layout(fig, title, "token", "share of samples / probability", height=TOY_HEIGHT, legend_above=False)
     fig.update_layout(barmode="group", legend=dict(y=-0.3, yanchor="top", x=0, xanchor="left"),
                       margin=dict(b=90))
     fig.update_yaxes(range=[0, 1.05])

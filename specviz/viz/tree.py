@@ -165,7 +165,7 @@ def _tree_layout(fig: FigureSpec, cycle: CycleTrace, pos) -> go.Figure:
                  f", then {STATUS[cycle.new_kind][0]}")
     else:
         title = f"Cycle {cycle.index}: no draft — one plain target step"
-    base_layout(fig, title, "draft position (depth)", "sibling order")
+    base_layout(fig, title, "draft position (depth)", "sibling order", legend_above=False)
     max_x = max(x for x, _ in pos.values())
     rows = max(y for _, y in pos.values())
     # many legend entries: a column on the right keeps them clear of the title
