@@ -171,6 +171,7 @@ def test_head_is_the_bundled_targets_default_draft():
 
     assert draft_choices("bundled")[0][1] == "head"
     assert "head" not in [v for _, v in draft_choices("HuggingFaceTB/SmolLM2-360M-Instruct")]
+    assert "head" not in [v for _, v in draft_choices("tiny-random:shares-bundled-tokenizer")]
     s = from_inputs({"prompt": "Hello"})
     assert (s.method, s.draft, s.engine_method, s.draft_spec) == ("draft", "head", "head", None)
     assert s.decoder_kwargs()["method"] == "head" and "trained draft head" in s.describe()

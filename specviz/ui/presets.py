@@ -30,9 +30,9 @@ TARGETS = [
 _SMOLLM2_DRAFTS = [("bundled SmolLM2-135M (offline)", BUNDLED),
                    ("SmolLM2-135M-Instruct (hub)", "HuggingFaceTB/SmolLM2-135M-Instruct"),
                    ("SmolLM2-360M-Instruct", "HuggingFaceTB/SmolLM2-360M-Instruct")]
+BUNDLED_DRAFTS = [("SpecViz draft head (trained, offline)", HEAD_DRAFT), *_SMOLLM2_DRAFTS]  # exact spec only
 DRAFT_FAMILIES = [
-    ((BUNDLED,), [("SpecViz draft head (trained, offline)", HEAD_DRAFT), *_SMOLLM2_DRAFTS]),
-    (("smollm2",), _SMOLLM2_DRAFTS),
+    (("bundled", "smollm2"), _SMOLLM2_DRAFTS),
     (("qwen2.5",), [("Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct")]),
     (("gemma-3",), [("Gemma 3 270M (instruction-tuned)", "google/gemma-3-270m-it")]),
     (("gpt2",), [("DistilGPT-2", "distilbert/distilgpt2"), ("GPT-2", "openai-community/gpt2")]),
@@ -121,6 +121,8 @@ def knobs_for(method: str) -> list[Knob]:
 
 def draft_choices(target: str | None) -> list[tuple[str, str]]:
     """Draft presets that share the target's tokenizer; empty when the family is unknown."""
+    if (target or "").strip() == BUNDLED:  # the head fits this one model, not every name containing it
+        return list(BUNDLED_DRAFTS)
     spec = (target or "").lower()
     for needles, drafts in DRAFT_FAMILIES:
         if any(n in spec for n in needles):
