@@ -12,6 +12,8 @@ import pytest
 # ../shared/bench/prompts.json beside the repository, where CI and developers find it.
 BENCH_PROMPTS = Path(__file__).resolve().parents[1].parent / "shared" / "bench" / "prompts.json"
 CHROMIUM = "/usr/bin/chromium"  # Debian's package; playwright cannot download its own browser here
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 
 
 def pytest_collection_modifyitems(config, items):
@@ -42,6 +44,16 @@ def chromium_path() -> str:
     if not shutil.which(CHROMIUM):
         pytest.skip(f"{CHROMIUM} is missing: apt-get install chromium")
     return CHROMIUM
+
+
+@pytest.fixture(scope="module")
+def chromium(chromium_path):
+    """A headless Chromium driven by playwright, one per browser-test module."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
 
 
 @pytest.fixture(scope="session")

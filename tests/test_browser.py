@@ -14,20 +14,10 @@ pytestmark = [pytest.mark.browser, pytest.mark.bundled, pytest.mark.slow]
 sync_api = pytest.importorskip("playwright.sync_api")
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 from tests.test_app_api import app_url  # noqa: F401,E402 -- the same in-process app fixture
 
 STEP_TIMEOUT_MS = 300_000  # a cycle can take seconds on a busy 2-core machine
 PAYLOAD = "<img src=x onerror=alert(1)> <script>alert(1)</script> **bold** $x^2$ ${7*7}"
-
-
-@pytest.fixture(scope="module")
-def chromium(chromium_path):
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 @pytest.fixture

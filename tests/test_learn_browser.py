@@ -15,8 +15,6 @@ sync_api = pytest.importorskip("playwright.sync_api")
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 WAIT_MS = 60_000  # a busy 2-core machine can take seconds to answer an event
 DECODE_PANELS = ["#sv-config", "#sv-centre", "#sv-timing", "#sv-lessons", "#sv-narration", "#sv-explain",
                  "#sv-tree", "#sv-pq", "#sv-residual", "#sv-cache", "#sv-text", "#sv-metrics", "#sv-timeline",
@@ -40,14 +38,6 @@ def app_url():
                 **launch_kwargs())
     yield f"http://127.0.0.1:{port}/"
     demo.close()
-
-
-@pytest.fixture(scope="module")
-def chromium(chromium_path):
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 def open_page(chromium, url: str, width: int = 1280, height: int = 720):
