@@ -103,8 +103,7 @@ def parse_row(row, index: int) -> Config:
     method, draft = resolve_draft(method, draft)  # draft 'head' is the trained head (method head)
     if method == "ar":
         return Config(str(target or "bundled").strip() or "bundled", "ar", None, 1, t_value)
-    return Config(str(target or "bundled").strip() or "bundled", method, draft if method == "draft" else None,
-                  int(k_value), t_value)
+    return Config(str(target or "bundled").strip() or "bundled", method, draft, int(k_value), t_value)
 
 
 def parse_rows(rows) -> list[Config | str]:
