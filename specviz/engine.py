@@ -74,7 +74,7 @@ class Decoder:
         if tree.is_chain:  # a chain is plain causal attention: no mask to build
             return self._forward(feed)
         past = cache_len(self.cache)
-        mask = tree.attention_mask(past, self.target.dtype, self.target.device)
+        mask = tree.model_mask(self.cache, self.target.model.config, self.target.dtype, self.target.device)
         return self._forward(feed, tree.position_ids(past, self.target.device), mask)
 
     # -- the loop ----------------------------------------------------------------------

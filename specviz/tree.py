@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .kvcache import FULL, SLIDING, cache_len, layer_kinds
+
 
 @dataclass
 class DraftTree:
@@ -74,12 +76,16 @@ class DraftTree:
             i = self.parents[i]
         return path[::-1]
 
-    def attention_mask(self, past_len: int, dtype: torch.dtype, device=None) -> torch.Tensor:
+    def attention_mask(self, past_len: int, dtype: torch.dtype, device=None, window: int | None = None,
+                       first: int = 0) -> torch.Tensor:
         """4-D additive mask for the verify pass over [root] + nodes.
 
         Row 0 is the root (the last committed token, not yet in the cache); row i+1 is node i.
         Every row sees the `past_len` cached positions and the root; a node also sees itself
         and its ancestors. Allowed entries are 0, the rest the dtype's minimum.
+        With a sliding `window`, a row sees only keys fewer than `window` positions behind its
+        own (a node's position is root + depth). Columns start at cached position `first`:
+        a layer that has dropped older positions gets a mask sized to what it holds.
         """
         n = len(self) + 1
         allowed = torch.zeros(n, past_len + n, dtype=torch.bool)
@@ -87,10 +93,39 @@ class DraftTree:
         for i in range(len(self)):
             for a in self.ancestors(i):
                 allowed[i + 1, past_len + 1 + a] = True
-        mask = torch.zeros(n, past_len + n, dtype=dtype)
-        mask.masked_fill_(~allowed, torch.finfo(dtype).min)
+        if window is not None:
+            rows = self.position_ids(past_len)[0]
+            keys = torch.cat([torch.arange(past_len), rows])
+            allowed &= keys[None, :] > rows[:, None] - window
+        mask = torch.zeros(n, past_len + n - first, dtype=dtype)
+        mask.masked_fill_(~allowed[:, first:], torch.finfo(dtype).min)
         return mask[None, None].to(device)
+
+    def model_mask(self, cache, config, dtype: torch.dtype, device=None):
+        """The verify pass's `attention_mask` for a model over `cache`: one 4-D mask, or a dict.
+
+        Models whose layers are of two kinds (Gemma 3: sliding and global) take a dict with one
+        mask per kind, the window applied in the sliding one. A model of one kind takes a tensor.
+        """
+        past = cache_len(cache)
+        masks = {}
+        for i, (kind, window) in enumerate(layer_kinds(config)):
+            if kind not in (FULL, SLIDING):
+                raise ValueError(f"a draft tree cannot be verified on '{kind}' layers; choose a chain "
+                                 "method (draft model, prompt lookup or layer skip)")
+            if kind not in masks:
+                masks[kind] = self.attention_mask(past, dtype, device, window, _first_held(cache, i, past))
+        return next(iter(masks.values())) if len(masks) == 1 else masks
 
     def position_ids(self, root_pos: int, device=None) -> torch.Tensor:
         """Positions of [root] + nodes: the root at root_pos, a node at root_pos + depth."""
         return torch.tensor([[root_pos] + [root_pos + d for d in self.depths]], device=device)
+
+
+def _first_held(cache, layer: int, past: int) -> int:
+    """First cached position layer `layer` still holds (0 unless a sliding layer dropped some)."""
+    layers = getattr(cache, "layers", [])
+    keys = getattr(layers[layer], "keys", None) if layer < len(layers) else None
+    if keys is None or keys.numel() == 0:
+        return 0
+    return past - keys.shape[-2]

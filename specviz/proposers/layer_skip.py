@@ -9,6 +9,7 @@ import copy
 
 import torch
 
+from ..families import decoder_layers
 from .draft_model import DraftModelProposer
 
 
@@ -19,10 +20,12 @@ def default_layers(n: int) -> list[int]:
 
 def self_draft(model: torch.nn.Module, layers: list[int]) -> torch.nn.Module:
     """A model object that runs only `layers` of `model`, sharing every module."""
-    base = model.base_model
-    if not hasattr(base, "layers") or not hasattr(base, "embed_tokens"):
-        raise ValueError(f"layer skip needs a decoder with .layers; {type(model).__name__} has none")
-    n = len(base.layers)
+    try:
+        base, attr = decoder_layers(model)
+    except ValueError as e:
+        raise ValueError(f"layer skip does not apply to this model: {e}") from None
+    stack = getattr(base, attr)
+    n = len(stack)
     if not layers or sorted(set(layers)) != list(layers) or layers[0] != 0 or layers[-1] >= n:
         raise ValueError(f"layers must be increasing indices from 0 to {n - 1} that keep layer 0, got {layers}")
     config = copy.deepcopy(model.config)
@@ -33,8 +36,9 @@ def self_draft(model: torch.nn.Module, layers: list[int]) -> torch.nn.Module:
         shell = type(model)(config)
     for name, module in base.named_children():
         setattr(shell.base_model, name, module)
-    shell.base_model.layers = torch.nn.ModuleList(base.layers[i] for i in layers)
-    shell.lm_head = model.lm_head
+    # each kept layer keeps its own index, so it reads and writes its usual slot of the cache
+    setattr(shell.base_model, attr, torch.nn.ModuleList(stack[i] for i in layers))
+    shell.set_output_embeddings(model.get_output_embeddings())
     return shell.eval()
 
 
