@@ -4,10 +4,15 @@ Invariant between cycles: the target cache holds every committed token but the n
 and `last_logits` are the target logits the newest token was chosen from. Each verify pass
 feeds [newest] + draft, so the pass that checks the draft also yields the bonus token.
 With no proposer (method "ar") every cycle is one plain decoding step.
+
+A run's state is plain data (runstate.RunState): `state()` takes it out, `resume()` goes on
+from it in any process. The KV caches are only an optimisation: `park()` keeps them in this
+process, and a resumed run that finds none rebuilds them with one prefill, timed apart.
 """
 from __future__ import annotations
 
 import time
+import uuid
 from typing import Iterator
 
 import torch
@@ -17,8 +22,9 @@ from .models import LoadedModel, check_tokenizers
 from .proposers import make_proposer
 from .proposers.base import ProposeContext, Proposer
 from .recorder import record_cycle
+from .runstate import LIVE, LiveCaches, RunState
 from .sampling import Sampling
-from .trace import FROM_DRAFT, TARGET, CycleTrace, RunTrace, summarize
+from .trace import FROM_DRAFT, TARGET, CycleTrace, RunTrace
 from .tree import DraftTree
 from .verify import verify
 
@@ -35,27 +41,84 @@ class Decoder:
         _check_k(k, max_new_tokens)
         self.sampling = Sampling(temperature, top_p, seed)
         self.vocab = target.vocab_size
-        if draft is not None and method == "draft":
+        if draft is not None and getattr(method, "name", method) == "draft":
             self.vocab = check_tokenizers(target, draft)
         self.prompt_ids = target.encode(prompt, chat)
-        if isinstance(method, Proposer):  # a ready-made proposer, e.g. one under test
+        if isinstance(method, Proposer):  # a ready-made proposer, e.g. one under test or a parked one
             self.proposer, method = method, method.name
         else:
             self.proposer = None if method == "ar" else make_proposer(method, target, draft, **knobs)
         self.target, self.method, self.record = target, method, record
         self.k = self.k_max = int(k)
         self.adaptive_k, self.max_new_tokens = adaptive_k, int(max_new_tokens)
+        self.options = dict(method=method, k=k, temperature=temperature, top_p=top_p, seed=seed,
+                            max_new_tokens=max_new_tokens, chat=chat, adaptive_k=adaptive_k, record=record,
+                            **knobs)
         self.settings = dict(method=method, target=target.name, draft=None if draft is None else draft.name,
                              k=k, temperature=temperature, top_p=top_p, seed=seed,
                              max_new_tokens=max_new_tokens, chat=chat, adaptive_k=adaptive_k, **knobs)
+        self.run_id = uuid.uuid4().hex
         self.ids = list(self.prompt_ids)
         self.origins: list[str] = []
         self.cycle_of: list[int] = []
+        self.token_texts: list[str] = []
         self.cycles: list[CycleTrace] = []
+        self.n_cycles = 0
         self.cache = None
         self.last_logits: torch.Tensor | None = None
-        self.elapsed = self.prefill_s = 0.0
+        self.elapsed = self.prefill_s = self.rebuild_s = 0.0
+        self.rebuilds = 0
         self.done = False
+        self._proposer_state: dict | None = None  # set by resume; applied after a rebuild
+
+    # -- the run's state as data -------------------------------------------------------------
+    def state(self, since: int = 0) -> RunState:
+        """This run as plain data; its trace holds the cycles from `since` on (0: all)."""
+        logits = None if self.last_logits is None else self.last_logits.detach().float().to("cpu", copy=True)
+        return RunState(
+            run_id=self.run_id, options=dict(self.options), settings=dict(self.settings),
+            prompt_ids=list(self.prompt_ids), ids=list(self.ids), origins=list(self.origins),
+            cycle_of=list(self.cycle_of), token_texts=list(self.token_texts),
+            text=self.target.decode(self.ids[len(self.prompt_ids):]), n_cycles=self.n_cycles, k=self.k,
+            rng=self.sampling.generator.get_state().numpy().tobytes(), last_logits=logits,
+            proposer=self.proposer.state() if self.proposer is not None else {}, done=self.done,
+            prefill_s=self.prefill_s, decode_s=self.elapsed - self.prefill_s, rebuild_s=self.rebuild_s,
+            rebuilds=self.rebuilds, cycles=list(self.cycles[since:]))
+
+    @classmethod
+    def resume(cls, target: LoadedModel, state: RunState, draft: LoadedModel | None = None,
+               live: LiveCaches = LIVE) -> "Decoder":
+        """Go on from `state`, with this process's parked caches if they match, else rebuilt lazily."""
+        parked = live.take(state.run_id, len(state.ids))
+        options = dict(state.options)
+        if parked is not None and parked.proposer is not None:
+            options["method"] = parked.proposer
+        dec = cls(target, state.prompt_ids, draft=draft, **options)
+        dec._load(state)
+        if parked is not None:
+            dec.cache = parked.cache
+        else:
+            dec._proposer_state = dict(state.proposer)
+        return dec
+
+    def _load(self, state: RunState) -> None:
+        self.run_id, self.settings = state.run_id, dict(state.settings)
+        self.ids, self.origins, self.cycle_of = list(state.ids), list(state.origins), list(state.cycle_of)
+        self.token_texts, self.cycles, self.n_cycles = list(state.token_texts), list(state.cycles), state.n_cycles
+        self.k, self.done = state.k, state.done
+        if state.rng:
+            self.sampling.generator.set_state(torch.frombuffer(bytearray(state.rng), dtype=torch.uint8))
+        if state.last_logits is not None:
+            self.last_logits = state.last_logits.to(self.target.device)
+        self.prefill_s, self.rebuild_s, self.rebuilds = state.prefill_s, state.rebuild_s, state.rebuilds
+        self.elapsed = state.prefill_s + state.decode_s
+        if self.proposer is not None and state.started:
+            self.proposer.set_state(state.proposer)
+
+    def park(self, live: LiveCaches = LIVE) -> None:
+        """Keep this run's caches in this process for a later `resume` at the same length."""
+        if self.cache is not None:
+            live.put(self.run_id, len(self.ids), self.cache, self.proposer)
 
     # -- model calls -------------------------------------------------------------------
     @torch.inference_mode()
@@ -88,23 +151,43 @@ class Decoder:
         self._commit([first], [TARGET], -1)
         if self.proposer is not None and not self.done:
             self.proposer.start(list(self.ids))
+        self._sync()
         self.prefill_s = time.perf_counter() - t0
         self.elapsed += self.prefill_s
 
+    def rebuild(self) -> None:
+        """Refill empty caches with one prefill of the committed tokens (all but the newest).
+
+        `last_logits`, the random generator and the proposer's own state came with the run's
+        state, so what follows is what would have followed with the old caches.
+        """
+        t0 = time.perf_counter()
+        self.cache = new_cache(self.target.model.config)
+        if len(self.ids) > 1:
+            self._forward(self.ids[:-1], last_only=True)
+        if self.proposer is not None:
+            self.proposer.rebuild(list(self.ids))
+            self.proposer.set_state(self._proposer_state or {})
+        self._sync()
+        self.rebuild_s += time.perf_counter() - t0
+        self.rebuilds += 1
+
     def step(self) -> CycleTrace | None:
         """One cycle; None when the run has already finished."""
-        if self.cache is None:
-            self.prefill()
+        if self.cache is None and not self.done:
+            self.rebuild() if self.origins else self.prefill()
         if self.done:
             return None
         t0 = time.perf_counter()
         n = len(self.ids)
         budget = self.max_new_tokens - len(self.origins)
         tree = self._propose(min(self.k, budget - 1))
+        self._sync()
         t1 = time.perf_counter()
-        cycle = CycleTrace(index=len(self.cycles), k=min(self.k, budget - 1), greedy=self.sampling.greedy)
+        cycle = CycleTrace(index=self.n_cycles, k=min(self.k, budget - 1), greedy=self.sampling.greedy)
         cycle.cache_before = self._cache_lengths()
         logits = self._verify_pass(tree)
+        self._sync()
         t2 = time.perf_counter()
         verdict = verify(tree, logits, self.sampling)
         new = [tree.tokens[i] for i in verdict.accepted] + [verdict.new_token]
@@ -119,7 +202,7 @@ class Decoder:
             cycle.nodes = [None] * len(tree)  # counts only, for the metrics
             cycle.retrieval_hit = tree.retrieval_hit  # feeds the retrieval_success metric
         cycle.committed = new[:kept]
-        cycle.committed_text = [self.target.token_text(t) for t in cycle.committed] if self.record else []
+        cycle.committed_text = self.token_texts[len(self.token_texts) - kept:] if self.record and kept else []
         cycle.origins = kinds[:kept]
         cycle.cache_after = self._cache_lengths()
         self._adapt(cycle)
@@ -128,6 +211,7 @@ class Decoder:
         self.elapsed += t3 - t0
         cycle.elapsed_s, cycle.total_tokens = self.elapsed, len(self.origins)
         self.cycles.append(cycle)
+        self.n_cycles += 1
         return cycle
 
     def __iter__(self) -> Iterator[CycleTrace]:
@@ -164,6 +248,7 @@ class Decoder:
             self.ids.append(tok)
             self.origins.append(kind)
             self.cycle_of.append(cycle)
+            self.token_texts.append(self.target.token_text(tok))
             kept += 1
             if tok in self.target.eos_ids:
                 self.done = True
@@ -186,14 +271,13 @@ class Decoder:
             full = cycle.rejected is None
             self.k = min(self.k_max, self.k + 2) if full else max(1, self.k - 1)
 
+    def _sync(self) -> None:
+        """Wait for the device, so that a timer read after this covers the work queued before it."""
+        if self.target.device.type == "cuda":
+            torch.cuda.synchronize(self.target.device)
+
     def trace(self) -> RunTrace:
-        new = self.ids[len(self.prompt_ids):]
-        run = RunTrace(method=self.method, settings=dict(self.settings), prompt_ids=list(self.prompt_ids),
-                       token_ids=list(new), text=self.target.decode(new),
-                       token_texts=[self.target.token_text(t) for t in new], origins=list(self.origins),
-                       cycle_of=list(self.cycle_of), cycles=list(self.cycles), prefill_s=self.prefill_s)
-        run.metrics = summarize(self.cycles, len(new), self.elapsed)
-        return run
+        return self.state().trace()
 
 
 def _check_k(k, max_new_tokens) -> None:

@@ -62,7 +62,7 @@ class CycleTrace:
     draft_s: float = 0.0
     verify_s: float = 0.0
     other_s: float = 0.0
-    elapsed_s: float = 0.0  # decode time since the start of the run, at the end of this cycle
+    elapsed_s: float = 0.0  # prefill plus decode time at the end of this cycle (cache rebuilds excluded)
     total_tokens: int = 0  # new tokens committed so far, this cycle included
     retrieval_hit: bool | None = None  # retrieval proposers: did a lookup find anything
     greedy: bool = True
@@ -127,8 +127,14 @@ def _cycle_from_dict(d: dict[str, Any]) -> CycleTrace:
     return CycleTrace(**{k: v for k, v in d.items() if k in names})
 
 
-def summarize(cycles: list[CycleTrace], new_tokens: int, decode_s: float) -> dict[str, Any]:
+def summarize(cycles: list[CycleTrace], new_tokens: int, decode_s: float, prefill_s: float = 0.0,
+              rebuild_s: float = 0.0, rebuilds: int = 0) -> dict[str, Any]:
     """Metrics of the contract, computed from the cycles.
+
+    decode_s is the time spent in cycles (draft, verify, bookkeeping): not the prefill that
+    chose the first new token (prefill_s), nor prefills that rebuilt a KV cache a call found
+    empty (rebuild_s). tokens_per_s is the tokens those cycles committed per decode second,
+    so the first token, which the prefill chose, is not counted in it.
 
     mean_accepted_tokens is tokens committed per verify cycle (accepted drafts plus the
     one the target adds); acceptance_rate α is accepted / (accepted + rejections), the
@@ -148,8 +154,11 @@ def summarize(cycles: list[CycleTrace], new_tokens: int, decode_s: float) -> dic
     committed = sum(len(c.committed) for c in cycles)
     return {
         "new_tokens": new_tokens,
+        "prefill_s": prefill_s,
         "decode_s": decode_s,
-        "tokens_per_s": new_tokens / decode_s if decode_s > 0 else 0.0,
+        "rebuild_s": rebuild_s,
+        "rebuilds": rebuilds,
+        "tokens_per_s": committed / decode_s if decode_s > 0 else 0.0,
         "cycles": len(cycles),
         "mean_accepted_tokens": committed / len(cycles) if cycles else 0.0,
         "acceptance_rate": accepted / reached if reached else 0.0,

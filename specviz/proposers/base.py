@@ -47,3 +47,15 @@ class Proposer:
 
     def observe(self, cycle) -> None:
         """Sees each finished CycleTrace, e.g. to adapt its draft length."""
+
+    # -- a run's state as data (runstate.py): what survives a process boundary ----------------
+    def state(self) -> dict:
+        """What this proposer knows that the committed ids cannot rebuild (plain data)."""
+        return {}
+
+    def set_state(self, state: dict) -> None:
+        """Take back what `state()` returned."""
+
+    def rebuild(self, ids: list[int]) -> None:
+        """Rebuild indexes and caches from the committed ids, in a process that has none."""
+        self.start(ids)

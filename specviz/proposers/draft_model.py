@@ -47,6 +47,14 @@ class DraftModelProposer(Proposer):
                 logits = self._logits([x])
         return DraftTree.chain(tokens, qs, sources=[self.label] * len(tokens))
 
+    @torch.inference_mode()
+    def rebuild(self, ids: list[int]) -> None:
+        """One prefill of every committed token but the newest, as after a rollback."""
+        self.start(ids)
+        if len(ids) > 1:
+            self.model(input_ids=torch.tensor([ids[:-1]], device=self.device), past_key_values=self.cache,
+                       use_cache=True, logits_to_keep=1)
+
     def rollback(self, committed_len: int) -> None:
         # positions past the newest committed token's predecessor may hold rejected drafts
         rollback(self.cache, min(cache_len(self.cache), committed_len - 1))

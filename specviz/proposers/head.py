@@ -39,6 +39,9 @@ def capture_output(module: torch.nn.Module) -> _Capture:
     return cap
 
 
+_HEADS: dict[tuple, torch.nn.Module] = {}  # loaded heads by (file, dtype, device); frozen, so shared
+
+
 class HeadProposer(Proposer):
     """Autoregressive drafting: each draft step feeds the head its own predicted hidden state."""
     name = "head"
@@ -58,7 +61,10 @@ class HeadProposer(Proposer):
             raise ValueError("method 'head' drafts with the project's trained head; do not pass a draft model")
         if knobs:
             raise ValueError(f"method 'head' takes only 'path', got {', '.join(knobs)}")
-        head = load_head(path, dtype=target.dtype, device=target.device)
+        key = (str(path or DEFAULT_PATH), str(target.dtype), str(target.device))
+        head = _HEADS.get(key)
+        if head is None:  # read once per process; a forked GPU worker inherits it with the target
+            head = _HEADS[key] = load_head(path, dtype=target.dtype, device=target.device)
         check_target(head, target.model, path or DEFAULT_PATH)
         return cls(head, target.model)
 
@@ -79,6 +85,18 @@ class HeadProposer(Proposer):
     def observe(self, cycle) -> None:
         row = 1 + cycle.accepted[-1] if cycle.accepted else 0  # the engine's verdict.final_row
         self.f = self._rows(1 + len(cycle.nodes))[row]
+
+    # The hidden state travels as data: a rebuilt cache's prefill would give it again, but
+    # only up to float rounding, and the next draft must not depend on where the call ran.
+    def state(self) -> dict:
+        return {"f": None if self.f is None else self.f.detach().to("cpu", copy=True)}
+
+    def set_state(self, state: dict) -> None:
+        f = state.get("f")
+        self.f = None if f is None else f.to(self.embed.weight.device)
+
+    def rebuild(self, ids: list[int]) -> None:
+        """Nothing to rebuild: the head keeps no cache, and its one hidden state comes with the state."""
 
     # -- drafting ------------------------------------------------------------------------------
     def _q(self, pred: torch.Tensor, sampling) -> tuple[int, torch.Tensor]:

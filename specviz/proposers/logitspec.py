@@ -156,3 +156,9 @@ class LogitSpecProposer(Proposer):
 
     def observe(self, cycle) -> None:
         self.backoff.observe(cycle)
+
+    def state(self) -> dict:
+        return {"backoff": self.backoff.state()}  # the n-gram index rebuilds from the ids
+
+    def set_state(self, state: dict) -> None:
+        self.backoff.set_state(state["backoff"])

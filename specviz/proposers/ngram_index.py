@@ -85,6 +85,12 @@ class MissBackoff:
         self.skip = 0  # cycles left to skip
         self.next_skip = 1  # length of the next skip
 
+    def state(self) -> dict:
+        return {"misses": self.misses, "skip": self.skip, "next_skip": self.next_skip}
+
+    def set_state(self, state: dict) -> None:
+        self.misses, self.skip, self.next_skip = state["misses"], state["skip"], state["next_skip"]
+
     def skipping(self) -> bool:
         """True (and one fewer left) while a skip is under way."""
         if self.skip > 0:
