@@ -198,6 +198,14 @@ class Comparison:
             self._fail(config, e)
             return None
 
+    def preload(self, get_model: Callable[[str], LoadedModel]) -> None:
+        """Load every row's models up front (where loading is allowed); a failure becomes the row's error."""
+        for config in self.units():
+            try:
+                self._models(config, get_model)
+            except Exception as e:  # noqa: BLE001 -- one bad row must not stop the others
+                self._fail(config, e)
+
     def run(self, get_model: Callable[[str], LoadedModel],
             should_stop: Callable[[], bool] = lambda: False) -> Iterator[str]:
         """Warm up, then time; yields a progress message after every decode. May raise Stopped."""

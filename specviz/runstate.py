@@ -13,6 +13,7 @@ committed tokens (engine.Decoder.resume), with the same tokens and draws either 
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 import time
 from collections import OrderedDict
@@ -133,3 +134,12 @@ class LiveCaches:
 
 
 LIVE = LiveCaches()
+
+
+def _fresh_lock_in_child() -> None:
+    """A forked GPU worker starts with only the calling thread: a lock another thread held at
+    the fork would stay held forever, so the worker gets a new one."""
+    LIVE._lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_fresh_lock_in_child)

@@ -173,8 +173,8 @@ def test_memory_stays_flat_over_200_runs(app_url):  # noqa: F811
 
 
 def test_stop_mid_run_leaves_consistent_caches(app_url):  # noqa: F811
-    """After Stop in the middle of a Run the session steps again at once, and its target cache
-    holds exactly its committed tokens but the newest."""
+    """After Stop in the middle of a Run the session steps again at once, and the target cache
+    parked for its run holds exactly its committed tokens but the newest."""
     from specviz.ui.state import SESSIONS
 
     client = gradio_client.Client(app_url, verbose=False)
@@ -185,5 +185,7 @@ def test_stop_mid_run_leaves_consistent_caches(app_url):  # noqa: F811
     job.result(timeout=300)
     out = call(client, "/step", **kw)
     assert "sv-status-ok" in out["status"]
-    decoder = SESSIONS.get(client.session_hash).decoder
-    assert decoder.cache.get_seq_length() == len(decoder.ids) - 1
+    from specviz.runstate import LIVE
+
+    state = SESSIONS.get(client.session_hash).state
+    assert LIVE._items[state.run_id].cache.get_seq_length() == len(state.ids) - 1

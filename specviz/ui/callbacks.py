@@ -8,23 +8,22 @@ from __future__ import annotations
 
 import functools
 import logging
-import time
 from typing import Callable, Iterator
 
 import gradio as gr
 
 from ..engine import Decoder
+from ..runstate import RunState
 from ..limits import check_model_spec, check_prompt_text, check_run_settings
 from ..models import EMPTY_PROMPT, ModelLoadError, check_tokenizers
 from ..sampling import check_settings
-from . import views
+from . import views, work
 from .presets import draft_choices
 from .settings import RunSettings, from_inputs
 from .state import BASELINES, LIMITS, MODELS, SESSIONS, Session
 
 log = logging.getLogger(__name__)
 
-FRAME_S = 0.12  # least time between streamed frames: faster than the eye needs, cheap on the CPU
 USER_ERRORS = (ValueError, ModelLoadError)  # TokenizerMismatch is a ValueError
 
 
@@ -100,17 +99,26 @@ def load_with_progress(spec: str, progress) -> object:
     return MODELS.get(spec, say)
 
 
-def ensure_decoder(session: Session, settings: RunSettings, progress) -> str | None:
-    """Start a new run unless the session's decoder already has these settings; say why."""
-    if session.decoder is not None and session.settings == settings:
+def specs(settings: RunSettings) -> tuple[str, str | None]:
+    """The models a run needs, as the specs work.py looks them up by."""
+    return settings.target, settings.draft_spec
+
+
+def ensure_run(session: Session, settings: RunSettings, progress) -> str | None:
+    """Start a new run unless the session's run already has these settings; say why.
+
+    Models load here, in the main process, never inside a GPU call. Building the Decoder
+    checks every setting and encodes the prompt; it runs no model.
+    """
+    if session.state is not None and session.settings == settings:
         return None
     check_early(settings)
     target = load_with_progress(settings.target, progress)
     draft = load_with_progress(settings.draft_spec, progress) if settings.draft_spec else None
     decoder = Decoder(target, settings.prompt, draft=draft, **settings.decoder_kwargs())
     check_run_settings(LIMITS, settings.k, settings.max_new_tokens, len(decoder.prompt_ids))
-    restarted = session.decoder is not None
-    session.replace(decoder, settings)
+    restarted = session.state is not None
+    session.replace(decoder.state(), settings)
     head = "Settings changed, so a new run started" if restarted else "New run"
     if draft is not None and draft.n_params > target.n_params:
         head += (f" (note: the draft, {draft.n_params / 1e6:.0f} M parameters, is larger than the target, "
@@ -127,40 +135,56 @@ def loading_frames(settings: RunSettings) -> Iterator[dict]:
         yield views.only(status=views.status_html(f"Loading {', '.join(pending)}…", "info"))
 
 
+def rebuild_note(before: RunState, after: RunState) -> str:
+    """A sentence when the call had to rebuild the KV caches (a new worker, or idle caches freed)."""
+    if after.rebuilds <= before.rebuilds:
+        return ""
+    ms = 1000 * (after.rebuild_s - before.rebuild_s)
+    return (f" This call first rebuilt the KV cache: one prefill of {len(before.ids) - 1} tokens, "
+            f"{ms:.0f} ms, shown apart from decode time.")
+
+
+def current(session: Session) -> tuple[RunState, int]:
+    with session.lock:
+        return session.state, session.generation
+
+
 # -- Step -----------------------------------------------------------------------------------------
 @guarded
 def step(request: gr.Request, progress=gr.Progress(), **values) -> Iterator[dict]:
     """Run exactly one cycle (the first Step prefills, then runs cycle 0)."""
     session, settings = session_of(request), from_inputs(values)
     yield from loading_frames(settings)
-    note = ensure_decoder(session, settings, progress)
-    with session.lock:
-        decoder = session.decoder
-        if decoder.done:
-            yield render(session, "This run is finished. Press Reset, or change a setting, to start another.",
-                         "warn")
-            return
-        cycle = decoder.step()
-        session.view = None
-    message = note or f"Cycle {cycle.index} done."
-    yield render(session, message + (" The run is finished." if decoder.done else ""), "ok")
+    note = ensure_run(session, settings, progress)
+    state, generation = current(session)
+    if state.done:
+        yield render(session, "This run is finished. Press Reset, or change a setting, to start another.", "warn")
+        return
+    later = work.step(specs(settings), state.light())
+    if not session.adopt(later, generation):
+        return  # a Reset or a settings change took over meanwhile
+    done = " The run is finished." if later.done else ""
+    message = note or (f"Cycle {later.n_cycles - 1} done." if later.n_cycles > state.n_cycles
+                       else "The prefill chose the only token asked for.")
+    yield render(session, message + rebuild_note(state, later) + done, "ok")
 
 
 # -- Run and the AR baseline ----------------------------------------------------------------------
-def stream_cycles(session: Session, generation: int) -> Iterator[dict]:
-    """Step until the end or a Stop, yielding a frame at most every FRAME_S seconds."""
-    decoder, shown = session.decoder, 0.0
-    while True:
-        with session.lock:
-            if session.stop.is_set() or session.generation != generation:
+def stream_cycles(session: Session, settings: RunSettings) -> Iterator[dict]:
+    """Decode to the end (or a Stop) in one model call, showing a frame per state it sends back."""
+    state, generation = current(session)
+    chunks = work.run(specs(settings), state.light())
+    try:
+        for later in chunks:
+            if not session.adopt(later, generation):
                 return
-            cycle = decoder.step()
-            session.view = None
-        if cycle is None:
-            return
-        if time.perf_counter() - shown >= FRAME_S or decoder.done:
-            shown = time.perf_counter()
-            yield render(session, f"Running… cycle {cycle.index}, {cycle.total_tokens} tokens.", "info")
+            yield render(session, f"Running… cycle {later.n_cycles - 1}, {len(later.origins)} tokens."
+                         + rebuild_note(state, later), "info")
+            state = later
+            if session.stop.is_set():
+                return
+    finally:
+        chunks.close()
 
 
 def stream_baseline(session: Session, settings: RunSettings, progress) -> Iterator[dict]:
@@ -169,18 +193,20 @@ def stream_baseline(session: Session, settings: RunSettings, progress) -> Iterat
     if BASELINES.get(key) is not None:
         return
     target = load_with_progress(settings.target, progress)
-    decoder = Decoder(target, settings.prompt, method="ar", temperature=settings.temperature,
-                      top_p=settings.top_p, seed=settings.seed, max_new_tokens=settings.max_new_tokens,
-                      chat=settings.chat)
-    run, shown = session.run(), 0.0
-    for cycle in decoder:
-        if session.stop.is_set():
-            return
-        if time.perf_counter() - shown >= FRAME_S:
-            shown = time.perf_counter()
-            status = views.status_html(f"Measuring the AR baseline… {cycle.total_tokens} tokens.", "info")
-            yield views.only(status=status, **views.timing_views(run, decoder.trace()))
-    BASELINES.put(key, decoder.trace())
+    options = dict(temperature=settings.temperature, top_p=settings.top_p, seed=settings.seed,
+                   max_new_tokens=settings.max_new_tokens)
+    frames = work.baseline(settings.target, target.encode(settings.prompt, settings.chat), options)
+    run, ar = session.run(), None
+    try:
+        for ar in frames:
+            if session.stop.is_set():
+                return
+            status = views.status_html(f"Measuring the AR baseline… {len(ar.token_ids)} tokens.", "info")
+            yield views.only(status=status, **views.timing_views(run, ar))
+    finally:
+        frames.close()
+    if ar is not None:
+        BASELINES.put(key, ar)
 
 
 @guarded
@@ -188,12 +214,12 @@ def run(request: gr.Request, progress=gr.Progress(), **values) -> Iterator[dict]
     """Stream cycles to the end, then measure the AR baseline for these settings if not cached."""
     session, settings = session_of(request), from_inputs(values)
     yield from loading_frames(settings)
-    note = ensure_decoder(session, settings, progress)
+    note = ensure_run(session, settings, progress)
     session.stop.clear()
     generation = session.generation
     if note:
         yield views.only(status=views.status_html(note, "info"))
-    yield from stream_cycles(session, generation)
+    yield from stream_cycles(session, settings)
     if session.generation != generation:
         return  # a Reset or a settings change took over this session
     if session.stop.is_set():
@@ -260,7 +286,7 @@ def settings_changed(request: gr.Request, **values) -> tuple:
         settings = from_inputs(values)
     except ValueError:
         settings = None  # half-typed input: the run no longer matches it either
-    if session.decoder is None or settings == session.settings:
+    if session.state is None or settings == session.settings:
         return views.as_tuple(views.only())
     session.replace(None, None)
     return views.as_tuple(render(session, "Settings changed, so the run was reset. "
@@ -290,5 +316,5 @@ def target_changed(target: str, draft: str | None):
 
 
 def unload(request: gr.Request) -> None:
-    """The tab closed: free its decoder and KV cache."""
+    """The tab closed: free its run state and any KV cache this process holds for it."""
     SESSIONS.drop(getattr(request, "session_hash", None))

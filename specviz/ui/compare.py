@@ -14,15 +14,15 @@ from collections import OrderedDict
 
 import gradio as gr
 
-from .. import batch_effect, theory
-from ..comparison import COLUMNS, Comparison, Config, Shared, Stopped, parse_rows
+from .. import theory
+from ..comparison import COLUMNS, Comparison, Config, Shared, parse_rows
 from ..limits import check_prompt_text, check_run_settings
 from ..models import EMPTY_PROMPT, ModelLoadError
 from ..viz import compare as cviz
 from .presets import BUNDLED, K_RANGE, MAX_NEW_RANGE, TARGETS
 from .state import BASELINES, LIMITS, MODELS, SESSIONS
 from .views import status_html
-from .zerogpu import on_gpu
+from . import work
 
 DEFAULT_ROWS = [[BUNDLED, "pld", "", 4, 0.0], [BUNDLED, "logitspec", "", 4, 0.0],
                 [BUNDLED, "draft", BUNDLED, 4, 0.0]]  # the last: a perfect draft that costs a whole target
@@ -137,13 +137,19 @@ def compare(rows, prompt: str, max_new_tokens: int, repeats: int, seed: int, cha
         return
     comparison = slot["comparison"] = Comparison(items, shared)
     yield _frame("Starting: models load first, then every row warms up once.", "info", comparison)
+    comparison.preload(_loader(progress))  # here, in the main process: never inside a GPU call
+    chunks = work.compare(comparison)
     try:
-        for message in comparison.run(_loader(progress), slot["stop"].is_set):
+        for message, comparison in chunks:
+            slot["comparison"] = comparison
             progress((comparison.done, comparison.total), desc=message)
             yield _frame(f"{message} ({comparison.done}/{comparison.total})", "info", comparison)
-    except Stopped:
-        yield _frame("Stopped. Rows measured so far are shown; the rest were not run.", "warn", comparison, True)
-        return
+            if slot["stop"].is_set():
+                yield _frame("Stopped. Rows measured so far are shown; the rest were not run.", "warn",
+                             comparison, True)
+                return
+    finally:
+        chunks.close()
     yield _frame(*_summary(comparison), comparison, True)
 
 
@@ -183,7 +189,7 @@ def explain(source: str, request: gr.Request, progress=gr.Progress()):
         spec, run, ar = _main_run(request) if source == MAIN_RUN else _compare_run(request, source)
         target = _loader(progress)(spec)
         progress(None, desc="Timing target passes of 1 to 17 tokens for v(K)…")
-        v = theory.verify_cost(target, theory.sizes_for(run), prefix_len=theory.context_len(run))
+        v = work.verify_cost(spec, list(theory.sizes_for(run)), theory.context_len(run))
         analysis = theory.analyse(run, ar, v)
     except USER_ERRORS as e:
         return status_html(str(e), "error"), gr.skip(), gr.skip()
@@ -195,20 +201,11 @@ def explain(source: str, request: gr.Request, progress=gr.Progress()):
 
 def batch(target: str, k: int, refresh: bool, request: gr.Request, progress=gr.Progress()):
     """Time one plain step and one verify pass of K+1 tokens at batch 1…32 (cached per model and device)."""
-    stop_flag = _slot(request)["stop"]
-    stop_flag.clear()
-
-    def step(i: int, n: int, b: int) -> None:
-        if stop_flag.is_set():
-            raise Stopped
-        progress((i, n), desc=f"Timing batch size {b}…")
-
     try:
-        model = _loader(progress)((target or BUNDLED).strip() or BUNDLED)
-        effect = batch_effect.measure_batch_effect(model, k=int(k), cache_file=batch_effect.default_cache_file(),
-                                                   refresh=bool(refresh), progress=step)
-    except Stopped:
-        return status_html("Stopped; nothing was stored.", "warn"), gr.skip(), gr.skip()
+        spec = (target or BUNDLED).strip() or BUNDLED
+        _loader(progress)(spec)
+        progress(None, desc="Timing batch sizes 1 to 32…")
+        effect = work.batch(spec, int(k), bool(refresh))
     except USER_ERRORS as e:
         return status_html(str(e), "error"), gr.skip(), gr.skip()
     except Exception as e:  # noqa: BLE001
@@ -274,13 +271,13 @@ def build_compare_tabs(decode: dict) -> None:
     with gr.Tab("Theory & hardware", id="theory", elem_id="sv-tab-theory"):
         t = _theory_tab()
     inputs = [c[k] for k in ("rows", "prompt", "max_new_tokens", "repeats", "seed", "chat")]
-    run = c["go"].click(on_gpu(compare), inputs=inputs, outputs=[c["status"], c["table"], c["chart"], t["source"]],
+    run = c["go"].click(compare, inputs=inputs, outputs=[c["status"], c["table"], c["chart"], t["source"]],
                         api_name="compare", show_progress_on=[c["status"]], **decode)
     c["stop"].click(stop, outputs=c["status"], cancels=[run], api_name="compare_stop", show_progress="hidden")
     theory_out = [t["theory_status"], t["theory_plot"], t["theory_html"]]
-    why = t["explain"].click(on_gpu(explain), inputs=t["source"], outputs=theory_out, api_name="theory",
+    why = t["explain"].click(explain, inputs=t["source"], outputs=theory_out, api_name="theory",
                              show_progress_on=[t["theory_status"]], **decode)
-    measure = t["measure"].click(on_gpu(batch), inputs=[t["target"], t["k"], t["refresh"]],
+    measure = t["measure"].click(batch, inputs=[t["target"], t["k"], t["refresh"]],
                                  outputs=[t["batch_status"], t["batch_plot"], t["batch_html"]],
                                  api_name="batch_effect", show_progress_on=[t["batch_status"]], **decode)
     t["stop"].click(stop, outputs=t["batch_status"], cancels=[why, measure], api_name=False, show_progress="hidden")

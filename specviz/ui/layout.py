@@ -13,9 +13,8 @@ from ..proposers import HEAD_DRAFT
 from .presets import (DEFAULT_METHOD, K_RANGE, KNOBS, MAX_NEW_RANGE, METHOD_LABELS, METHODS, TARGETS,
                       TEMPERATURE_RANGE, TOP_P_RANGE, Knob, draft_choices)
 from .settings import BASE_INPUTS, RunSettings
-from .state import LIMITS
+from .state import LIMITS, start_sweeper
 from .views import ASSETS
-from .zerogpu import on_gpu
 from .compare import build_compare_tabs
 
 EXAMPLES = ASSETS / "examples.json"
@@ -150,6 +149,7 @@ def timing_column(first: dict) -> dict:
 
 
 def build_demo() -> gr.Blocks:
+    start_sweeper()  # idle runs' KV caches are freed even when no request comes
     run, ar = views.example()
     first = views.full(views.example_status(run), "info", run, ar)
     settings = initial_settings()
@@ -184,9 +184,9 @@ def wire(demo: gr.Blocks, inputs: dict, groups: list, comps: dict) -> None:
     settings = {k: v for k, v in inputs.items() if k in BASE_INPUTS or k in {kn.key for kn in KNOBS}}
     outputs = [comps[name] for name in views.OUTPUTS]
     common = dict(inputs_kwargs=settings, outputs=outputs, show_progress_on=[comps["status"]])
-    comps["step_btn"].click(on_gpu(callbacks.step), api_name="step", trigger_mode="multiple", **common, **DECODE)
-    run_event = comps["run_btn"].click(on_gpu(callbacks.run), api_name="run", **common, **DECODE)
-    measure = comps["measure_btn"].click(on_gpu(callbacks.measure_baseline), api_name="measure_ar", **common, **DECODE)
+    comps["step_btn"].click(callbacks.step, api_name="step", trigger_mode="multiple", **common, **DECODE)
+    run_event = comps["run_btn"].click(callbacks.run, api_name="run", **common, **DECODE)
+    measure = comps["measure_btn"].click(callbacks.measure_baseline, api_name="measure_ar", **common, **DECODE)
     inputs["load"].click(callbacks.load_models, api_name="load_models", **common, **DECODE)
     comps["stop_btn"].click(callbacks.stop, outputs=outputs, cancels=[run_event, measure], api_name="stop",
                             show_progress="hidden")

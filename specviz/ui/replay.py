@@ -18,7 +18,7 @@ from .. import __version__, tracefile
 from ..tracefile import TraceFile, TraceFileError
 from . import views
 from .callbacks import error, on_screen, render, session_of
-from .state import Session
+from .state import MODELS, Session
 
 EXPORT_DIR = Path(tempfile.gettempdir()) / "specviz-exports"
 PLAY_S = 6.0  # a played trace takes about this long, whatever its length: a class keeps watching
@@ -52,10 +52,10 @@ def _meta(session: Session) -> dict:
                 python=platform.python_version(), machine=platform.machine(), cpu_count=os.cpu_count())
     if session.replay is None and session.settings is not None:
         meta["prompt"] = session.settings.prompt
-    decoder = session.decoder
-    if session.replay is None and decoder is not None:
-        meta["device"] = str(getattr(decoder.target, "device", ""))
-        meta["dtype"] = str(getattr(decoder.target, "dtype", ""))
+    target = MODELS.peek(session.settings.target) if session.replay is None and session.settings else None
+    if target is not None:
+        meta["device"] = str(target.device)
+        meta["dtype"] = str(target.dtype)
     return meta
 
 

@@ -1,4 +1,4 @@
-"""Server-side state: models shared by every session, cached AR baselines, one decoder per session.
+"""Server-side state: models shared by every session, cached AR baselines, one run state per session.
 
 Nothing here lives in gr.State: Gradio deep-copies a State's initial value per session, and a
 model must be loaded once. Sessions are keyed by Gradio's session hash instead.
@@ -13,47 +13,74 @@ from typing import Callable
 
 from .. import models
 from ..limits import Limits, check_model_size, check_model_spec
-from ..engine import Decoder
+from ..runstate import LIVE, RunState
 from ..trace import RunTrace
 from ..tracefile import TraceFile
 from .settings import RunSettings
+from .zerogpu import model_device
 
 LIMITS = Limits.from_env()
 MODEL_CAPACITY = 3  # models kept in memory; a 7B target plus its draft already fill a small GPU
 AR_CAPACITY = 64  # cached baselines; each is a few hundred kB of trace
-SESSION_CAPACITY = 64  # live decoders; each holds a KV cache, and closed tabs are dropped on unload
+SESSION_CAPACITY = 64  # sessions' run states (no KV caches: those are runstate.LIVE's); closed tabs go on unload
 
 
 class ModelCache:
-    """Load each spec once and share it; loading is serialised so two sessions never load twice."""
+    """Load each spec once and share it. One lock per spec: a model loading never holds up
+    the Steps of sessions whose models are already here, and two sessions never load one twice."""
 
     def __init__(self, capacity: int = MODEL_CAPACITY, loader: Callable = models.load):
         self.capacity, self.loader = capacity, loader
         self._models: OrderedDict[str, models.LoadedModel] = OrderedDict()
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards the dicts only, never a load
+        self._loading: dict[str, threading.Lock] = {}
 
     def get(self, spec: str, progress: Callable[[str], None] | None = None) -> models.LoadedModel:
+        found = self._hit(spec)
+        if found is not None:
+            return found
+        # A typed path must not read the server's folders unless the admin allows it,
+        # and a model over the size limit is refused from its config, before any download.
+        spec = check_model_spec(spec, LIMITS)
+        with self._lock:
+            spec_lock = self._loading.setdefault(spec, threading.Lock())
+        with spec_lock:
+            found = self._hit(spec)
+            if found is not None:
+                return found
+            check_model_size(spec, LIMITS)
+            where = {"device": model_device()} if model_device() else {}
+            loaded = self.loader(spec, progress=progress, allow_local=LIMITS.allow_local, **where)
+            self.put(spec, loaded)
+            return loaded
+
+    def _hit(self, spec: str) -> models.LoadedModel | None:
         with self._lock:
             if spec in self._models:
                 self._models.move_to_end(spec)
                 return self._models[spec]
-            # A typed path must not read the server's folders unless the admin allows it,
-            # and a model over the size limit is refused from its config, before any download.
-            spec = check_model_spec(spec, LIMITS)
-            check_model_size(spec, LIMITS)
-            loaded = self.loader(spec, progress=progress, allow_local=LIMITS.allow_local)
-            self._models[spec] = loaded
-            while len(self._models) > self.capacity:
-                self._models.popitem(last=False)
-            return loaded
+        return None
+
+    def peek(self, spec: str) -> models.LoadedModel | None:
+        """A loaded model without taking any lock: safe in a process forked while another thread held it."""
+        found = self._models.get(spec)
+        if found is None:
+            try:
+                found = self._models.get(check_model_spec(spec, LIMITS))
+            except ValueError:
+                return None
+        return found
 
     def put(self, spec: str, loaded: models.LoadedModel) -> None:
-        """Share a model loaded elsewhere (a test session's, say) under `spec`."""
+        """Share a model under `spec` (a test session's, say); the least recently used makes room."""
         with self._lock:
             self._models[spec] = loaded
+            self._models.move_to_end(spec)
+            while len(self._models) > self.capacity:
+                self._models.popitem(last=False)
 
     def loaded(self, spec: str) -> bool:
-        return spec in self._models
+        return self.peek(spec) is not None
 
 
 class BaselineCache:
@@ -77,28 +104,42 @@ class BaselineCache:
 
 @dataclass
 class Session:
-    """One browser tab's run. `lock` guards the decoder: a cancelled Run may still be mid-cycle."""
-    decoder: Decoder | None = None
+    """One browser tab's run, as data: its state lives here, its KV caches wherever it last ran.
+
+    `lock` guards the state: a cancelled Run may still be handing one back.
+    """
+    state: RunState | None = None
     settings: RunSettings | None = None
     view: int | None = None  # cycle index on screen; None follows the newest cycle
     example: bool = True  # the precomputed example is on screen until the first run or Reset
     replay: TraceFile | None = None  # a loaded trace or lesson on screen instead of a run (ui/replay.py)
     last_used: float = field(default_factory=time.monotonic)
-    generation: int = 0  # bumped whenever the decoder is replaced, so a stale Run stops
+    generation: int = 0  # bumped whenever the run is replaced, so a stale Run stops
     stop: threading.Event = field(default_factory=threading.Event)
     lock: threading.RLock = field(default_factory=threading.RLock)
 
-    def replace(self, decoder: Decoder | None, settings: RunSettings | None) -> None:
+    def replace(self, state: RunState | None, settings: RunSettings | None) -> None:
         with self.lock:
-            self.decoder, self.settings, self.view, self.example = decoder, settings, None, False
+            if self.state is not None:
+                LIVE.drop(self.state.run_id)  # this process's caches of the old run, if it has any
+            self.state, self.settings, self.view, self.example = state, settings, None, False
             self.replay = None
             self.generation += 1
-            self.stop.set()  # any Run still streaming belongs to the old decoder
+            self.stop.set()  # any Run still streaming belongs to the old run
+
+    def adopt(self, later: RunState, generation: int) -> bool:
+        """Merge a state a model call returned, unless the run was replaced meanwhile."""
+        with self.lock:
+            if generation != self.generation or self.state is None:
+                return False
+            self.state = self.state.merge(later)
+            self.view = None
+            return True
 
     def run(self) -> RunTrace | None:
-        """A snapshot of the decoder's run, or None before the first Step."""
+        """The run so far, or None before the first cycle."""
         with self.lock:
-            return None if self.decoder is None or not self.decoder.cycles else self.decoder.trace()
+            return None if self.state is None or not self.state.cycles else self.state.trace()
 
 
 class SessionStore:
@@ -123,7 +164,8 @@ class SessionStore:
             return session
 
     def _free_idle(self) -> None:
-        """Drop sessions idle longer than idle_s (oldest first), freeing their KV caches."""
+        """Drop sessions idle longer than idle_s (oldest first), and idle runs' KV caches sooner."""
+        LIVE.sweep()
         cutoff = time.monotonic() - self.idle_s
         while self._sessions:
             key, oldest = next(iter(self._sessions.items()))
@@ -134,7 +176,9 @@ class SessionStore:
 
     def drop(self, key: str | None) -> None:
         with self._lock:
-            self._sessions.pop(key or "anonymous", None)
+            session = self._sessions.pop(key or "anonymous", None)
+        if session is not None:
+            session.replace(None, None)  # frees this process's KV caches of its run
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -143,3 +187,21 @@ class SessionStore:
 MODELS = ModelCache()
 BASELINES = BaselineCache()
 SESSIONS = SessionStore()
+
+
+def start_sweeper(every_s: float = 30.0) -> None:
+    """Free idle runs' KV caches even when no request comes to trigger it (once per process)."""
+    global _sweeper
+    if _sweeper is not None:
+        return
+
+    def loop() -> None:
+        while True:
+            time.sleep(every_s)
+            LIVE.sweep()
+
+    _sweeper = threading.Thread(target=loop, name="specviz-cache-sweeper", daemon=True)
+    _sweeper.start()
+
+
+_sweeper: threading.Thread | None = None

@@ -1,0 +1,133 @@
+"""What runs a model: pure functions of (model specs, state) that return the new state.
+
+Each is wrapped by zerogpu.on_gpu, so on ZeroGPU it runs in a forked worker: it may read the
+models the main process loaded before the call (fork shares them), must not load any, and
+sends back only what it returns or yields. KV caches it builds are parked in its own process
+(runstate.LIVE) and may be gone next time; Decoder.resume rebuilds them with one prefill.
+"""
+from __future__ import annotations
+
+import time
+from typing import Iterator
+
+from .. import batch_effect, theory
+from ..comparison import Comparison
+from ..engine import Decoder
+from ..models import LoadedModel, ModelLoadError
+from ..runstate import RunState
+from ..trace import RunTrace
+from .state import MODELS
+from .zerogpu import on_gpu
+
+FRAME_S = 0.12  # least time between streamed frames: faster than the eye needs, cheap to send
+# GPU seconds asked for. ZeroGPU serves short requests first, so ask for what the work needs:
+STEP_S = 20  # one cycle, plus one prefill if this worker has no cache for the run
+PER_TOKEN_S = 0.25  # generous per new token for the preset models on a ZeroGPU slice
+MAX_S = 240  # beyond this ZeroGPU refuses anonymous visitors' requests anyway
+
+
+def model(spec: str | None) -> LoadedModel | None:
+    """A model the main process loaded before this call; never loaded here."""
+    if spec is None:
+        return None
+    loaded = MODELS.peek(spec)
+    if loaded is None:
+        raise ModelLoadError(f"Model '{spec}' is not loaded in this process any more (the model cache "
+                             "made room for another): press the button again to reload it.")
+    return loaded
+
+
+def _seconds(tokens: int, base: float = STEP_S) -> int:
+    return int(min(MAX_S, base + PER_TOKEN_S * max(tokens, 0)))
+
+
+# -- the main view ----------------------------------------------------------------------------------
+def step_duration(specs: tuple, state: RunState) -> int:
+    return STEP_S
+
+
+@on_gpu(duration=step_duration)
+def step(specs: tuple, state: RunState) -> RunState:
+    """One cycle of the run in `state` (given without its trace); returns the state after it."""
+    target, draft = model(specs[0]), model(specs[1])
+    decoder = Decoder.resume(target, state, draft)
+    try:
+        decoder.step()
+    finally:
+        decoder.park()
+    return decoder.state()
+
+
+def run_duration(specs: tuple, state: RunState, frame_s: float = FRAME_S) -> int:
+    left = int(state.options.get("max_new_tokens", 128)) - len(state.origins)
+    return _seconds(left)
+
+
+@on_gpu(duration=run_duration)
+def run(specs: tuple, state: RunState, frame_s: float = FRAME_S) -> Iterator[RunState]:
+    """Decode to the end in one call, so its timing has no gaps; yield the state every frame_s.
+
+    Each yielded state carries only the cycles since the previous one (merge with RunState.merge).
+    """
+    target, draft = model(specs[0]), model(specs[1])
+    decoder = Decoder.resume(target, state, draft)
+    sent, shown = 0, time.perf_counter()
+    try:
+        while decoder.step() is not None:
+            if decoder.done or time.perf_counter() - shown >= frame_s:
+                yield decoder.state(since=sent)
+                sent, shown = len(decoder.cycles), time.perf_counter()
+        if sent < len(decoder.cycles) or not decoder.cycles:
+            yield decoder.state(since=sent)
+    finally:
+        decoder.park()
+
+
+def baseline_duration(spec: str, prompt_ids: list[int], options: dict, frame_s: float = FRAME_S) -> int:
+    return _seconds(int(options.get("max_new_tokens", 128)))
+
+
+@on_gpu(duration=baseline_duration)
+def baseline(spec: str, prompt_ids: list[int], options: dict, frame_s: float = FRAME_S) -> Iterator[RunTrace]:
+    """Plain decoding of the same prompt and sampling settings, measured; yields the trace so far."""
+    decoder = Decoder(model(spec), prompt_ids, method="ar", **options)
+    shown = time.perf_counter()
+    for cycle in decoder:
+        if time.perf_counter() - shown >= frame_s and not decoder.done:
+            shown = time.perf_counter()
+            yield decoder.trace()
+    yield decoder.trace()
+
+
+# -- Compare and Theory -----------------------------------------------------------------------------
+def compare_duration(comparison: Comparison) -> int:
+    runs = comparison.total
+    return _seconds(runs * comparison.shared.max_new_tokens)
+
+
+@on_gpu(duration=compare_duration)
+def compare(comparison: Comparison) -> Iterator[tuple[str, Comparison]]:
+    """Warm up and time every row; yields (progress message, the comparison so far)."""
+    for message in comparison.run(model):
+        yield message, comparison
+
+
+def verify_cost_duration(spec: str, sizes: list[int], prefix_len: int) -> int:
+    return _seconds(8 * len(sizes))
+
+
+@on_gpu(duration=verify_cost_duration)
+def verify_cost(spec: str, sizes: list[int], prefix_len: int):
+    """v(n): the target's verify cost for each size, relative to one token."""
+    return theory.verify_cost(model(spec), sizes, prefix_len=prefix_len)
+
+
+def batch_duration(spec: str, k: int, refresh: bool) -> int:
+    return MAX_S // 2
+
+
+@on_gpu(duration=batch_duration)
+def batch(spec: str, k: int, refresh: bool):
+    """Verify against plain step at batch sizes 1…32 (cached on disk per model and device)."""
+    return batch_effect.measure_batch_effect(model(spec), k=int(k), cache_file=batch_effect.default_cache_file(),
+                                             refresh=bool(refresh))
