@@ -2,8 +2,9 @@
 
 Names follow the papers (see verify.py): p is the target distribution, q the draft's, x a
 drafted token, r ~ U(0, 1) its draw, β = Σ min(p, q) the chance that one draft is accepted.
-The correct rule calls verify.py's own `residual`; two deliberately broken twins show what
-goes wrong without it. No model, no UI: numpy and torch only.
+The correct rule is verify.py's own `accept_prob` and `residual`, looked up at call time, so a
+change to either changes the toy too; two deliberately broken rules show what goes wrong without
+them. No model, no UI: numpy and torch only.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .verify import residual
+from . import verify
 
 TOKENS = ("the", "a", "cat", "dog", "sat", "ran")  # six made-up tokens: few enough to read every bar
 MAX_SAMPLES = 100_000  # a Monte-Carlo of this size runs in ~10 ms and resolves TV ≈ 0.01
@@ -36,6 +37,7 @@ RULES = {
     ACCEPT_ALL: "Keep every draft without checking it: the output is simply q.",
 }
 FAILURE_RATE = 1e-6  # chance that an exact sampler exceeds `tv_threshold`: a test never flakes
+MIN_EXPECTED = 5  # Pearson's rule of thumb: rarer cells are pooled, so the χ² approximation holds
 
 
 def normalise(weights, name: str = "weights") -> np.ndarray:
@@ -51,15 +53,13 @@ def normalise(weights, name: str = "weights") -> np.ndarray:
 
 
 def accept_probs(p: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """min(1, p(x)/q(x)) per token; 1 where q(x) = 0 (never drafted), as in verify_sampling."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        a = np.where(q > 0, np.minimum(1.0, p / np.where(q > 0, q, 1.0)), 1.0)
-    return a
+    """min(1, p(x)/q(x)) per token, by verify.accept_prob itself (1 where q(x) = 0)."""
+    return np.array([verify.accept_prob(float(px), float(qx)) for px, qx in zip(p, q)])
 
 
 def residual_of(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     """norm(max(0, p − q)), computed by verify.residual itself (p when p = q)."""
-    out = residual(torch.as_tensor(p, dtype=torch.float64), torch.as_tensor(q, dtype=torch.float64), 0)
+    out = verify.residual(torch.as_tensor(p, dtype=torch.float64), torch.as_tensor(q, dtype=torch.float64), 0)
     out = out.numpy()
     return out / out.sum()
 
@@ -142,17 +142,28 @@ def tv_threshold(n: int, k: int = len(TOKENS), failure_rate: float = FAILURE_RAT
     return 0.5 * math.sqrt(k / n) + math.sqrt(math.log(1 / failure_rate) / (2 * n))
 
 
-def chi_square_p_value(counts: np.ndarray, p: np.ndarray) -> float:
-    """Pearson's goodness-of-fit p-value of the counts against p (0 if a p = 0 token occurs)."""
-    counts, p = np.asarray(counts, dtype=np.float64), np.asarray(p, dtype=np.float64)
-    support = p > 0
-    if counts[~support].sum() > 0:
+def chi_square_p_value(counts, p) -> float:
+    """Pearson's goodness-of-fit p-value of the counts against p (arrays or tensors, any shape).
+
+    Cells expected fewer than MIN_EXPECTED times are pooled into one; a count on a token with
+    p = 0 gives 0, since no sampler that follows p can produce it.
+    """
+    counts = np.asarray(counts, dtype=np.float64).ravel()
+    p = np.asarray(p, dtype=np.float64).ravel()
+    if counts[p <= 0].sum() > 0:
         return 0.0
-    n, dof = counts.sum(), int(support.sum()) - 1
+    n = counts.sum()
+    expected = n * p / p.sum()
+    big = expected >= MIN_EXPECTED
+    obs, exp = list(counts[big]), list(expected[big])
+    if expected[~big].sum() > 0:
+        obs.append(counts[~big].sum())
+        exp.append(expected[~big].sum())
+    obs, exp = np.array(obs), np.array(exp)
+    dof = len(obs) - 1
     if n == 0 or dof < 1:
         return 1.0
-    expected = n * p[support]
-    stat = float(((counts[support] - expected) ** 2 / expected).sum())
+    stat = float(((obs - exp) ** 2 / exp).sum())
     # the chi-square survival function with dof degrees of freedom is Q(dof/2, stat/2)
     return float(torch.special.gammaincc(torch.tensor(dof / 2, dtype=torch.float64),
                                          torch.tensor(stat / 2, dtype=torch.float64)))

@@ -50,6 +50,11 @@ def residual(p: torch.Tensor, q: torch.Tensor | None, x: int) -> torch.Tensor:
     return out / total if total > 0 else p
 
 
+def accept_prob(px: float, qx: float) -> float:
+    """min(1, p(x)/q(x)); a point-mass draft passes q(x) = 1, and q(x) = 0 (never drafted) gives 1."""
+    return min(1.0, px / qx) if qx > 0 else 1.0
+
+
 def _end_kind(had_children: bool, node: int) -> str:
     if had_children:
         return RESAMPLED
@@ -90,7 +95,7 @@ def verify_sampling(tree: DraftTree, logits: torch.Tensor, sampling: Sampling) -
             px = float(p[x])
             qx = 1.0 if q is None else float(q[x])
             # accept x with probability min(1, p(x)/q(x)); a point-mass draft has q(x) = 1
-            a = min(1.0, px / qx) if qx > 0 else 1.0
+            a = accept_prob(px, qx)
             r = sampling.uniform()
             v.nodes[c] = NodeVerdict(px, None if q is None else qx, a, r, REJECTED)
             if r < a:

@@ -1,5 +1,6 @@
-"""The Learn tab's toy sampler: the correct rule reproduces p, its broken twins do not, and the
-toy rule is verify.py's rule."""
+"""The Learn tab's toy sampler: its correct rule is verify.py's rule and reproduces p; the same
+check fails when one of verify.py's rules is swapped for a broken twin (tests/twins.py); and
+the broken rules the Learn tab offers drift from p where they must."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,6 +10,7 @@ import torch
 from specviz import toy
 from specviz.tree import DraftTree
 from specviz.verify import verify_sampling
+from tests import twins
 
 N = toy.MAX_SAMPLES
 # Which broken rule drifts from p on which preset. Resampling from p is only wrong when some
@@ -42,9 +44,25 @@ def test_correct_rule_output_follows_p(name):
     assert toy.chi_square_p_value(mc.counts, p) > 1e-4
 
 
+# verify.py's twins that a single draft can show: the toy has no bonus token to draw from a wrong row
+VERIFY_TWINS = [name for name, (attr, _) in twins.TWINS.items() if attr != "verify_sampling"]
+
+
+@pytest.mark.parametrize("twin", VERIFY_TWINS)
+@pytest.mark.parametrize("name", ["close", "q too confident"])
+def test_the_check_fails_when_a_rule_of_verify_breaks(monkeypatch, name, twin):
+    """With one of verify.py's rules swapped for a broken twin, the toy's correct rule (which
+    calls verify.py) no longer reproduces p: TV exceeds the threshold and chi-square rejects p."""
+    twins.install(monkeypatch, twin)
+    p, q = toy.preset(name)
+    mc = toy.monte_carlo(p, q, N, seed=1)
+    assert toy.tv(mc.empirical, p) > toy.tv_threshold(N), toy.tv(mc.empirical, p)
+    assert toy.chi_square_p_value(mc.counts, p) < 1e-6
+
+
 @pytest.mark.parametrize("rule,name", list(DRIFTS))
 def test_broken_rules_drift_from_p_where_they_must(rule, name):
-    """A broken rule's output exceeds the TV threshold (and fails the chi-square test) on every
+    """The Learn tab's broken rules teach what they claim: each one's output exceeds the TV threshold (and fails the chi-square test) on every
     preset where it changes the output distribution; where it does not, it matches p exactly."""
     p, q = toy.preset(name)
     mc = toy.monte_carlo(p, q, N, seed=1, rule=rule)
@@ -125,14 +143,19 @@ def test_toy_step_is_the_rule_of_verify_sampling(name):
                 assert np.allclose(sampling.drawn_from[-1].numpy(), replacement)
 
 
-def test_the_broken_step_differs_from_verify_where_it_matters():
-    """The broken twin resamples from p, which is not what verify_sampling draws from after a
-    rejection (a check that the agreement test above can fail)."""
-    p, q = toy.preset("q too confident")
-    _, broken = toy.step(p, q, 0, 0.99, toy.RESAMPLE_P)
-    sampling = Scripted(p, 0.99)
-    verdict = verify_sampling(DraftTree.chain([0], q=[torch.as_tensor(q)]), torch.zeros(2, 6), sampling)
-    assert not np.allclose(verdict.residual.numpy(), broken)
+def test_chi_square_p_value_matches_scipy_and_pools_rare_cells():
+    """With every cell expected at least 5 times it equals scipy's Pearson test; cells expected
+    fewer times are pooled into one first; a count on a token with p = 0 gives 0."""
+    from scipy.stats import chisquare
+
+    p = np.array([0.4, 0.3, 0.2, 0.1])
+    counts = np.array([48, 25, 19, 8])
+    assert toy.chi_square_p_value(counts, p) == pytest.approx(chisquare(counts, 100 * p).pvalue, rel=1e-9)
+    rare = np.array([0.5, 0.46, 0.02, 0.02])  # the last two are expected twice each in 100 draws
+    counts = np.array([52, 40, 5, 3])
+    pooled = chisquare([52, 40, 8], [50, 46, 4]).pvalue
+    assert toy.chi_square_p_value(counts, rare) == pytest.approx(pooled, rel=1e-9)
+    assert toy.chi_square_p_value(torch.tensor([50, 49, 1]), torch.tensor([0.5, 0.5, 0.0])) == 0.0
 
 
 def test_bad_weights_and_settings_fail_with_a_message():

@@ -48,20 +48,35 @@ class FixedTreeProposer(Proposer):
         return DraftTree(tokens, parents)
 
 
-def chi2_pvalue(counts: torch.Tensor, probs: torch.Tensor) -> float:
-    """Pearson chi-square goodness-of-fit p-value (cells with tiny expectation pooled)."""
-    from scipy.stats import chisquare
-    n = counts.sum().item()
-    expected = probs * n
-    big = expected >= 5
-    obs = torch.cat([counts[big], counts[~big].sum().reshape(1)]).double()
-    exp = torch.cat([expected[big], expected[~big].sum().reshape(1)]).double()
-    if exp[-1] < 1e-9:
-        obs, exp = obs[:-1], exp[:-1]
-    exp = exp * obs.sum() / exp.sum()
-    return float(chisquare(obs.numpy(), exp.numpy()).pvalue)
+class TwoChains(Proposer):
+    """A tree of two chains from one chain proposer, drawn independently from the same q.
 
+    Siblings drawn i.i.d. from q are what recursive rejection is exact for (SpecInfer). The
+    inner proposer is rolled back to the committed tokens after each chain, so its cache never
+    holds the other chain's drafts.
+    """
+    name = "two-chains"
 
-def tv(a: torch.Tensor, b: torch.Tensor) -> float:
-    return 0.5 * float((a - b).abs().sum())
+    def __init__(self, inner: Proposer):
+        self.inner = inner
 
+    def start(self, ids):
+        self.inner.start(ids)
+
+    def propose(self, ctx):
+        chains = []
+        for _ in range(2):
+            chains.append(self.inner.propose(ctx))
+            self.inner.rollback(len(ctx.ids))
+        a, b = chains
+        parents = a.parents + [par + len(a) if par >= 0 else -1 for par in b.parents]
+        return DraftTree(a.tokens + b.tokens, parents, a.q + b.q)
+
+    def rollback(self, committed_len):
+        self.inner.rollback(committed_len)
+
+    def cache_len(self):
+        return self.inner.cache_len()
+
+    def observe(self, cycle):
+        self.inner.observe(cycle)

@@ -1,0 +1,108 @@
+"""Speculative sampling through the whole engine follows the target exactly, whatever the draft.
+
+Checked at T = 0.7 with top-p = 0.9 (and at T = 1) for chains and trees, with a draft model,
+the draft head, and deterministic drafts. The expectation comes from tests/reference.py (numpy,
+the nucleus by its definition), never from specviz.sampling. The same check must fail for every
+broken twin of verify.py's rules (tests/twins.py): that is how we know it can fail.
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+import torch
+
+from specviz.engine import Decoder
+from specviz.models import derive_draft, tiny_random
+from specviz.proposers import make_proposer
+from specviz.proposers.draft_model import DraftModelProposer
+from specviz.proposers.head import HeadProposer
+from specviz.toy import chi_square_p_value
+from specviz.trace import BONUS, FROM_DRAFT, RESAMPLED
+from specviz.train_head import new_head
+from tests import twins
+from tests.reference import exact_joint
+from tests.tiny import FixedTreeProposer, TwoChains
+
+VOCAB = 6  # few enough tokens that the joint of three of them has 216 cells
+PROMPT = [1, 2, 3]
+N = 600  # runs per check: every twin then fails at p < 1e-30 while the real rules pass
+ALPHA = 1e-4  # "follows the target" is rejected below this p-value; seeds are fixed, so no flakes
+NUCLEUS, PLAIN = (0.7, 0.9), (1.0, 1.0)  # (temperature, top-p)
+
+
+@pytest.fixture(scope="module")
+def models():
+    """A tiny target whose p is peaked enough for top-p 0.9 to cut tokens, a noisy draft that
+    accepts about half its drafts, and an untrained head whose q covers tokens 0–3 only."""
+    target = tiny_random(vocab_size=VOCAB, hidden_size=32, layers=1, heads=2, kv_heads=1, intermediate=64, seed=0)
+    with torch.no_grad():
+        target.model.lm_head.weight.mul_(8)  # a random model's p is nearly flat; ×8 keeps 2–5 tokens of 6
+    draft = derive_draft(target, noise=1.0, seed=1)
+    head = new_head(target.model, torch.arange(4), seed=0, intermediate=32)
+    return target, draft, head
+
+
+def _proposer(models, name: str, seed: int):
+    """A fresh proposer of the named kind for one run."""
+    target, draft, head = models
+    make = {
+        "chain, draft model": lambda: DraftModelProposer.build(target, draft),
+        "tree, draft model": lambda: TwoChains(DraftModelProposer.build(target, draft)),
+        "chain, draft head": lambda: HeadProposer(head, target.model),
+        "tree, draft head": lambda: TwoChains(HeadProposer(head, target.model)),
+        "tree, deterministic drafts": lambda: FixedTreeProposer(depth=2, branching=3, vocab=VOCAB, seed=seed),
+        # the paper's way: every candidate kept, so each cycle has at least 3 siblings to try
+        "tree, logitspec": lambda: make_proposer("logitspec", target, top_k=3, min_ngram=1, lone_cands=True,
+                                                 adaptive=False),
+    }
+    return make[name]()
+
+
+def run_counts(models, name: str, settings) -> tuple[np.ndarray, Counter]:
+    """Counts of the new tokens (t2, t3, t4) over N seeded runs with K = 2, and every token's origin.
+
+    t1 comes from the prefill; t2 and t3 are the first cycle's drafts or their replacements, and
+    t4 is that cycle's bonus token when both drafts are accepted.
+    """
+    target = models[0]
+    temperature, top_p = settings
+    counts, origins = np.zeros((VOCAB,) * 3), Counter()
+    for seed in range(N):
+        run = Decoder(target, PROMPT, method=_proposer(models, name, seed), k=2, temperature=temperature,
+                      top_p=top_p, seed=seed, max_new_tokens=4, chat=False, record=False).run()
+        counts[tuple(run.token_ids[1:])] += 1
+        origins.update(run.origins)
+    return counts, origins
+
+
+def p_value(models, name: str, settings) -> tuple[float, Counter]:
+    """χ² p-value of the sampled (t2, t3, t4) against the target's exact joint, and the origins."""
+    counts, origins = run_counts(models, name, settings)
+    expected = exact_joint(models[0].model, PROMPT, 4, *settings).sum(0)  # t1 summed out
+    return chi_square_p_value(counts, expected), origins
+
+
+CASES = [(name, NUCLEUS) for name in ("chain, draft model", "tree, draft model", "chain, draft head",
+                                      "tree, draft head", "tree, deterministic drafts", "tree, logitspec")]
+CASES += [("chain, draft model", PLAIN), ("tree, deterministic drafts", PLAIN)]
+
+
+@pytest.mark.parametrize("name,settings", CASES, ids=[f"{n}, T={t}, top-p={p}" for n, (t, p) in CASES])
+def test_sampled_tokens_follow_the_target(models, name, settings):
+    """(t2, t3, t4) over N seeded runs follow the target's exact joint (χ² p > ALPHA), and the runs
+    met every outcome, each in at least one run in 20: accepted drafts, resampled tokens, bonus tokens."""
+    p, origins = p_value(models, name, settings)
+    assert p > ALPHA, p
+    assert min(origins[FROM_DRAFT], origins[RESAMPLED], origins[BONUS]) >= N / 20, origins
+
+
+@pytest.mark.parametrize("twin", list(twins.TWINS))
+@pytest.mark.parametrize("name", ["chain, draft model", "tree, draft head", "tree, deterministic drafts"])
+def test_the_check_fails_for_every_broken_rule(models, monkeypatch, name, twin):
+    """With one of verify.py's rules swapped for a broken twin, the same check at T = 0.7 and
+    top-p = 0.9 rejects the output (χ² p < ALPHA)."""
+    twins.install(monkeypatch, twin)
+    p, _ = p_value(models, name, NUCLEUS)
+    assert p < ALPHA, p
