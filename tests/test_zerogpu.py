@@ -144,9 +144,13 @@ ROWS = {"headers": ["target", "method", "draft", "K", "temperature"],
         "data": [["bundled", "pld", "", 4, 0.0], ["bundled", "logitspec", "", 4, 0.0]]}
 
 
+def _export_path(client) -> str:
+    file, _status = client.predict(api_name="/export")
+    return file["value"] if isinstance(file, dict) else file  # an update carries the file as its value
+
+
 def _export(client) -> dict:
-    path, _status = client.predict(api_name="/export")
-    return json.loads(open(path, encoding="utf-8").read())
+    return json.loads(open(_export_path(client), encoding="utf-8").read())
 
 
 def _run_part(run: dict) -> dict:
@@ -168,10 +172,11 @@ def _scenario(url: str) -> dict:
     exported = _export(client)
     seen["export"] = _run_part(exported["run"])
     seen["export_ar"] = exported["ar"]["token_ids"] if exported.get("ar") else None
-    path = client.predict(api_name="/export")[0]
+    path = _export_path(client)
     seen["replay"] = named(client.predict(gradio_client.handle_file(path), api_name="/replay"))["narration"]
     table = client.predict(ROWS, SHORT["prompt"], 12, 1, 0, True, api_name="/compare")[1]
-    seen["compare"] = [line for line in table.split("<tr") if "lossless" in line.lower()]
+    rows = [line for line in table.split("<tr") if "sv-cmp-row" in line]
+    seen["compare"] = [(row.split("</td><td>")[1], "lossless ✓" in row) for row in rows]  # timings differ
     lesson = "/lesson_" + LESSONS[0].key.replace("-", "_")
     seen["lesson"] = named(client.predict(api_name=lesson)[: 12])["narration"]
     return seen
@@ -182,7 +187,9 @@ def _scenario(url: str) -> dict:
 def test_the_app_under_forked_workers_shows_what_it_shows_in_one_process(app_url, forked):  # noqa: F811
     """Through the API, every view of the scenario is the same with each GPU call in a forked worker
     as in one process, and the main process kept no KV cache of the forked runs."""
+    LIVE.clear()
     under_fork = _scenario(app_url)
+    assert len(LIVE) == 0  # every cache was built, and died, in a worker
     names = {name for name, _ in forked}
     zerogpu.use_backend(None)
     LIVE.clear()
@@ -190,4 +197,5 @@ def test_the_app_under_forked_workers_shows_what_it_shows_in_one_process(app_url
     assert under_fork["steps"][2].startswith("Cycle 2") or "Cycle 2" in under_fork["steps"][2]
     assert "Cycle 1" in under_fork["slider"]
     assert under_fork == in_process
+    assert under_fork["compare"] == [("pld, K=4, greedy", True), ("logitspec, K=4, greedy", True)]
     assert {"step", "run", "baseline", "compare"} <= names
