@@ -102,9 +102,13 @@ def test_hostile_input_gets_a_message_and_the_app_keeps_working(offline_app, nam
     assert "sv-status-ok" in after["status"] and cycle_no(after) == 0
 
 
-def test_table_is_big_enough():
-    """The table covers at least 30 hostile or broken inputs (plus the raw HTTP ones below)."""
-    assert len(CASES) >= 30
+def test_table_attacks_every_setting():
+    """Every setting a user types or picks gets at least one hostile value in the table, and
+    each case has its own name (the raw HTTP bodies below attack the transport itself)."""
+    attacked = {key for _, change, _ in CASES for key in change}
+    assert attacked >= {"prompt", "target", "draft", "method", "temperature", "top_p", "k",
+                        "max_new_tokens", "layerskip_layers"}, attacked
+    assert len({name for name, _, _ in CASES}) == len(CASES)
 
 
 def raw_step(url: str, body: bytes):

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import copy
 import json
-import time
 
 import huggingface_hub.constants
 import pytest
@@ -142,13 +141,11 @@ def test_invalid_hub_ids_are_refused(spec):
 
 
 def test_unknown_hub_id_offline_gives_advice(monkeypatch):
-    """A well-formed but unavailable hub id offline raises ModelLoadError with advice, quickly."""
+    """A well-formed but unavailable hub id offline raises ModelLoadError with advice."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-    start = time.perf_counter()
     with pytest.raises(ModelLoadError) as err:
         load("specviz-test/no-such-model-xyz", device="cpu")
-    assert time.perf_counter() - start < 10
     msg = str(err.value)
     assert "could not be found or downloaded" in msg and "HF_HUB_OFFLINE" in msg
     assert err.value.__cause__ is not None
@@ -286,15 +283,18 @@ def bundled():
 
 
 @pytest.mark.bundled
-def test_bundled_loads_and_reloads_fast(bundled):
-    """The bundled model has SmolLM2-135M's shape, and a second load from the cache takes at most 5 s."""
+def test_bundled_loads_and_reloads_from_its_cache(bundled, monkeypatch):
+    """The bundled model has SmolLM2-135M's shape, and a second load reads the converted cache:
+    it never converts the GGUF again, and gives the same logits."""
     assert bundled.name == "bundled" and bundled.vocab_size == 49152
     assert len(bundled.model.model.layers) == 30
     assert round(bundled.n_params / 1e6, 1) == 134.5
     assert bundled.eos_ids and bundled.tokenizer.eos_token_id in bundled.eos_ids
-    start = time.perf_counter()
+    def no_conversion(*args, **kwargs):
+        raise AssertionError("converted the GGUF again instead of reading the cache")
+
+    monkeypatch.setattr(bundled_mod, "_convert_gguf", no_conversion)
     again = load("bundled", device="cpu")
-    assert time.perf_counter() - start <= 5.0
     assert torch.equal(logits(again, [1, 2, 3]), logits(bundled, [1, 2, 3]))
 
 
