@@ -268,7 +268,7 @@ def test_metrics_html_shows_speedup():
     out = metrics_html(spec, ar)
     assert "Speedup: 2.50×" in out and "30.0 ÷ 12.0" in out
     assert "α" in out and "90%" in out and "verify" in out
-    assert "AR baseline: not measured yet" in metrics_html(spec, None)
+    assert "needs the AR baseline: press <b>Run</b>" in metrics_html(spec, None)
 
 
 def test_timeline_starts_at_prefill():
@@ -353,3 +353,12 @@ def test_every_view_accepts_real_engine_traces():
         assert text_html(run).count('class="sv-tok') >= len(run.token_texts)
         assert "Speedup:" in metrics_html(run.metrics, ar.metrics)
         assert len(timeline_figure(run, ar).data) == 2 and acceptance_figure(run).layout.title.text
+
+
+def test_prefill_and_rebuilds_are_shown_apart_from_decoding():
+    """The timing panel names the prefill and cache rebuilds outside the decode-time split."""
+    spec = dict(run_of([chain_reject()]).metrics, decode_s=1.7, prefill_s=0.25, rebuild_s=0.5, rebuilds=2)
+    out = metrics_html(spec, None)
+    assert "Not counted as decoding: prefill 0.25 s" in out
+    assert "KV cache rebuilt 2× in 0.50 s" in out
+    assert "prefill &amp; rest" not in out  # decode_s is draft + verify + overhead exactly

@@ -31,7 +31,8 @@ def speedup(spec: dict | None, ar: dict | None) -> float | None:
 def _speed_table(spec: dict | None, ar: dict | None) -> str:
     rows = [row(["", "speculative", "autoregressive"], "th")]
     for key, name, fmt, unit in (("tokens_per_s", "tokens/s", ".1f", ""), ("new_tokens", "new tokens", ".0f", ""),
-                                 ("decode_s", "decode time", ".2f", " s"), ("cycles", "cycles", ".0f", "")):
+                                 ("decode_s", "decode time", ".2f", " s"), ("prefill_s", "prefill", ".2f", " s"),
+                                 ("cycles", "cycles", ".0f", "")):
         rows.append(row([name, _fmt(_get(spec, key), fmt, unit), _fmt(_get(ar, key), fmt, unit)]))
     return f'<table style="border-collapse:collapse">{"".join(rows)}</table>'
 
@@ -39,7 +40,8 @@ def _speed_table(spec: dict | None, ar: dict | None) -> str:
 def _speedup_line(spec: dict | None, ar: dict | None) -> str:
     s = speedup(spec, ar)
     if ar is None:
-        return "<div><b>Speedup:</b> AR baseline: not measured yet</div>"
+        return ("<div><b>Speedup:</b> needs the AR baseline: press <b>Run</b> (it measures one at the end) "
+                "or <b>Measure AR baseline</b>.</div>")
     if s is None:
         return f"<div><b>Speedup:</b> {NOT_YET}</div>"
     verdict = "faster" if s >= 1 else "slower"
@@ -78,14 +80,25 @@ def _time_split(spec: dict) -> str:
     if not total:
         return ""
     segs = [(name, _get(spec, key) or 0.0, colour) for key, name, colour in SEGMENTS]
-    # decode_s also counts the prefill and the loop's bookkeeping outside the three timers
-    segs.append(("prefill & rest", max(0.0, total - sum(s for _, s, _ in segs)), GREY))
+    rest = total - sum(s for _, s, _ in segs)
+    if rest > 1e-3 * total:  # traces recorded before decode_s left the prefill out
+        segs.append(("prefill & rest", rest, GREY))
     bar = "".join(f'<span title="{esc(n)}" style="display:inline-block;height:12px;width:{100 * s / total:.1f}%;'
                   f'background:{c}"></span>' for n, s, c in segs if s > 0)
     key = " · ".join(f'<span style="color:{c}">■</span> {esc(n)} {s:.2f} s ({s / total:.0%})' for n, s, c in segs)
-    return (f'<div><div>Time split of {total:.2f} s:</div><div style="width:100%;max-width:320px;'
+    return (f'<div><div>Time split of {total:.2f} s of decoding:</div><div style="width:100%;max-width:320px;'
             f'white-space:nowrap;line-height:0;border:1px solid {GREY}">{bar}</div>'
-            f'<div style="font-size:12px">{key}</div></div>')
+            f'<div style="font-size:12px">{key}</div>{_outside(spec)}</div>')
+
+
+def _outside(spec: dict) -> str:
+    """Time spent outside decoding, shown apart: the prefill and any cache rebuilds."""
+    prefill, rebuild, rebuilds = _get(spec, "prefill_s"), _get(spec, "rebuild_s"), _get(spec, "rebuilds")
+    parts = [] if prefill is None else [f"prefill {prefill:.2f} s (it chose the first token)"]
+    if rebuilds:
+        parts.append(f"KV cache rebuilt {rebuilds:.0f}× in {rebuild:.2f} s (a call that found no cache "
+                     "prefilled the committed tokens again)")
+    return f'<div style="font-size:12px">Not counted as decoding: {"; ".join(parts)}.</div>' if parts else ""
 
 
 def metrics_html(spec: dict | None, ar: dict | None) -> str:
