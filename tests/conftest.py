@@ -4,6 +4,7 @@ Markers (also listed in pytest.ini): `bundled` loads the bundled SmolLM2-135M mo
 `browser` drives the app in headless Chromium, `slow` takes more than a few seconds.
 """
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -12,13 +13,15 @@ import pytest
 # ../shared/bench/prompts.json beside the repository, where CI and developers find it.
 BENCH_PROMPTS = Path(__file__).resolve().parents[1].parent / "shared" / "bench" / "prompts.json"
 CHROMIUM = "/usr/bin/chromium"  # Debian's package; playwright cannot download its own browser here
+IN_CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")  # CI services set CI=true
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 
 
 def pytest_collection_modifyitems(config, items):
-    """Without Chromium, browser tests skip with a reason rather than fail on a missing binary."""
-    if shutil.which(CHROMIUM):
+    """Without Chromium, browser tests skip with a reason on a developer's machine; in CI they
+    stay in and fail (see `chromium_path`), since a skipped browser test there checks nothing."""
+    if IN_CI or shutil.which(CHROMIUM):
         return
     skip = pytest.mark.skip(reason=f"{CHROMIUM} is missing: apt-get install chromium")
     for item in items:
@@ -40,16 +43,22 @@ def torch_threads(request):
 
 @pytest.fixture(scope="session")
 def chromium_path() -> str:
-    """Path of the Chromium binary for playwright's executable_path."""
+    """Path of the Chromium binary for playwright's executable_path; missing in CI is an error."""
     if not shutil.which(CHROMIUM):
-        pytest.skip(f"{CHROMIUM} is missing: apt-get install chromium")
+        missing = f"{CHROMIUM} is missing: apt-get install chromium"
+        if IN_CI:
+            pytest.fail(f"{missing} (CI=true: the browser tests must run in CI)", pytrace=False)
+        pytest.skip(missing)
     return CHROMIUM
 
 
 @pytest.fixture(scope="module")
 def chromium(chromium_path):
     """A headless Chromium driven by playwright, one per browser-test module."""
-    sync_api = pytest.importorskip("playwright.sync_api")
+    if IN_CI:
+        from playwright import sync_api  # in CI a missing playwright is an error, not a skip
+    else:
+        sync_api = pytest.importorskip("playwright.sync_api")
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
         yield browser

