@@ -123,9 +123,9 @@ class DraftTree:
 
 
 def _first_held(cache, layer: int, past: int) -> int:
-    """First cached position layer `layer` still holds (0 unless a sliding layer dropped some)."""
+    """First cached position layer `layer` shows the model: 0, or later for a sliding layer that
+    keeps only its window. The layer's own answer, so the mask matches the keys it returns."""
     layers = getattr(cache, "layers", [])
-    keys = getattr(layers[layer], "keys", None) if layer < len(layers) else None
-    if keys is None or keys.numel() == 0:
+    if layer >= len(layers) or not hasattr(layers[layer], "get_mask_sizes"):
         return 0
-    return past - keys.shape[-2]
+    return min(int(layers[layer].get_mask_sizes(1)[1]), past)
