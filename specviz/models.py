@@ -196,7 +196,13 @@ def load(spec: str = "bundled", device=None, dtype=None, progress=None, allow_lo
     """
     spec = (spec or "bundled").strip()
     if spec.startswith("tiny-random"):
-        loaded = tiny_random(**_parse_tiny(spec), name=spec)
+        kwargs = _parse_tiny(spec)
+        try:
+            loaded = tiny_random(**kwargs, name=spec)
+        except Exception as e:  # noqa: BLE001 -- sizes a config refuses (e.g. hidden not a multiple of heads)
+            lines = str(e).strip().splitlines()
+            detail = lines[-1].strip() if lines else type(e).__name__
+            raise ModelLoadError(f"'{spec}' cannot be built: {detail}") from e
         if device is not None or dtype is not None:  # tiny models stay fp32 on CPU unless asked
             loaded.device = _resolve_device(device)
             loaded.dtype = _resolve_dtype(dtype, torch.device("cpu"))

@@ -19,7 +19,7 @@ import specviz.verify as verify_mod
 from specviz.comparison import Comparison, Config, Shared
 from specviz.families import FAMILIES, derive_draft, family_of, tiny_random
 from specviz.kvcache import cache_len, new_cache, rollback
-from specviz.models import TokenizerMismatch, load
+from specviz.models import ModelLoadError, TokenizerMismatch, load
 from specviz.proposers.layer_skip import self_draft
 from specviz.tree import DraftTree
 from tests.test_models import word_tokenizer
@@ -55,6 +55,29 @@ def reference(family: str) -> list[int]:
 
 def has_siblings(run) -> bool:
     return any(len({n.parent for n in c.nodes}) < len(c.nodes) for c in run.cycles)
+
+
+CONFIGS = {"llama": "LlamaConfig", "qwen2": "Qwen2Config", "gemma3": "Gemma3TextConfig", "gpt2": "GPT2Config"}
+
+
+@pytest.mark.parametrize("family", TESTED)
+def test_twin_is_its_family_with_a_smaller_same_vocabulary_draft(family):
+    """A twin is built from its family's own config class (Gemma 3's with sliding and global layers);
+    its draft has fewer layers and the same vocabulary."""
+    target, draft = twin(family)
+    assert type(target.model.config).__name__ == CONFIGS[family]
+    assert draft.vocab_size == target.vocab_size and draft.n_params < target.n_params
+    if family == "gemma3":
+        assert set(target.model.config.layer_types) == {"sliding_attention", "full_attention"}
+        assert target.model.config.sliding_window == WINDOW
+
+
+@pytest.mark.parametrize("spec", ["tiny-random:family=llama,window=8", "tiny-random:family=mamba",
+                                  "tiny-random:family=gpt2,hidden=30,heads=4"])
+def test_twin_specs_a_family_cannot_honour_are_refused_clearly(spec):
+    """A twin spec its family cannot build raises ModelLoadError that quotes the spec, not a config trace."""
+    with pytest.raises(ModelLoadError, match="tiny-random:family="):
+        load(spec)
 
 
 # -- greedy: every method on every family equals transformers' generate --------------------------
