@@ -34,7 +34,8 @@ class Limits:
     max_params: int = 2_000_000_000  # SPECVIZ_MAX_MODEL_PARAMS, checked from the config before loading
     allowed_models: frozenset[str] = field(default_factory=frozenset)  # SPECVIZ_ALLOWED_MODELS (comma list; empty = any)
     allow_local: bool = False  # SPECVIZ_ALLOW_LOCAL_MODELS=1 lets users name folders on the server
-    session_idle_s: int = 1800  # SPECVIZ_SESSION_IDLE_S: a session's decoder is freed after this
+    session_idle_s: int = 1800  # SPECVIZ_SESSION_IDLE_S: a session's run state is dropped after this
+    cache_idle_s: int = 120  # SPECVIZ_CACHE_IDLE_S: an untouched run's KV caches are freed after this
     concurrency: int = 1  # SPECVIZ_CONCURRENCY: model events running at once (2 CPU cores: 1)
 
     @classmethod
@@ -48,6 +49,7 @@ class Limits:
             allowed_models=frozenset(s.strip() for s in allowed.split(",") if s.strip()),
             allow_local=_flag("SPECVIZ_ALLOW_LOCAL_MODELS"),
             session_idle_s=_int("SPECVIZ_SESSION_IDLE_S", cls.session_idle_s),
+            cache_idle_s=_int("SPECVIZ_CACHE_IDLE_S", cls.cache_idle_s),
             concurrency=_int("SPECVIZ_CONCURRENCY", cls.concurrency),
         )
 
