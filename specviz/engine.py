@@ -21,10 +21,11 @@ from .kvcache import cache_len, new_cache, rollback
 from .models import LoadedModel, check_tokenizers
 from .proposers import make_proposer
 from .proposers.base import ProposeContext, Proposer
+from .planner import Planner, verify_cost
 from .recorder import record_cycle
 from .runstate import LIVE, LiveCaches, RunState
 from .sampling import Sampling
-from .trace import FROM_DRAFT, TARGET, CycleTrace, RunTrace
+from .trace import FROM_DRAFT, NOT_REACHED, TARGET, CycleTrace, RunTrace
 from .tree import DraftTree
 from .verify import verify
 
@@ -37,7 +38,7 @@ class Decoder:
     def __init__(self, target: LoadedModel, prompt, method: str = "logitspec",
                  draft: LoadedModel | None = None, k: int = 4, temperature: float = 0.0,
                  top_p: float = 1.0, seed: int = 0, max_new_tokens: int = 128, chat: bool = True,
-                 adaptive_k: bool = False, record: bool = True, **knobs):
+                 adaptive_k: bool = False, record: bool = True, plan: bool = True, **knobs):
         _check_k(k, max_new_tokens)
         self.sampling = Sampling(temperature, top_p, seed)
         self.vocab = target.vocab_size
@@ -49,14 +50,18 @@ class Decoder:
         else:
             self.proposer = None if method == "ar" else make_proposer(method, target, draft, **knobs)
         self.target, self.method, self.record = target, method, record
+        # cost-aware drafting (planner.py): on by default; plan=False verifies every offered node
+        self.planner = None
+        if plan and self.proposer is not None:
+            self.planner = Planner(self.sampling.greedy, verify_cost(target), self.proposer.step_cost)
         self.k = self.k_max = int(k)
         self.adaptive_k, self.max_new_tokens = adaptive_k, int(max_new_tokens)
         self.options = dict(method=method, k=k, temperature=temperature, top_p=top_p, seed=seed,
                             max_new_tokens=max_new_tokens, chat=chat, adaptive_k=adaptive_k, record=record,
-                            **knobs)
+                            plan=plan, **knobs)
         self.settings = dict(method=method, target=target.name, draft=None if draft is None else draft.name,
                              k=k, temperature=temperature, top_p=top_p, seed=seed,
-                             max_new_tokens=max_new_tokens, chat=chat, adaptive_k=adaptive_k, **knobs)
+                             max_new_tokens=max_new_tokens, chat=chat, adaptive_k=adaptive_k, plan=plan, **knobs)
         self.run_id = uuid.uuid4().hex
         self.ids = list(self.prompt_ids)
         self.origins: list[str] = []
@@ -82,6 +87,7 @@ class Decoder:
             text=self.target.decode(self.ids[len(self.prompt_ids):]), n_cycles=self.n_cycles, k=self.k,
             rng=self.sampling.generator.get_state().numpy().tobytes(), last_logits=logits,
             proposer=self.proposer.state() if self.proposer is not None else {}, done=self.done,
+            planner=self.planner.state() if self.planner is not None else {},
             prefill_s=self.prefill_s, decode_s=self.elapsed - self.prefill_s, rebuild_s=self.rebuild_s,
             rebuilds=self.rebuilds, cycles=list(self.cycles[since:]))
 
@@ -114,6 +120,8 @@ class Decoder:
         self.elapsed = state.prefill_s + state.decode_s
         if self.proposer is not None and state.started:
             self.proposer.set_state(state.proposer)
+        if self.planner is not None:
+            self.planner.set_state(state.planner)
 
     def park(self, live: LiveCaches = LIVE) -> None:
         """Keep this run's caches in this process for a later `resume` at the same length."""
@@ -181,15 +189,17 @@ class Decoder:
         t0 = time.perf_counter()
         n = len(self.ids)
         budget = self.max_new_tokens - len(self.origins)
-        tree = self._propose(min(self.k, budget - 1))
+        offered, tree = self._propose(min(self.k, budget - 1))
         self._sync()
         t1 = time.perf_counter()
-        cycle = CycleTrace(index=self.n_cycles, k=min(self.k, budget - 1), greedy=self.sampling.greedy)
+        cycle = CycleTrace(index=self.n_cycles, k=min(self.k, budget - 1), greedy=self.sampling.greedy,
+                           offered=len(offered))
         cycle.cache_before = self._cache_lengths()
         logits = self._verify_pass(tree)
         self._sync()
         t2 = time.perf_counter()
         verdict = verify(tree, logits, self.sampling)
+        self._learn(offered, tree, verdict)
         new = [tree.tokens[i] for i in verdict.accepted] + [verdict.new_token]
         kinds = [FROM_DRAFT] * len(verdict.accepted) + [verdict.new_kind]
         self._rollback(n, tree, verdict.accepted)
@@ -224,11 +234,23 @@ class Decoder:
         return self.trace()
 
     # -- helpers -----------------------------------------------------------------------
-    def _propose(self, k: int) -> DraftTree:
+    def _propose(self, k: int) -> tuple[DraftTree, DraftTree]:
+        """(what the proposer offered, what is worth verifying): the planner may send less, or nothing."""
         if self.proposer is None or k < 1:
-            return DraftTree()
-        ctx = ProposeContext(self.ids, self.last_logits, k, self.sampling, len(self.prompt_ids))
-        return self.proposer.propose(ctx).limit_depth(k)
+            return DraftTree(), DraftTree()
+        if self.planner is not None and self.proposer.paid_per_step:  # choose K before paying for it
+            k = self.planner.depth(self.proposer.label, k)
+            if k < 1:
+                return DraftTree(), DraftTree()
+        ctx = ProposeContext(self.ids, self.last_logits, k, self.sampling, len(self.prompt_ids), self.planner)
+        offered = self.proposer.propose(ctx).limit_depth(k)
+        return offered, offered if self.planner is None else self.planner.prune(offered)
+
+    def _learn(self, offered: DraftTree, sent: DraftTree, verdict) -> None:
+        """The planner's running acceptance counts, from the nodes verification reached."""
+        if self.planner is not None:
+            statuses = [verdict.nodes[i].status if i in verdict.nodes else NOT_REACHED for i in range(len(sent))]
+            self.planner.observe(offered, sent, statuses)
 
     def _rollback(self, n: int, tree: DraftTree, accepted: list[int]) -> None:
         """Target keeps the n committed positions (newest included) plus the accepted path."""

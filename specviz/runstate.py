@@ -45,6 +45,7 @@ class RunState:
     rng: bytes = b""  # torch.Generator.get_state()
     last_logits: torch.Tensor | None = None  # CPU float32: the target logits ids[-1] was chosen from
     proposer: dict[str, Any] = field(default_factory=dict)  # what the proposer cannot rebuild from ids
+    planner: dict[str, Any] = field(default_factory=dict)  # cost-aware drafting's counts and pass costs
     done: bool = False
     prefill_s: float = 0.0  # the prompt pass that chose the first new token
     decode_s: float = 0.0  # cycles only: no prefill, no cache rebuilds

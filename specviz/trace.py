@@ -65,6 +65,7 @@ class CycleTrace:
     elapsed_s: float = 0.0  # prefill plus decode time at the end of this cycle (cache rebuilds excluded)
     total_tokens: int = 0  # new tokens committed so far, this cycle included
     retrieval_hit: bool | None = None  # retrieval proposers: did a lookup find anything
+    offered: int | None = None  # nodes the proposer offered; `nodes` are those worth a verify pass
     greedy: bool = True
 
     @property

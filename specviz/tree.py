@@ -59,7 +59,10 @@ class DraftTree:
 
     def limit_depth(self, max_depth: int) -> "DraftTree":
         """The same tree without nodes deeper than max_depth (order is kept)."""
-        keep = [i for i, d in enumerate(self.depths) if d <= max_depth]
+        return self.subset([i for i, d in enumerate(self.depths) if d <= max_depth])
+
+    def subset(self, keep: list[int]) -> "DraftTree":
+        """The nodes listed in `keep` (ascending, every kept node's parent kept too), order kept."""
         if len(keep) == len(self):
             return self
         new_index = {old: new for new, old in enumerate(keep)}

@@ -29,7 +29,8 @@ def test_draft_greedy_is_lossless(tiny, k):
     target, draft = tiny
     accepted = 0
     for prompt in PROMPTS:
-        run = specviz.generate(target, prompt, method="draft", draft=draft, k=k, max_new_tokens=N, chat=False)
+        run = specviz.generate(target, prompt, method="draft", draft=draft, k=k, max_new_tokens=N, chat=False,
+                               plan=False)
         assert run.token_ids == hf_greedy(target, prompt, N)
         accepted += run.metrics["accepted_tokens"]
     assert accepted > 0
@@ -41,7 +42,7 @@ def test_layerskip_greedy_is_lossless(layers):
     target = pair()[0]
     for prompt in PROMPTS:
         run = specviz.generate(target, prompt, method="layerskip", k=3, layers=layers,
-                               max_new_tokens=N, chat=False)
+                               max_new_tokens=N, chat=False, plan=False)
         assert run.token_ids == hf_greedy(target, prompt, N)
     if layers == [0, 1]:  # the full stack is the target itself: every draft is accepted
         assert run.metrics["acceptance_rate"] == 1.0
@@ -53,14 +54,14 @@ def test_tree_greedy_is_lossless(tiny, depth, branching):
     target, _ = tiny
     for prompt in PROMPTS:
         proposer = FixedTreeProposer(depth, branching, vocab=target.vocab_size, seed=depth)
-        run = specviz.generate(target, prompt, method=proposer, k=depth, max_new_tokens=N, chat=False)
+        run = specviz.generate(target, prompt, method=proposer, k=depth, max_new_tokens=N, chat=False, plan=False)
         assert run.token_ids == hf_greedy(target, prompt, N)
 
 
 def test_caches_hold_committed_tokens_after_rejection(tiny):
     """After every cycle both caches cover only committed tokens, and the next logits match a fresh pass."""
     target, draft = tiny
-    dec = Decoder(target, PROMPTS[2], method="draft", draft=draft, k=5, max_new_tokens=N, chat=False)
+    dec = Decoder(target, PROMPTS[2], method="draft", draft=draft, k=5, max_new_tokens=N, chat=False, plan=False)
     rejections = 0
     for cycle in dec:
         rejections += cycle.rejected is not None
@@ -79,7 +80,7 @@ def test_tree_cache_keeps_only_accepted_path(tiny):
     """After a partial acceptance in a tree, the target cache equals a fresh pass over the committed tokens."""
     target, _ = tiny
     dec = Decoder(target, PROMPTS[0], method=FixedTreeProposer(4, 3, vocab=32, seed=1), k=4,
-                  max_new_tokens=N, chat=False)
+                  max_new_tokens=N, chat=False, plan=False)
     partial = 0
     for cycle in dec:
         partial += 0 < len(cycle.accepted) and cycle.rejected is not None

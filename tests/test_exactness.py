@@ -36,10 +36,11 @@ NUCLEUS, PLAIN = (0.7, 0.9), (1.0, 1.0)  # (temperature, top-p)
 def models():
     """A tiny target whose p is peaked enough for top-p 0.9 to cut tokens, a noisy draft that
     accepts about half its drafts, and an untrained head whose q covers tokens 0–3 only."""
-    target = tiny_random(vocab_size=VOCAB, hidden_size=32, layers=1, heads=2, kv_heads=1, intermediate=64, seed=0)
+    # Two layers make p depend on the context, so a bonus drawn from the wrong row shows.
+    target = tiny_random(vocab_size=VOCAB, hidden_size=32, layers=2, heads=2, kv_heads=1, intermediate=64, seed=1)
     with torch.no_grad():
-        target.model.lm_head.weight.mul_(8)  # a random model's p is nearly flat; ×8 keeps 2–5 tokens of 6
-    draft = derive_draft(target, noise=1.0, seed=1)
+        target.model.lm_head.weight.mul_(10)  # a random model's p is nearly flat; ×10 keeps 2–6 tokens of 6
+    draft = derive_draft(target, noise=1.0, seed=2)
     head = new_head(target.model, torch.arange(4), seed=0, intermediate=32)
     return target, draft, head
 
@@ -71,7 +72,7 @@ def run_counts(models, name: str, settings) -> tuple[np.ndarray, Counter]:
     counts, origins = np.zeros((VOCAB,) * 3), Counter()
     for seed in range(N):
         run = Decoder(target, PROMPT, method=_proposer(models, name, seed), k=2, temperature=temperature,
-                      top_p=top_p, seed=seed, max_new_tokens=4, chat=False, record=False).run()
+                      top_p=top_p, seed=seed, max_new_tokens=4, chat=False, record=False, plan=False).run()
         counts[tuple(run.token_ids[1:])] += 1
         origins.update(run.origins)
     return counts, origins

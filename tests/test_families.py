@@ -122,7 +122,7 @@ def second_token_pvalue(family: str) -> float:
     counts = torch.zeros(SAMPLE_V, dtype=torch.float64)
     for seed in range(SAMPLE_N):
         run = specviz.generate(target, ids, method="draft", draft=draft, k=2, temperature=SAMPLE_T,
-                               seed=seed, max_new_tokens=3, chat=False)
+                               seed=seed, max_new_tokens=3, chat=False, plan=False)
         counts[run.token_ids[1]] += 1
     exact = exact_second_token(target, ids).double()
     return float(chisquare(counts.numpy(), (exact / exact.sum() * SAMPLE_N).numpy()).pvalue)

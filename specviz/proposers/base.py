@@ -22,6 +22,7 @@ class ProposeContext:
     k: int
     sampling: Sampling
     prompt_len: int
+    planner: object | None = None  # planner.Planner: a proposer that drafts with a model may ask it for K
 
 
 class Proposer:
@@ -31,6 +32,9 @@ class Proposer:
     `rollback` and `cache_len`. Adding a proposer is one file plus one line in REGISTRY.
     """
     name = "base"
+    label = "draft"  # the source name its nodes carry
+    paid_per_step = False  # True when each draft step runs a model: K is then chosen before drafting
+    step_cost = 0.0  # one draft step in target steps, for the planner
 
     def start(self, ids: list[int]) -> None:
         """Called once per run, after the prefill, with the prompt and the first new token."""

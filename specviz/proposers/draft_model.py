@@ -11,6 +11,7 @@ from .base import ProposeContext, Proposer
 class DraftModelProposer(Proposer):
     """Autoregressive drafting with a KV cache of its own, rolled back after every cycle."""
     name = "draft"
+    paid_per_step = True
 
     def __init__(self, model: torch.nn.Module, config, vocab: int, device, label: str = "draft"):
         self.model, self.config, self.vocab, self.device = model, config, vocab, device
@@ -23,7 +24,9 @@ class DraftModelProposer(Proposer):
             raise ValueError("method 'draft' needs a draft model: pick one that shares the target's tokenizer")
         if knobs:
             raise ValueError(f"method 'draft' takes no options, got {', '.join(knobs)}")
-        return cls(draft.model, draft.model.config, min(target.vocab_size, draft.vocab_size), draft.device)
+        proposer = cls(draft.model, draft.model.config, min(target.vocab_size, draft.vocab_size), draft.device)
+        proposer.step_cost = draft.n_params / max(target.n_params, 1)  # a step costs about its weights
+        return proposer
 
     def start(self, ids: list[int]) -> None:
         self.cache = new_cache(self.config)

@@ -45,6 +45,8 @@ _HEADS: dict[tuple, torch.nn.Module] = {}  # loaded heads by (file, dtype, devic
 class HeadProposer(Proposer):
     """Autoregressive drafting: each draft step feeds the head its own predicted hidden state."""
     name = "head"
+    paid_per_step = True
+    step_cost = 0.07  # one head step in target steps, measured on the bundled model (docs/HEAD.md)
 
     def __init__(self, head, target_model: torch.nn.Module, label: str = "head"):
         embed, norm, lm_head = target_parts(target_model)

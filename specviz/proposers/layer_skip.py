@@ -55,5 +55,6 @@ class LayerSkipProposer(DraftModelProposer):
         proposer = cls(shell, target.model.config, target.vocab_size, target.device,
                        label=f"{len(layers)}/{n} layers")
         proposer.layers = layers
+        proposer.step_cost = len(layers) / n  # the layers it runs, of the target's
         return proposer
 

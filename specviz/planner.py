@@ -1,0 +1,125 @@
+"""Cost-aware drafting: send only the draft nodes that pay for the time they add to the verify pass.
+
+A verify pass over n tokens costs v(n) plain steps (v(1) = 1), from the target's cost profile.
+A node i is accepted, if its parent was, with a probability estimated from running counts per
+source (`est`): its path probability P(i) is the product along its path, and a cycle commits
+1 + Σ P(i) tokens on average. Nodes are taken in tree order; a node stays if keeping it raises
+(1 + Σ P) / v(kept + 1), expected tokens per unit of time. The kept tree may be empty: a plain
+step is then cheaper than any draft on offer.
+
+Exactness: the rule never looks at the drafted tokens themselves. Under sampling a node's
+estimate depends only on its source and depth, and counts from earlier cycles, so which
+nodes are sent is independent of this cycle's draws and the verification stays exact.
+Under greedy decoding any draft is exact, so the estimate may also use the draft's
+confidence, max q, when the node has a q. Costs come from a fixed profile, never from this
+run's timings, so a seed gives the same run every time.
+
+Models that draft (draft model, head) pay c target steps per draft step, so `depth` picks
+their K before drafting, the same way, from the per-depth estimates.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from .tree import DraftTree
+
+PRIOR = (1.0, 1.0)  # Beta prior on a source's acceptance: an unseen source is tried at 0.5
+DECAY = 0.85  # counts of a source left out of a cycle shrink, so a pruned source is retried later
+MAX_DEPTH_KEY = 8  # deeper positions share one estimate: they are rare
+# v(n) when no profile is given: an AVX2 CPU's (DESIGN.md: bundled model, fp32, 1 thread)
+PRIOR_V = {1: 1.0, 2: 1.41, 4: 1.48, 8: 1.53, 16: 2.22, 32: 3.0, 64: 4.5}
+
+
+def interpolate(points: dict[int, float], n: float) -> float:
+    """Piecewise-linear through `points`, extended along the last segment."""
+    pts = sorted(points.items())
+    if n <= pts[0][0]:
+        return pts[0][1]
+    for (n0, v0), (n1, v1) in zip(pts, pts[1:]):
+        if n <= n1:
+            return v0 + (v1 - v0) * (n - n0) / (n1 - n0)
+    (n0, v0), (n1, v1) = pts[-2], pts[-1]
+    return v1 + (v1 - v0) * (n - n1) / (n1 - n0)
+
+
+def prior_v(n: int) -> float:
+    return interpolate(PRIOR_V, n)
+
+
+class Planner:
+    """Running acceptance counts per source and depth, and the choice of what to send."""
+
+    def __init__(self, greedy: bool, v: Callable[[int], float] = prior_v, c: float = 0.0):
+        self.greedy, self.v, self.c = greedy, v, c  # c: one draft step in target steps
+        self.counts: dict[str, list[float]] = {}  # key → [accepted, reached]
+
+    # -- estimates -------------------------------------------------------------------------------
+    def keys(self, tree: DraftTree, i: int, depth: int) -> list[str]:
+        """Node i's estimate keys, general first: source and depth; under greedy also max q."""
+        base = f"{tree.source_of(i) or 'draft'}|{min(depth, MAX_DEPTH_KEY)}"
+        q = tree.q_of(i)
+        if self.greedy and q is not None:  # confidence: only where it cannot bias a draw
+            return [base, f"{base}|{min(int(float(q.max()) * 5), 4)}"]
+        return [base]
+
+    def est(self, key: str) -> float:
+        acc, reached = self.counts.get(key, (0.0, 0.0))
+        return (acc + PRIOR[0]) / (reached + PRIOR[0] + PRIOR[1])
+
+    # -- choices -----------------------------------------------------------------------------------
+    def prune(self, tree: DraftTree) -> DraftTree:
+        """The nodes worth verifying, taken greedily in tree order (parents first)."""
+        if not len(tree):
+            return tree
+        depths, path = tree.depths, {}
+        keep, gain = [], 1.0
+        for i in range(len(tree)):
+            par = tree.parents[i]
+            if par >= 0 and par not in path:
+                continue
+            p = self.est(self.keys(tree, i, depths[i])[-1]) * (path[par] if par >= 0 else 1.0)
+            if (gain + p) / self.v(len(keep) + 2) > gain / self.v(len(keep) + 1):
+                path[i] = p
+                keep.append(i)
+                gain += p
+        pruned = tree.subset(keep)
+        pruned.retrieval_hit = tree.retrieval_hit
+        return pruned
+
+    def depth(self, source: str, k_max: int) -> int:
+        """K for a model that drafts `source`, before it drafts: the K with most tokens per unit of time."""
+        best_k, best, p, gain = 0, 1.0, 1.0, 1.0
+        for k in range(1, k_max + 1):
+            p *= self.est(f"{source}|{min(k, MAX_DEPTH_KEY)}")
+            gain += p
+            rate = gain / (self.c * k + self.v(k + 1))
+            if rate > best:
+                best_k, best = k, rate
+        return best_k
+
+    # -- learning ----------------------------------------------------------------------------------
+    def observe(self, offered: DraftTree, sent: DraftTree, statuses: list[str]) -> None:
+        """Count accepts among the sent nodes that verification reached."""
+        depths = sent.depths
+        for i, status in enumerate(statuses):
+            if status in ("accepted", "rejected"):
+                for key in self.keys(sent, i, depths[i]):
+                    counts = self.counts.setdefault(key, [0.0, 0.0])
+                    counts[0] += status == "accepted"
+                    counts[1] += 1
+        sent_keys = {k for i in range(len(sent)) for k in self.keys(sent, i, depths[i])}
+        left_out = {k for i in range(len(offered)) for k in self.keys(offered, i, offered.depths[i])} - sent_keys
+        for key in left_out & set(self.counts):  # pruned sources drift back towards the prior
+            self.counts[key] = [x * DECAY for x in self.counts[key]]
+
+    # -- as data (runstate.py) -----------------------------------------------------------------------
+    def state(self) -> dict:
+        return {"counts": {k: list(v) for k, v in self.counts.items()}}
+
+    def set_state(self, state: dict) -> None:
+        self.counts = {k: list(v) for k, v in state.get("counts", {}).items()}
+
+
+def verify_cost(target) -> Callable[[int], float]:
+    """v(n) for `target`: PRIOR_V until a measured profile is wired in."""
+    return prior_v

@@ -1,0 +1,142 @@
+"""Cost-aware drafting (specviz/planner.py): send what pays, nothing when nothing pays, and stay exact."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import specviz
+from specviz.engine import Decoder
+from specviz.models import derive_draft, tiny_random
+from specviz.planner import Planner, interpolate, prior_v
+from specviz.proposers.draft_model import DraftModelProposer
+from specviz.toy import chi_square_p_value
+from specviz.tree import DraftTree
+from tests.reference import exact_joint
+from tests.tiny import PROMPTS, hf_greedy
+
+CHAIN = DraftTree.chain([5, 6, 7, 8], sources=["lookup 3-gram"] * 4)
+
+
+def _planner_with(rate: float, reached: int = 50, v=prior_v) -> Planner:
+    planner = Planner(greedy=True, v=v)
+    for depth in range(1, 9):
+        planner.counts[f"lookup 3-gram|{depth}"] = [rate * reached, float(reached)]
+    return planner
+
+
+def test_nothing_is_sent_when_nothing_pays():
+    """With sources accepted 10 % of the time, no draft pays for v(2) = 1.41: the tree sent is empty."""
+    assert len(_planner_with(0.1).prune(CHAIN)) == 0
+
+
+def test_a_reliable_source_is_sent_whole():
+    """With sources accepted 95 % of the time, the whole 4-token chain pays and is sent."""
+    assert _planner_with(0.95).prune(CHAIN).tokens == CHAIN.tokens
+
+
+def test_a_middling_source_is_cut_where_it_stops_paying():
+    """At 60 %, P(depth d) = 0.6^d. Where each token costs 0.3 steps more (v(n) = 0.7 + 0.3 n), the
+    first node pays (1.6 / 1.3 > 1) and the second does not (1.96 / 1.6 < 1.6 / 1.3): one node is sent.
+    Where v is nearly flat from 2 to 8 tokens (this CPU's shape), all four pay."""
+    steep = _planner_with(0.6, v=lambda n: 0.7 + 0.3 * n).prune(CHAIN)
+    assert steep.tokens == CHAIN.tokens[:1]
+    assert _planner_with(0.6).prune(CHAIN).tokens == CHAIN.tokens
+
+
+def test_a_pruned_source_is_tried_again_later():
+    """Counts of a source offered but not sent shrink towards the prior, until it is sent again."""
+    planner = _planner_with(0.1, reached=10)
+    rounds = 0
+    while not len(planner.prune(CHAIN)):
+        planner.observe(CHAIN, DraftTree(), [])
+        rounds += 1
+        assert rounds < 100
+    assert rounds > 1
+
+
+def test_model_drafts_choose_k_before_drafting():
+    """A draft step as costly as a target step never pays (K = 0); a cheap one with a good record does."""
+    costly, cheap = Planner(greedy=True, c=1.0), Planner(greedy=True, c=0.05)
+    for planner in (costly, cheap):
+        for depth in range(1, 9):
+            planner.counts[f"head|{depth}"] = [45.0, 50.0]
+    assert costly.depth("head", 8) == 0
+    assert cheap.depth("head", 8) >= 2
+
+
+def test_prior_v_interpolates_between_measured_points():
+    """v(1) = 1 and v between two measured sizes lies on the line between them."""
+    assert prior_v(1) == 1.0
+    assert interpolate({1: 1.0, 3: 2.0}, 2) == pytest.approx(1.5)
+
+
+def test_planned_greedy_runs_stay_lossless():
+    """With the planner choosing what to send, every method still gives HF's greedy tokens."""
+    target = tiny_random(vocab_size=48, layers=3, seed=4)
+    draft = derive_draft(target, noise=0.2, seed=5, layers=1)
+    for method in ("draft", "pld", "logitspec"):
+        for prompt in PROMPTS:
+            run = specviz.generate(target, prompt * 3, method=method, draft=draft, k=4, max_new_tokens=30,
+                                   chat=False)
+            assert run.token_ids == hf_greedy(target, prompt * 3, 30)
+
+
+# -- exactness under sampling, with its twin -----------------------------------------------------------
+VOCAB, PROMPT, N, ALPHA = 6, [1, 2, 3], 2500, 1e-4  # N: the peeking twin fails at p ≈ 1e-6 (measured)
+
+
+@pytest.fixture(scope="module")
+def sampling_models():
+    """A peaked tiny target (top-p 0.9 cuts tokens) and a noisy draft of it that accepts about half."""
+    target = tiny_random(vocab_size=VOCAB, hidden_size=32, layers=2, heads=2, kv_heads=1, intermediate=64, seed=1)
+    with torch.no_grad():
+        target.model.lm_head.weight.mul_(10)
+    return target, derive_draft(target, noise=1.0, seed=2)
+
+
+def _proposer(models):
+    """The draft model, declared cheap (c = 0.05 target steps) so that the planner drafts with it."""
+    proposer = DraftModelProposer.build(*models)
+    proposer.step_cost = 0.05
+    return proposer
+
+
+def _p_value(models) -> tuple[float, int, int]:
+    """χ² p-value of the planned runs' tokens 2–4 against the target's exact joint, the draft
+    positions the planner chose not to send, and the draft nodes it sent."""
+    target = models[0]
+    counts, cut, sent = np.zeros((VOCAB,) * 3), 0, 0
+    for seed in range(N):
+        decoder = Decoder(target, PROMPT, method=_proposer(models), k=6, temperature=0.7,
+                          top_p=0.9, seed=seed, max_new_tokens=4, chat=False, record=False)
+        run = decoder.run()
+        counts[tuple(run.token_ids[1:])] += 1
+        cut += sum(c.k - len(c.nodes) for c in run.cycles)  # K chosen below the limit, or nodes cut
+        sent += sum(len(c.nodes) for c in run.cycles)
+    exact = exact_joint(target.model, PROMPT, 4, 0.7, 0.9).sum(axis=0)
+    return chi_square_p_value(counts.ravel(), exact.ravel() * N), cut, sent
+
+
+def test_planned_sampling_follows_the_target(sampling_models):
+    """At T = 0.7, top-p 0.9, with the planner choosing K and cutting drafts, the output is exact."""
+    p, cut, sent = _p_value(sampling_models)
+    assert cut > 0 and sent > N
+    assert p > ALPHA
+
+
+def test_a_planner_that_peeks_at_the_draw_is_caught(sampling_models, monkeypatch):
+    """A planner that sends a sampled node only when it happens to be q's most likely token biases the
+    output, and the same check rejects it: the planner must decide without looking at the drafts."""
+    def peeking(self, tree):
+        keep = []
+        for i in range(len(tree)):
+            q = tree.q_of(i)
+            if (tree.parents[i] < 0 or tree.parents[i] in keep) and tree.tokens[i] == int(q.argmax()):
+                keep.append(i)
+        return tree.subset(keep)
+
+    monkeypatch.setattr(Planner, "prune", peeking)
+    p, _, sent = _p_value(sampling_models)
+    assert sent > 0
+    assert p < ALPHA
