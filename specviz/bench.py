@@ -37,7 +37,7 @@ def parse_args(argv):
     ap.add_argument("--target", default="bundled")
     ap.add_argument("--draft", default=None)
     ap.add_argument("--dtype", default=None)
-    ap.add_argument("--k", type=int, default=4, help="K for draft, head and layerskip")
+    ap.add_argument("--k", type=int, default=None, help="K for draft, head and layerskip (default: the method's own)")
     ap.add_argument("--lookup-k", type=int, default=16,
                     help="K for pld and logitspec: it caps their drafts (the lookup defaults are tuned for 16)")
     ap.add_argument("--temperature", type=float, default=0.0)

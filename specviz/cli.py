@@ -91,7 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--target", default="bundled", help="target model spec: bundled, a hub id or a folder")
     gen.add_argument("--draft", help="draft model spec, for --method draft "
                      "('head': the project's trained draft head for the bundled model)")
-    gen.add_argument("--k", type=_positive_int, default=4, help="draft length K (default 4)")
+    gen.add_argument("--k", type=_positive_int, default=None,
+                     help="most tokens drafted per cycle (default: the method's own, 8 for model drafts, 16 for pld and logitspec)")
     gen.add_argument("--adaptive-k", action="store_true",
                      help="grow K after full acceptance, shrink it after a rejection")
     gen.add_argument("--layers", type=_layers, help="kept layer indices for --method layerskip, e.g. 0,1,2,29")

@@ -17,7 +17,7 @@ from typing import Callable, Iterator
 
 from .engine import MAX_K, Decoder
 from .models import LoadedModel
-from .proposers import METHODS, resolve_draft
+from .proposers import METHODS, default_k, resolve_draft
 from .sampling import check_settings
 from .trace import RunTrace
 
@@ -89,7 +89,7 @@ def parse_row(row, index: int) -> Config:
     method = "" if _blank(method) else str(method).strip().lower().replace("-", "").replace(" ", "")
     if method not in METHODS:
         raise ValueError(f"{where}: method '{method}' is not one of {', '.join(METHODS)}.")
-    k_value = 4.0 if _blank(k) else _number(k, "K", where)
+    k_value = float(min(default_k(method), MAX_K)) if _blank(k) else _number(k, "K", where)
     if k_value != int(k_value) or not 1 <= k_value <= MAX_K:
         raise ValueError(f"{where}: K must be a whole number from 1 to {MAX_K}, got {k}.")
     t_value = 0.0 if _blank(temperature) else _number(temperature, "temperature", where)

@@ -19,7 +19,7 @@ import torch
 
 from .kvcache import cache_len, new_cache, rollback
 from .models import LoadedModel, check_tokenizers
-from .proposers import make_proposer
+from .proposers import default_k, make_proposer
 from .proposers.base import ProposeContext, Proposer
 from .planner import Planner, verify_cost
 from .recorder import record_cycle
@@ -36,9 +36,10 @@ class Decoder:
     """Speculative (or plain) decoding of one prompt, one cycle per `step()`."""
 
     def __init__(self, target: LoadedModel, prompt, method: str = "logitspec",
-                 draft: LoadedModel | None = None, k: int = 4, temperature: float = 0.0,
+                 draft: LoadedModel | None = None, k: int | None = None, temperature: float = 0.0,
                  top_p: float = 1.0, seed: int = 0, max_new_tokens: int = 128, chat: bool = True,
                  adaptive_k: bool = False, record: bool = True, plan: bool = True, **knobs):
+        k = default_k(method) if k is None else k
         _check_k(k, max_new_tokens)
         self.sampling = Sampling(temperature, top_p, seed)
         self.vocab = target.vocab_size
@@ -315,8 +316,11 @@ def iter_cycles(target: LoadedModel, prompt, **kw) -> Iterator[CycleTrace]:
 
 
 def generate(target: LoadedModel, prompt, method: str = "logitspec", draft: LoadedModel | None = None,
-             k: int = 4, temperature: float = 0.0, top_p: float = 1.0, seed: int = 0,
+             k: int | None = None, temperature: float = 0.0, top_p: float = 1.0, seed: int = 0,
              max_new_tokens: int = 128, chat: bool = True, **kw) -> RunTrace:
-    """Decode `prompt` with `method` ("ar" for plain decoding) and return the RunTrace."""
+    """Decode `prompt` with `method` ("ar" for plain decoding) and return the RunTrace.
+
+    k=None takes the method's default (proposers.DEFAULT_K).
+    """
     return Decoder(target, prompt, method=method, draft=draft, k=k, temperature=temperature,
                    top_p=top_p, seed=seed, max_new_tokens=max_new_tokens, chat=chat, **kw).run()

@@ -140,3 +140,13 @@ def test_a_planner_that_peeks_at_the_draw_is_caught(sampling_models, monkeypatch
     p, _, sent = _p_value(sampling_models)
     assert sent > 0
     assert p < ALPHA
+
+
+def test_each_method_gets_its_own_default_k():
+    """Without k, prompt lookup and LogitSpec may draft 16 tokens and model drafts 8; a given k wins."""
+    target = tiny_random(vocab_size=48, layers=2, seed=4)
+    draft = derive_draft(target, layers=1)
+    assert Decoder(target, PROMPTS[0], method="pld", chat=False).k == 16
+    assert Decoder(target, PROMPTS[0], method="logitspec", chat=False).k == 16
+    assert Decoder(target, PROMPTS[0], method="draft", draft=draft, chat=False).k == 8
+    assert Decoder(target, PROMPTS[0], method="pld", k=3, chat=False).k == 3

@@ -14,6 +14,16 @@ REGISTRY = {
 
 METHODS = ("ar", *REGISTRY)
 
+# Default K per method: the most a cycle may draft. The planner (planner.py) sends less when
+# less pays, so a default only has to stay out of a method's way: retrieval drafts are tuned
+# for up to 16 tokens (prompt_lookup.py, logitspec.py); model drafts rarely pay past 8 here.
+DEFAULT_K = {"ar": 1, "draft": 8, "head": 8, "layerskip": 8, "pld": 16, "logitspec": 16}
+
+
+def default_k(method) -> int:
+    """The K a method gets when none is given (a ready-made proposer gets 8)."""
+    return DEFAULT_K.get(method if isinstance(method, str) else getattr(method, "name", ""), 8)
+
 # In a draft-model picker, this name stands for the project's trained draft head (method "head"):
 # it drafts with its own q like any draft model, but it is not a model to load from a spec.
 HEAD_DRAFT = "head"

@@ -24,8 +24,8 @@ from .state import BASELINES, LIMITS, MODELS, SESSIONS
 from .views import status_html
 from . import work
 
-DEFAULT_ROWS = [[BUNDLED, "pld", "", 4, 0.0], [BUNDLED, "logitspec", "", 4, 0.0],
-                [BUNDLED, "draft", BUNDLED, 4, 0.0]]  # the last: a perfect draft that costs a whole target
+DEFAULT_ROWS = [[BUNDLED, "pld", "", 16, 0.0], [BUNDLED, "logitspec", "", 16, 0.0],
+                [BUNDLED, "draft", BUNDLED, 8, 0.0]]  # the last: a perfect draft that costs a whole target
 DEFAULT_PROMPT = "Write the days of the week, one per line, then the months of the year, one per line."
 log = logging.getLogger(__name__)
 MAX_NEW_DEFAULT = 48  # every configuration and its baseline decode this many: ~4 s each on a 2-core CPU

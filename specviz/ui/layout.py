@@ -11,7 +11,7 @@ import gradio as gr
 from . import callbacks, explain, learn, lessons, replay, views
 from ..proposers import HEAD_DRAFT
 from .presets import (DEFAULT_METHOD, K_RANGE, KNOBS, MAX_NEW_RANGE, METHOD_LABELS, METHODS, TARGETS,
-                      TEMPERATURE_RANGE, TOP_P_RANGE, Knob, draft_choices)
+                      TEMPERATURE_RANGE, TOP_P_RANGE, Knob, draft_choices, k_default)
 from .settings import BASE_INPUTS, RunSettings
 from .state import LIMITS, start_sweeper
 from .views import ASSETS
@@ -199,10 +199,13 @@ def wire(demo: gr.Blocks, inputs: dict, groups: list, comps: dict) -> None:
                     show_progress="hidden", api_visibility="private")
 
     def visibility(method: str) -> list:
-        """The draft picker and each method's options show only while that method is chosen."""
-        return [gr.update(visible=method == "draft")] + [gr.update(visible=method == m) for m, _ in groups]
+        """The draft picker and each method's options show only while that method is chosen, and K
+        moves to the method's own default (no default caps a method below its best)."""
+        return ([gr.update(visible=method == "draft"), gr.update(value=k_default(method))]
+                + [gr.update(visible=method == m) for m, _ in groups])
 
-    inputs["method"].change(visibility, inputs=inputs["method"], outputs=[inputs["draft"], *(g for _, g in groups)],
+    inputs["method"].change(visibility, inputs=inputs["method"],
+                            outputs=[inputs["draft"], inputs["k"], *(g for _, g in groups)],
                             queue=False, show_progress="hidden", api_visibility="private")
     inputs["target"].change(callbacks.target_changed, inputs=[inputs["target"], inputs["draft"]],
                             outputs=inputs["draft"], queue=False, show_progress="hidden", api_visibility="private")

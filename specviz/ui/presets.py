@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..limits import Limits
-from ..proposers import HEAD_DRAFT
+from ..proposers import DEFAULT_K, HEAD_DRAFT
 
 BUNDLED = "bundled"
 
@@ -48,10 +48,18 @@ METHODS = [
 METHOD_LABELS = {value: label for label, value in METHODS}
 # Classic draft → verify with a real q: on the bundled target the draft defaults to the trained head.
 DEFAULT_METHOD = "draft"
+K_DEFAULT = 8  # the default method's own (proposers.DEFAULT_K["draft"]); k_default gives any method's
 
 # Ranges of the sliders follow the server's limits (SPECVIZ_MAX_K, SPECVIZ_MAX_NEW_TOKENS).
 _LIMITS = Limits.from_env()
-K_RANGE, K_DEFAULT = (1, _LIMITS.max_k), 4
+K_RANGE = (1, _LIMITS.max_k)
+
+
+def k_default(method: str) -> int:
+    """The method's own default K (proposers.DEFAULT_K), within the server's limit."""
+    return min(DEFAULT_K.get(method, 8), _LIMITS.max_k)
+
+
 TEMPERATURE_RANGE = (0.0, 2.0)
 TOP_P_RANGE = (0.05, 1.0)  # top-p must stay above 0: an empty nucleus has nothing to sample
 MAX_NEW_RANGE, MAX_NEW_DEFAULT = (1, _LIMITS.max_new_tokens), 64
