@@ -44,6 +44,7 @@ METHODS = [
     ("Prompt lookup (n-gram)", "pld"),
     ("LogitSpec", "logitspec"),
     ("Layer skip (self-draft)", "layerskip"),
+    ("Hybrid (lookup + LogitSpec + head)", "hybrid"),
 ]
 METHOD_LABELS = {value: label for label, value in METHODS}
 # Classic draft → verify with a real q: on the bundled target the draft defaults to the trained head.

@@ -1,0 +1,85 @@
+"""Hybrid: prompt lookup, LogitSpec's next-next candidates and the draft head's chain in one tree.
+
+Retrieval branches (logitspec.py: the root's own continuation, which is prompt lookup, then one
+branch per candidate from the last logits) are point masses, q = None. The head's chain carries
+the head's own q for each token. Every node keeps its true q, so verify.py's recursive rule over
+siblings stays exact: a head node is a draw from its q, independent of its retrieval siblings,
+and is never merged into one of them even when the tokens agree. The planner (planner.py) then
+sends the nodes that pay; it chooses the head's depth before the head drafts, from its record.
+
+Without the trained head (any target but the bundled one) the tree is LogitSpec's alone.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ..models import ModelLoadError
+from ..tree import DraftTree
+from .base import ProposeContext, Proposer
+from .head import HeadProposer
+from .logitspec import LogitSpecProposer
+
+HEAD_K = 3  # the head's depth when no planner chooses it: its acceptance falls fast with depth
+
+
+def join(first: DraftTree, second: DraftTree) -> DraftTree:
+    """Both trees under one root, `second`'s nodes after `first`'s, each node with its own q."""
+    n = len(first)
+    qs = [first.q_of(i) for i in range(n)] + [second.q_of(i) for i in range(len(second))]
+    return DraftTree(first.tokens + second.tokens,
+                     first.parents + [p if p < 0 else p + n for p in second.parents],
+                     qs if any(q is not None for q in qs) else None,
+                     [first.source_of(i) for i in range(n)] + [second.source_of(i) for i in range(len(second))],
+                     first.retrieval_hit)
+
+
+class HybridProposer(Proposer):
+    name = "hybrid"
+
+    def __init__(self, retrieval: LogitSpecProposer, head: HeadProposer | None):
+        self.retrieval, self.head = retrieval, head
+        self.step_cost = head.step_cost if head is not None else 0.0  # what the planner's K costs
+
+    @classmethod
+    def build(cls, target, draft=None, **knobs):
+        if draft is not None:
+            raise ValueError("method 'hybrid' drafts with retrieval and the trained head; do not pass a draft model")
+        # the planner, not LogitSpec's own back-off, decides when drafting stops paying
+        retrieval = LogitSpecProposer.build(target, None, **{"adaptive": False, **knobs})
+        try:
+            head = HeadProposer.build(target)
+        except (ModelLoadError, ValueError):  # no trained head for this target: retrieval alone
+            head = None
+        return cls(retrieval, head)
+
+    def start(self, ids: list[int]) -> None:
+        self.retrieval.start(ids)
+        if self.head is not None:
+            self.head.start(ids)
+
+    def propose(self, ctx: ProposeContext) -> DraftTree:
+        tree = self.retrieval.propose(ctx)
+        if self.head is None:
+            return tree
+        k = ctx.planner.depth(self.head.label, ctx.k) if ctx.planner is not None else min(HEAD_K, ctx.k)
+        if k < 1:
+            return tree
+        return join(tree, self.head.propose(dataclasses.replace(ctx, k=k)))
+
+    def observe(self, cycle) -> None:
+        self.retrieval.observe(cycle)
+        if self.head is not None:
+            self.head.observe(cycle)  # reads the verify pass's row of the last accepted node
+
+    def state(self) -> dict:
+        return {"retrieval": self.retrieval.state(), "head": self.head.state() if self.head else {}}
+
+    def set_state(self, state: dict) -> None:
+        self.retrieval.set_state(state["retrieval"])
+        if self.head is not None:
+            self.head.set_state(state["head"])
+
+    def rebuild(self, ids: list[int]) -> None:
+        self.retrieval.rebuild(ids)
+        if self.head is not None:
+            self.head.rebuild(ids)
