@@ -18,10 +18,10 @@ LOGITSPEC_GREEDY = "assets/lessons/logitspec-rescue.json"  # a recorded greedy L
 
 @pytest.fixture(scope="module")
 def sampled():
-    """A sampled chain run on tiny models, with rejections, residuals and bonuses."""
+    """A sampled chain run on tiny models, with rejections, residuals and bonuses in every cycle."""
     target, draft = pair(noise=0.8)
     return specviz.generate(target, [1, 5, 9, 2, 7], method="draft", draft=draft, k=3, temperature=1.0,
-                            seed=1, max_new_tokens=40)
+                            seed=1, max_new_tokens=40, plan=False)  # every cycle drafts
 
 
 def test_steps_come_in_the_engine_order(sampled):

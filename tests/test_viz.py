@@ -362,3 +362,15 @@ def test_prefill_and_rebuilds_are_shown_apart_from_decoding():
     assert "Not counted as decoding: prefill 0.25 s" in out
     assert "KV cache rebuilt 2× in 0.50 s" in out
     assert "prefill &amp; rest" not in out  # decode_s is draft + verify + overhead exactly
+
+
+def test_narration_says_who_proposed_and_what_the_planner_left_out():
+    """A mixed tree's sentence counts nodes per proposer; a cycle the planner cut says how many it sent."""
+    from specviz.trace import NodeTrace
+    cycle = chain_reject()
+    cycle.nodes = [NodeTrace(0, 5, "a", -1, 1, source="root lookup 3-gram", status="accepted"),
+                   NodeTrace(1, 6, "b", -1, 1, q=0.4, source="head", status="rejected")]
+    cycle.accepted, cycle.rejected, cycle.offered = [0], None, 9
+    text = narrate(cycle)
+    assert "(1 by lookup, 1 by head)" in text
+    assert "offered 9 nodes; the 2 expected to pay" in text

@@ -46,7 +46,9 @@ class Lesson:
 
 
 def _s(prompt: str, method: str, **kw) -> RunSettings:
-    return RunSettings(prompt=prompt, method=method, max_new_tokens=kw.pop("max_new_tokens", TOKENS), **kw)
+    """A lesson's settings; K = 4 unless given, as its recording was made (assets/lessons)."""
+    return RunSettings(prompt=prompt, method=method, max_new_tokens=kw.pop("max_new_tokens", TOKENS),
+                       k=kw.pop("k", 4), **kw)
 
 
 LESSONS = (

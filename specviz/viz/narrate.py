@@ -6,15 +6,32 @@ from __future__ import annotations
 
 from ..trace import BONUS, REJECTED, RESAMPLED, CycleTrace, NodeTrace
 from .style import num, quote
-from .tree import is_tree, nodes_of
+from .tree import is_tree, nodes_of, source_kind
 
 
 def _drafted(cycle: CycleTrace) -> str:
     nodes = nodes_of(cycle)
     if not is_tree(cycle):
-        return f"{len(nodes)} drafted"
-    leaves = len(nodes) - len({n.parent for n in nodes} - {-1})
-    return f"a tree of {len(nodes)} nodes drafted ({leaves} branches, depth {max(n.depth for n in nodes)})"
+        text = f"{len(nodes)} drafted"
+    else:
+        leaves = len(nodes) - len({n.parent for n in nodes} - {-1})
+        text = f"a tree of {len(nodes)} nodes drafted ({leaves} branches, depth {max(n.depth for n in nodes)})"
+    kinds: dict[str, int] = {}
+    for n in nodes:
+        kinds[source_kind(n.source)] = kinds.get(source_kind(n.source), 0) + 1
+    if len(kinds) > 1:  # a hybrid tree: say who proposed what
+        text += " (" + ", ".join(f"{count} by {kind}" for kind, count in kinds.items()) + ")"
+    return text
+
+
+def _planned(cycle: CycleTrace) -> str:
+    """What cost-aware drafting left out, when it left anything out."""
+    offered, sent = cycle.offered, len(nodes_of(cycle))
+    if offered is None or offered <= sent:
+        return ""
+    if not sent:
+        return f" The proposer offered {offered} nodes; none was worth a verify pass, so this was a plain step."
+    return f" The proposer offered {offered} nodes; the {sent} expected to pay for their verify cost were sent."
 
 
 def _accepted(cycle: CycleTrace) -> str:
@@ -78,5 +95,6 @@ def narrate(cycle: CycleTrace) -> str:
     kept = len(cycle.committed)
     if cycle.committed and kept < len(cycle.accepted) + 1:
         sentence += f" Only {kept} committed (end of sequence or token budget)."
+    sentence += _planned(cycle)
     caches = _caches(cycle)
     return f"{sentence} {caches}" if caches else sentence

@@ -4,8 +4,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from ..trace import BONUS, NOT_REACHED, RESAMPLED, TARGET, CycleTrace, NodeTrace
-from .style import (BLUE, FIG_HEIGHT, GREY, ROOT_COLOUR, STATUS, FigureSpec, base_layout, esc_plot, label, num,
-                    top_list)
+from .style import (BLUE, FIG_HEIGHT, GREY, PURPLE, ROOT_COLOUR, SKY, STATUS, YELLOW, FigureSpec, base_layout,
+                    esc_plot, label, num, top_list)
 
 ROOT = -1  # the parent index of first-level nodes, as in NodeTrace.parent
 BIG_TREE = 24  # beyond this many nodes markers shrink so labels stay legible
@@ -106,6 +106,23 @@ def edges(cycle: CycleTrace, pos) -> tuple[list, list, list, list]:
     return px, py, ox, oy
 
 
+# A node's outline says who proposed it, when a tree mixes proposers (the fill says its status).
+SOURCE_COLOURS = {"head": PURPLE, "candidate": YELLOW, "lookup": SKY}
+
+
+def source_kind(source: str) -> str:
+    """The proposer behind a node's source label: 'head', 'candidate', 'lookup' or the label itself."""
+    if source.startswith("cand"):
+        return "candidate"
+    if "lookup" in source:
+        return "lookup"
+    return source or "draft"
+
+
+def source_colour(source: str, default: str) -> str:
+    return SOURCE_COLOURS.get(source_kind(source), default)
+
+
 def tree_figure(cycle: CycleTrace) -> go.Figure:
     """The draft tree, each node labelled with its token and marked by status; the new token
     (resampled, bonus or plain target step) hangs off the last accepted node."""
@@ -137,7 +154,8 @@ def tree_figure(cycle: CycleTrace) -> go.Figure:
                 x=[pos[n.index][0] for n in group], y=[-pos[n.index][1] for n in group],
                 mode="markers+text", name=name, text=[label(n.text, LABEL_CHARS) for n in group],
                 hoverinfo="text", hovertext=[node_hover(n, cycle.greedy) for n in group],
-                marker=dict(symbol=symbol, size=size, color=colour, line=dict(width=2, color=colour)),
+                marker=dict(symbol=symbol, size=size, color=colour,
+                            line=dict(width=3, color=[source_colour(n.source, colour) for n in group])),
                 **{"textposition": "top center", **text_style}))
     return _tree_layout(fig, cycle, pos)
 
