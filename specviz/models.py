@@ -26,6 +26,7 @@ from typing import Callable
 
 import torch
 
+from . import speedups as _speedups
 # Tiny twins live beside the family knowledge they need; re-exported here as the public API.
 from .families import derive_draft, parse_tiny, tiny_random  # noqa: F401
 
@@ -189,10 +190,13 @@ def _say(progress: Callable[[str], None] | None, msg: str) -> None:
     (progress or log.info)(msg)
 
 
-def load(spec: str = "bundled", device=None, dtype=None, progress=None, allow_local: bool = True) -> LoadedModel:
+def load(spec: str = "bundled", device=None, dtype=None, progress=None, allow_local: bool = True,
+         speedups: bool | None = None) -> LoadedModel:
     """Load a model spec (see the module docstring); raises ModelLoadError with advice on failure.
 
     allow_local=False refuses local folders, for apps where users type the spec.
+    speedups: apply specviz.speedups (lossless, CPU float32 only); None means on unless the
+    environment sets SPECVIZ_NO_SPEEDUPS=1. Tiny random models never get them.
     """
     spec = (spec or "bundled").strip()
     if spec.startswith("tiny-random"):
@@ -221,6 +225,8 @@ def load(spec: str = "bundled", device=None, dtype=None, progress=None, allow_lo
         if len(spec) > 96 or ".." in spec or not _HUB_ID.match(spec):
             raise ModelLoadError(f"'{spec}' is not a valid Hugging Face model id or local folder.")
         loaded = _load_pretrained(spec, spec, dev, dt, progress)
+    if _speedups.wanted(speedups):
+        _speedups.apply(loaded.model)
     secs = time.perf_counter() - start
     _say(progress, f"Loaded {loaded.name} ({loaded.n_params / 1e6:.1f} M parameters) in {secs:.1f} s")
     return loaded

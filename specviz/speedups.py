@@ -1,0 +1,197 @@
+"""Lossless CPU speed-ups for a target's forward pass, applied once by `models.load`.
+
+Both change how a pass is computed, never what it computes: greedy outputs stay those of
+transformers' `generate` (tests/test_speedups.py, tests/test_bundled_lossless.py). Why each one
+exists, with the per-op profile behind it, is in docs/BENCHMARKS.md ("v(n) on the CPU").
+
+- ``packed-linear``: every `nn.Linear` runs oneDNN's matmul on a weight reordered once into its
+  blocked layout, instead of MKL's sgemm on the plain one. MKL's small-M paths read the weights
+  slowly (two rows cost twice one row); oneDNN's do not, so a pass over 2–8 tokens costs about
+  what one token costs, as it should when the weights, not the arithmetic, are the bottleneck.
+  Passes of one or two rows are padded to `MIN_ROWS`, where oneDNN streams fastest; a row's
+  result does not depend on how many rows share its pass, so a verify pass and a plain step agree
+  bit for bit. The packed copy costs as much memory again as the linear weights.
+- ``gqa-sdpa``: with a mask (any pass over more than one token) transformers copies each
+  key/value head once per query head it serves before calling SDPA; this asks SDPA to share them
+  (`enable_gqa`), which gives the same numbers without the copies.
+
+Only CPU float32 models get them, since that is where they were measured. Turn them off with the
+environment variable SPECVIZ_NO_SPEEDUPS=1 or `load(..., speedups=False)`; `remove` undoes them.
+"""
+from __future__ import annotations
+
+import logging
+import os
+
+import torch
+import torch.nn.functional as F
+
+log = logging.getLogger(__name__)
+
+ENV_OFF = "SPECVIZ_NO_SPEEDUPS"
+GQA_SDPA = "specviz_gqa_sdpa"  # the attention implementation name registered with transformers
+MIN_ROWS = 3  # oneDNN's kernels stream the weights ~15–25 % slower for 1 or 2 rows than for 3–6
+MEMORY_SHARE = 0.5  # pack only if the copies fit in this share of the memory still available
+
+
+def wanted(flag: bool | None = None) -> bool:
+    """Whether to apply the speed-ups: an explicit flag wins, else on unless SPECVIZ_NO_SPEEDUPS is set."""
+    if flag is not None:
+        return bool(flag)
+    return os.environ.get(ENV_OFF, "").strip().lower() in ("", "0", "false", "no")
+
+
+def apply(model: torch.nn.Module) -> list[str]:
+    """Apply every speed-up that fits this model; returns the names of those applied."""
+    first = next(model.parameters(), None)
+    if first is None or first.device.type != "cpu" or first.dtype != torch.float32:
+        return []
+    done = []
+    if _pack_linears(model):
+        done.append("packed-linear")
+    if _use_gqa_sdpa(model):
+        done.append("gqa-sdpa")
+    if done:
+        log.info("Speed-ups on %s: %s", type(model).__name__, ", ".join(done))
+    return done
+
+
+def applied(model: torch.nn.Module) -> list[str]:
+    """The names of the speed-ups a model currently runs with."""
+    names = []
+    if any(isinstance(m, PackedLinear) for m in model.modules()):
+        names.append("packed-linear")
+    if getattr(getattr(model, "config", None), "_attn_implementation", None) == GQA_SDPA:
+        names.append("gqa-sdpa")
+    return names
+
+
+def remove(model: torch.nn.Module) -> None:
+    """Undo `apply`: plain linears and transformers' own SDPA attention again."""
+    for m in model.modules():
+        if isinstance(m, PackedLinear):
+            m.__class__ = torch.nn.Linear
+            m.__dict__.pop("_packed", None)
+            m.__dict__.pop("_source", None)
+    if getattr(getattr(model, "config", None), "_attn_implementation", None) == GQA_SDPA:
+        model.set_attn_implementation("sdpa")
+
+
+class PackedLinear(torch.nn.Linear):
+    """An `nn.Linear` that multiplies by a oneDNN-packed copy of its weight.
+
+    `weight` stays the plain parameter, so code that reads it (the draft head, state dicts) is
+    unaffected. A weight changed after packing (edited in place, replaced) is packed again on the
+    next call; a weight that is not CPU float32, or a call that needs gradients, takes `F.linear`.
+    Copies and pickles leave the packed copy behind and pack again when first used.
+    """
+    _packed: torch.Tensor | None = None
+    _source: tuple | None = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        w = self.weight
+        needs_grad = torch.is_grad_enabled() and (w.requires_grad or x.requires_grad)
+        if needs_grad or not (_packable(w) and _packable(x)):
+            return F.linear(x, w, self.bias)
+        if self._source != _identity(w):
+            self._pack()
+        flat = x.reshape(-1, x.shape[-1])
+        rows = flat.shape[0]
+        if rows < MIN_ROWS:
+            flat = torch.cat([flat, flat.new_zeros(MIN_ROWS - rows, flat.shape[1])])
+        y = torch.ops.mkldnn._linear_pointwise(flat, self._packed, self.bias, "none", [], "")
+        return y[:rows].reshape(*x.shape[:-1], y.shape[-1])
+
+    def _pack(self) -> None:
+        with torch.no_grad():
+            self._packed = torch.ops.mkldnn._reorder_linear_weight(self.weight.detach())
+        self._source = _identity(self.weight)
+
+    def __getstate__(self):
+        state = self.__dict__.copy()  # oneDNN's packed tensor has no storage to copy or pickle
+        state.pop("_packed", None)
+        state.pop("_source", None)
+        return state
+
+
+def _packable(t: torch.Tensor) -> bool:
+    return t.dtype == torch.float32 and t.device.type == "cpu"
+
+
+def _identity(w: torch.Tensor) -> tuple:
+    """What must not change for a packed copy to stay the weight: storage, in-place edits, dtype."""
+    version = -1 if w.is_inference() else w._version  # inference tensors cannot change in place
+    return (w.data_ptr(), version, w.dtype, w.device)
+
+
+def _pack_linears(model: torch.nn.Module) -> bool:
+    """Swap every plain `nn.Linear` for a `PackedLinear`; False if oneDNN is missing or memory short."""
+    layers = [m for m in model.modules() if type(m) is torch.nn.Linear]
+    if not layers or not _onednn_works():
+        return False
+    need = sum(m.weight.numel() * m.weight.element_size() for m in layers)
+    if need > MEMORY_SHARE * _available_bytes():
+        log.info("Not packing linears: %.0f MB of copies would not fit comfortably in memory", need / 1e6)
+        return False
+    for m in layers:
+        m.__class__ = PackedLinear
+        m._pack()
+    return True
+
+
+def _onednn_works() -> bool:
+    """oneDNN's packed linear exists in this torch build and matches F.linear on a small case."""
+    try:
+        if not torch.backends.mkldnn.is_available():
+            return False
+        w, x = torch.randn(8, 16), torch.randn(4, 16)
+        y = torch.ops.mkldnn._linear_pointwise(x, torch.ops.mkldnn._reorder_linear_weight(w), None,
+                                               "none", [], "")
+        return torch.allclose(y, F.linear(x, w), atol=1e-5)
+    except (AttributeError, RuntimeError):
+        return False
+
+
+def _available_bytes() -> float:
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return float("inf")  # unknown: the packing is the same size as the model already loaded
+
+
+def _use_gqa_sdpa(model: torch.nn.Module) -> bool:
+    """Switch a grouped-query SDPA model to the copy-free attention below."""
+    config = getattr(model, "config", None)
+    heads, kv_heads = getattr(config, "num_attention_heads", 0), getattr(config, "num_key_value_heads", 0)
+    if getattr(config, "_attn_implementation", None) != "sdpa" or not kv_heads or heads == kv_heads:
+        return False
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    AttentionInterface.register(GQA_SDPA, _gqa_sdpa)
+    AttentionMaskInterface.register(GQA_SDPA, sdpa_mask)  # the masks SDPA gets are unchanged
+    try:
+        model.set_attn_implementation(GQA_SDPA)
+    except (ValueError, AttributeError) as e:
+        log.info("Keeping transformers' SDPA attention: %s", e)
+        return False
+    return model.config._attn_implementation == GQA_SDPA
+
+
+def _gqa_sdpa(module, query, key, value, attention_mask, dropout=0.0, scaling=None, is_causal=None, **kwargs):
+    """transformers' SDPA attention, except that a masked pass shares the key/value heads.
+
+    Every other case (one query token, no mask, extras such as position bias) goes to
+    transformers' own function, so only the copy is taken out.
+    """
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    groups = getattr(module, "num_key_value_groups", 1)
+    plain = (groups == 1 or attention_mask is None or query.shape[2] == 1 or dropout
+             or any(kwargs.get(k) is not None for k in ("position_bias", "softcap", "cache")))
+    if plain:
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
+                                      scaling=scaling, is_causal=is_causal, **kwargs)
+    out = F.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask, scale=scaling,
+                                         enable_gqa=True)
+    return out.transpose(1, 2).contiguous(), None

@@ -1,0 +1,124 @@
+"""specviz.speedups on tiny random models: the same numbers as stock transformers, taken faster."""
+import copy
+import pickle
+
+import pytest
+import torch
+
+import specviz
+from specviz import speedups
+from specviz.kvcache import new_cache, rollback
+from specviz.models import tiny_random
+from specviz.tree import DraftTree
+from tests.tiny import PROMPTS, hf_greedy
+
+N = 12  # new tokens per greedy check
+
+
+def tuned_pair(family="llama", **kw):
+    """A tiny model and a tuned deep copy of it (the copy gets the speed-ups)."""
+    stock = tiny_random(family=family, **kw)
+    tuned = copy.deepcopy(stock)
+    return stock, tuned, speedups.apply(tuned.model)
+
+
+def test_apply_reports_both_on_a_grouped_query_model():
+    """A CPU float32 Llama with fewer key/value heads than query heads gets both speed-ups, and
+    `applied`/`remove` see and undo them."""
+    _, tuned, done = tuned_pair()
+    assert done == ["packed-linear", "gqa-sdpa"] == speedups.applied(tuned.model)
+    speedups.remove(tuned.model)
+    assert speedups.applied(tuned.model) == []
+    assert tuned.model.config._attn_implementation == "sdpa"
+    assert all(type(m) is torch.nn.Linear for m in tuned.model.modules() if isinstance(m, torch.nn.Linear))
+
+
+def test_only_cpu_float32_models_are_touched():
+    """A bfloat16 model is left as it is: the speed-ups were measured in float32 only."""
+    model = tiny_random().model.to(torch.bfloat16)
+    assert speedups.apply(model) == []
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2", "gemma3"])
+def test_greedy_tokens_equal_stock_generate(family):
+    """HF generate on the tuned model and our tree-verifying decoder on it both give the stock
+    model's greedy tokens, on every tiny prompt."""
+    stock, tuned, _ = tuned_pair(family)
+    for prompt in PROMPTS:
+        ref = hf_greedy(stock, prompt, N)
+        assert hf_greedy(tuned, prompt, N) == ref
+        run = specviz.generate(tuned, prompt, method="logitspec", k=6, max_new_tokens=N, chat=False)
+        assert run.token_ids[:N] == ref
+
+
+def test_tree_pass_logits_match_stock():
+    """A verify pass with a 4-D tree mask and explicit positions gives the stock model's logits."""
+    stock, tuned, _ = tuned_pair(vocab_size=64)
+    tree = DraftTree([5, 9, 7, 3, 11], [-1, 0, 0, 1, -1])
+    out = []
+    for m in (stock, tuned):
+        cache = new_cache(m.model.config)
+        with torch.inference_mode():
+            m.model(input_ids=torch.tensor([PROMPTS[2]]), past_key_values=cache, use_cache=True)
+            past = len(PROMPTS[2])
+            mask = tree.model_mask(cache, m.model.config, m.dtype)
+            ids = torch.tensor([[2] + tree.tokens])
+            out.append(m.model(input_ids=ids, past_key_values=cache, use_cache=True, attention_mask=mask,
+                               position_ids=tree.position_ids(past)).logits)
+            rollback(cache, past)
+    assert torch.allclose(out[0], out[1], atol=1e-5)
+
+
+def test_a_row_does_not_depend_on_the_pass_size():
+    """A packed linear gives a token the same bits alone as among 2 or 7 others (rows are padded
+    to MIN_ROWS), so a verify pass and a plain step agree exactly."""
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(1536, 576, bias=False)
+    speedups._pack_linears(torch.nn.Sequential(layer))
+    x = torch.randn(1, 8, 1536)
+    with torch.inference_mode():
+        full = layer(x)
+        for n in (1, 2, 3):
+            assert torch.equal(layer(x[:, :n]), full[:, :n])
+
+
+def test_a_changed_weight_is_packed_again():
+    """Editing the weight in place after packing changes the output, as it would in nn.Linear."""
+    layer = torch.nn.Linear(16, 8)
+    speedups._pack_linears(torch.nn.Sequential(layer))
+    x = torch.randn(4, 16)
+    with torch.no_grad():
+        layer.weight.mul_(2)
+        assert torch.allclose(layer(x), torch.nn.functional.linear(x, layer.weight, layer.bias), atol=1e-6)
+
+
+def test_gradients_still_flow():
+    """With gradients on, a packed linear falls back to F.linear, so training code still works."""
+    layer = torch.nn.Linear(16, 8)
+    speedups._pack_linears(torch.nn.Sequential(layer))
+    layer(torch.randn(3, 16)).sum().backward()
+    assert layer.weight.grad is not None
+
+
+def test_copies_and_pickles_work():
+    """A tuned model deep-copies and pickles (the packed copy stays behind) and the copy computes
+    the same logits."""
+    _, tuned, _ = tuned_pair()
+    twin = copy.deepcopy(tuned.model)
+    again = pickle.loads(pickle.dumps(tuned.model))
+    ids = torch.tensor([PROMPTS[0]])
+    with torch.inference_mode():
+        ref = tuned.model(input_ids=ids).logits
+        assert torch.equal(twin(input_ids=ids).logits, ref)
+        assert torch.equal(again(input_ids=ids).logits, ref)
+
+
+def test_load_applies_them_unless_turned_off(monkeypatch):
+    """`load` tunes a hub or folder model by default; speedups=False or SPECVIZ_NO_SPEEDUPS=1 keeps
+    it stock, and an explicit speedups=True beats the variable."""
+    monkeypatch.setattr(specviz.models, "_load_pretrained", lambda *a: tiny_random())
+    assert speedups.applied(specviz.load("owner/model").model) == ["packed-linear", "gqa-sdpa"]
+    assert speedups.applied(specviz.load("owner/model", speedups=False).model) == []
+    monkeypatch.setenv(speedups.ENV_OFF, "1")
+    assert speedups.applied(specviz.load("owner/model").model) == []
+    assert speedups.applied(specviz.load("owner/model", speedups=True).model) != []
