@@ -71,7 +71,7 @@ def hardware_name(device: torch.device) -> str:
     return f"CPU, {torch.get_num_threads()} torch threads"
 
 
-def _tokens(model: LoadedModel, batch: int, n: int, offset: int = 0) -> torch.Tensor:
+def filler_ids(model: LoadedModel, batch: int, n: int, offset: int = 0) -> torch.Tensor:
     """A fixed, ordinary-looking block of ids; the cost of a pass does not depend on which ids."""
     ids = (torch.arange(n, device=model.device) * 7 + 11 + offset) % model.vocab_size
     return ids.unsqueeze(0).expand(batch, n).contiguous()
@@ -81,7 +81,9 @@ def _tokens(model: LoadedModel, batch: int, n: int, offset: int = 0) -> torch.Te
 def prefix_cache(model: LoadedModel, prefix_len: int = PREFIX_LEN, batch: int = 1):
     """A KV cache holding `prefix_len` tokens per row: one prefill at batch 1, copied to every row."""
     cache = new_cache(model.model.config)
-    model.model(input_ids=_tokens(model, 1, prefix_len), past_key_values=cache, use_cache=True)
+    # logits for the last row only: the prefix's own logits are never read, and the head is costly
+    model.model(input_ids=filler_ids(model, 1, prefix_len), past_key_values=cache, use_cache=True,
+                logits_to_keep=1)
     if batch > 1:
         for layer in cache.layers:
             if getattr(layer, "keys", None) is not None and layer.keys.numel():
@@ -91,7 +93,8 @@ def prefix_cache(model: LoadedModel, prefix_len: int = PREFIX_LEN, batch: int = 
 
 
 @torch.inference_mode()
-def _timed_pass(model: LoadedModel, cache, ids: torch.Tensor, prefix_len: int) -> float:
+def timed_pass(model: LoadedModel, cache, ids: torch.Tensor, prefix_len: int) -> float:
+    """Seconds of one pass over `ids` on top of `cache`, which is rolled back to `prefix_len` after."""
     _sync(model.device)
     t0 = time.perf_counter()
     model.model(input_ids=ids, past_key_values=cache, use_cache=True)
@@ -112,13 +115,13 @@ def pass_times(model: LoadedModel, sizes, batch: int = 1, prefix_len: int = PREF
     if not sizes or sizes[0] < 1 or repeats < 1:
         raise ValueError("pass_times needs token counts ≥ 1 and repeats ≥ 1")
     cache = prefix_cache(model, prefix_len, batch)
-    feeds = {n: _tokens(model, batch, n, offset=prefix_len) for n in sizes}
+    feeds = {n: filler_ids(model, batch, n, offset=prefix_len) for n in sizes}
     for n in sizes:  # the first pass of a shape pays for allocation and kernel choice
-        _timed_pass(model, cache, feeds[n], prefix_len)
+        timed_pass(model, cache, feeds[n], prefix_len)
     times: dict[int, list[float]] = {n: [] for n in sizes}
     for _ in range(repeats):
         for n in sizes:
-            times[n].append(_timed_pass(model, cache, feeds[n], prefix_len))
+            times[n].append(timed_pass(model, cache, feeds[n], prefix_len))
     return {n: min(ts) for n, ts in times.items()}
 
 
@@ -131,7 +134,7 @@ def default_cache_file() -> Path:
     return cache_root() / CACHE_FILE_NAME
 
 
-def _read_file(path: Path | None) -> dict:
+def read_cache_file(path: Path | None) -> dict:
     if path is None:
         return {}
     try:
@@ -141,9 +144,9 @@ def _read_file(path: Path | None) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def _write_file(path: Path, key: str, effect: BatchEffect) -> None:
-    """Add one entry; written to a temporary file first so a reader never sees half a file."""
-    data = _read_file(path)
+def write_cache_entry(path: Path, key: str, effect) -> None:
+    """Add one entry (anything with `to_dict`), through a temporary file so a reader never sees half a file."""
+    data = read_cache_file(path)
     data[key] = effect.to_dict()
     path = Path(path)
     try:
@@ -175,7 +178,7 @@ def cached_batch_effect(model: LoadedModel, k: int, batch_sizes=BATCH_SIZES, pre
         hit = _MEMORY.get(key)
     if _fits(hit, batch_sizes, prefix_len):
         return replace(hit, cached=True)
-    hit = _from_dict(_read_file(cache_file).get(key) or {})
+    hit = _from_dict(read_cache_file(cache_file).get(key) or {})
     if _fits(hit, batch_sizes, prefix_len):
         with _LOCK:
             _MEMORY[key] = hit
@@ -211,7 +214,7 @@ def measure_batch_effect(model: LoadedModel, k: int = 4, batch_sizes=BATCH_SIZES
     with _LOCK:
         _MEMORY[key] = effect
     if cache_file is not None:
-        _write_file(cache_file, key, effect)
+        write_cache_entry(cache_file, key, effect)
     return effect
 
 

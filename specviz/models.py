@@ -36,6 +36,7 @@ EMPTY_PROMPT = "The prompt is empty: type some text to continue."
 
 # owner/name or name; the hub itself allows only these characters.
 _HUB_ID = re.compile(r"^(?:[A-Za-z0-9][A-Za-z0-9._-]*/)?[A-Za-z0-9][A-Za-z0-9._-]*$")
+CPU_DTYPE = "fp32"  # what dtype=None means on a CPU
 _DTYPES = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16,
            "half": torch.float16, "fp32": torch.float32, "float32": torch.float32, "float": torch.float32}
 
@@ -176,13 +177,14 @@ def _resolve_device(device) -> torch.device:
 
 
 def _resolve_dtype(dtype, device: torch.device) -> torch.dtype:
-    if dtype is None:
+    """The dtype to load in; "auto" on a CPU loads float32, and `load` may then switch (costs.pick_dtype)."""
+    if dtype is None or str(dtype).lower() == "auto":
         return torch.bfloat16 if device.type == "cuda" else torch.float32
     if isinstance(dtype, torch.dtype):
         return dtype
     key = str(dtype).lower().removeprefix("torch.")
     if key not in _DTYPES:
-        raise ModelLoadError(f"'{dtype}' is not a supported dtype; use one of {', '.join(sorted(_DTYPES))}.")
+        raise ModelLoadError(f"'{dtype}' is not a supported dtype; use one of {', '.join(sorted(_DTYPES))} or auto.")
     return _DTYPES[key]
 
 
@@ -195,6 +197,9 @@ def load(spec: str = "bundled", device=None, dtype=None, progress=None, allow_lo
     """Load a model spec (see the module docstring); raises ModelLoadError with advice on failure.
 
     allow_local=False refuses local folders, for apps where users type the spec.
+    dtype: a name ("fp32", "bf16", …) or "auto": bfloat16 on CUDA; on a CPU, float32 unless
+    bfloat16 is native and timed clearly faster (specviz.costs.pick_dtype, cached on disk).
+    None means bfloat16 on CUDA and CPU_DTYPE on a CPU.
     speedups: apply specviz.speedups (lossless, CPU float32 only); None means on unless the
     environment sets SPECVIZ_NO_SPEEDUPS=1. Tiny random models never get them.
     """
@@ -227,9 +232,23 @@ def load(spec: str = "bundled", device=None, dtype=None, progress=None, allow_lo
         loaded = _load_pretrained(spec, spec, dev, dt, progress)
     if _speedups.wanted(speedups):
         _speedups.apply(loaded.model)
+    if dev.type == "cpu" and str(CPU_DTYPE if dtype is None else dtype).lower() == "auto":
+        _settle_dtype(loaded, progress)
     secs = time.perf_counter() - start
     _say(progress, f"Loaded {loaded.name} ({loaded.n_params / 1e6:.1f} M parameters) in {secs:.1f} s")
     return loaded
+
+
+def _settle_dtype(loaded: LoadedModel, progress) -> None:
+    """dtype "auto" on a CPU: stay in float32 unless bfloat16 was timed clearly faster (cached)."""
+    from .costs import pick_dtype  # costs imports this module
+
+    chosen = pick_dtype(loaded)
+    if chosen != loaded.dtype:
+        _speedups.remove(loaded.model)  # they are float32 only; drop the packed copies
+        loaded.model.to(chosen)
+        loaded.dtype = chosen
+        _say(progress, f"dtype auto: {str(chosen).removeprefix('torch.')} was timed faster than float32 here")
 
 
 def _parse_tiny(spec: str) -> dict:

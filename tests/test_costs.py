@@ -1,0 +1,161 @@
+"""specviz.costs: the cost profile v(n) and the dtype choice, with injected timings (no wall-clock asserts)."""
+import json
+
+import pytest
+import torch
+
+import specviz
+from specviz import costs
+from specviz.models import tiny_random
+
+
+def linear_time(n: int) -> float:
+    """A made-up pass time: 50 ms plus 2 % per token."""
+    return 0.05 * (1 + 0.02 * n)
+
+
+class Counting:
+    """A timer that counts its calls and can return an inflated time for chosen first calls."""
+
+    def __init__(self, base=linear_time, spikes=None):
+        self.base, self.spikes, self.calls = base, dict(spikes or {}), []
+
+    def __call__(self, n: int) -> float:
+        self.calls.append(n)
+        return self.base(n) * self.spikes.pop(n, 1.0)
+
+
+@pytest.fixture(autouse=True)
+def empty_memory():
+    costs.forget_cached()
+    yield
+    costs.forget_cached()
+
+
+@pytest.fixture
+def tiny():
+    return tiny_random()
+
+
+def test_profile_structure(tiny):
+    """A profile names its model, device and dtype, has v(1) = 1 and a ratio at every size, and
+    step_s is the one-token pass."""
+    prof = costs.profile(tiny, cache_file=None, timer=Counting())
+    assert (prof.model, prof.device, prof.dtype, prof.prefix_len) == (tiny.name, "cpu", "float32", costs.PREFIX_LEN)
+    assert sorted(prof.v) == list(costs.SIZES)
+    assert prof.v[1] == 1.0 and prof.step_s == pytest.approx(linear_time(1))
+    assert prof.v[64] == pytest.approx(linear_time(64) / linear_time(1))
+    assert not prof.cached
+
+
+def test_interpolation_between_and_past_the_measured_sizes(tiny):
+    """prof(n) is linear between measured sizes, extends along the last segment past 64, never
+    drops below v(1) under 1, and cost_s is step_s times v."""
+    prof = costs.profile(tiny, sizes=(1, 4, 8), cache_file=None, timer=lambda n: {1: 1.0, 4: 2.0, 8: 3.0}[n])
+    assert prof(1) == 1.0 and prof(0.5) == 1.0
+    assert prof(2) == pytest.approx(1 + 1 / 3)
+    assert prof(6) == pytest.approx(2.5)
+    assert prof(12) == pytest.approx(4.0)
+    assert prof.cost_s(6) == pytest.approx(2.5)
+
+
+def test_second_call_reads_the_cache_and_a_new_process_reads_the_file(tiny, tmp_path):
+    """The second call does not time anything; after the memory is emptied, the file answers;
+    refresh=True times again."""
+    path, timer = tmp_path / "costs.json", Counting()
+    first = costs.profile(tiny, cache_file=path, timer=timer)
+    calls = len(timer.calls)
+    again = costs.profile(tiny, cache_file=path, timer=timer)
+    assert len(timer.calls) == calls and again.cached and again.v == first.v
+    costs.forget_cached()
+    from_disk = costs.profile(tiny, cache_file=path, timer=timer)
+    assert len(timer.calls) == calls and from_disk.v == first.v and from_disk.step_s == first.step_s
+    assert tiny.name in next(iter(json.loads(path.read_text())))
+    costs.profile(tiny, cache_file=path, timer=timer, refresh=True)
+    assert len(timer.calls) > calls
+
+
+def test_key_separates_dtypes_and_speedups(tiny):
+    """A bfloat16 copy or a tuned model does not reuse a float32 stock model's profile."""
+    key = costs.cache_key(tiny, 200)
+    tiny.dtype = torch.bfloat16
+    assert costs.cache_key(tiny, 200) != key
+    tiny.dtype = torch.float32
+    specviz.speedups.apply(tiny.model)
+    assert costs.cache_key(tiny, 200) != key
+
+
+def test_a_noisy_pass_is_timed_again(tiny):
+    """A pass inflated by other work (slower than a larger pass) is timed again and its fastest time
+    kept; so is the one-token pass, which every ratio divides by."""
+    timer = Counting(spikes={6: 3.0, 1: 2.0})
+    prof = costs.profile(tiny, cache_file=None, timer=timer)
+    assert prof.v[6] == pytest.approx(linear_time(6) / linear_time(1))
+    assert prof.step_s == pytest.approx(linear_time(1))
+    assert timer.calls.count(6) >= 2
+
+
+def test_clean_timings_stop_after_one_extra_round():
+    """With no size out of order, measuring takes a warm-up, one pass per size and one re-timed
+    one-token pass; a spent budget stops re-timing at once."""
+    timer = Counting()
+    times, _ = costs.measure(timer, [1, 2, 4], budget_s=10.0)
+    assert timer.calls == [4, 1, 2, 4, 1]
+    timer = Counting(spikes={2: 5.0})
+    costs.measure(timer, [1, 2, 4], budget_s=0.0)
+    assert timer.calls == [4, 1, 2, 4]
+
+
+def fake_dtype_timer(fp32: float, bf16: float):
+    def timer(dtype, n):
+        return (bf16 if dtype == torch.bfloat16 else fp32) * (1 + 0.01 * n)
+    return timer
+
+
+@pytest.mark.parametrize("fp32, bf16, expected", [
+    (0.060, 0.040, torch.bfloat16),   # clearly faster: take it
+    (0.060, 0.057, torch.float32),    # inside the margin: not worth rounding the weights
+    (0.060, 0.150, torch.float32),    # emulated-looking bf16: slower
+])
+def test_pick_dtype_takes_bf16_only_when_clearly_faster(tiny, fp32, bf16, expected):
+    """With native bf16, pick_dtype returns bfloat16 only when its passes take under BF16_MARGIN of
+    float32's."""
+    assert costs.pick_dtype(tiny, timer=fake_dtype_timer(fp32, bf16), native=True, cache_file=None) == expected
+
+
+def test_pick_dtype_never_bf16_without_native_support(tiny):
+    """Without native bf16 the answer is float32 and nothing is timed."""
+    def timer(dtype, n):
+        raise AssertionError("timed a pass on a CPU without bf16")
+    assert costs.pick_dtype(tiny, timer=timer, native=False, cache_file=None) == torch.float32
+
+
+def test_pick_dtype_is_cached(tiny, tmp_path):
+    """The second choice for the same model and machine comes from the cache, without timing."""
+    calls = []
+
+    def timer(dtype, n):
+        calls.append(n)
+        return 0.04 if dtype == torch.bfloat16 else 0.06
+    path = tmp_path / "costs.json"
+    assert costs.pick_dtype(tiny, timer=timer, native=True, cache_file=path) == torch.bfloat16
+    n_calls = len(calls)
+    costs.forget_cached()
+    assert costs.pick_dtype(tiny, timer=timer, native=True, cache_file=path) == torch.bfloat16
+    assert len(calls) == n_calls
+
+
+def test_load_auto_switches_to_the_picked_dtype(monkeypatch):
+    """load(dtype="auto") on a CPU loads float32, then casts to what pick_dtype chose (and drops
+    the speed-ups, which are for float32 only); "auto" on a CPU always loads float32 first."""
+    def fake_load(source, name, dev, dt, progress):
+        assert dt == torch.float32
+        return tiny_random()
+    monkeypatch.setattr(specviz.models, "_load_pretrained", fake_load)
+    monkeypatch.setattr(costs, "pick_dtype", lambda model: torch.bfloat16)
+    got = specviz.load("owner/model", device="cpu", dtype="auto")
+    assert got.dtype == torch.bfloat16 and next(got.model.parameters()).dtype == torch.bfloat16
+    assert specviz.speedups.applied(got.model) == []
+    monkeypatch.setattr(costs, "pick_dtype", lambda model: torch.float32)
+    got = specviz.load("owner/model", device="cpu", dtype="auto")
+    assert got.dtype == torch.float32 and specviz.speedups.applied(got.model) == ["packed-linear", "gqa-sdpa"]
