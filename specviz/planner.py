@@ -1,6 +1,7 @@
 """Cost-aware drafting: send only the draft nodes that pay for the time they add to the verify pass.
 
-A verify pass over n tokens costs v(n) plain steps (v(1) = 1), from the target's cost profile.
+A verify pass over n tokens costs v(n) plain steps (v(1) = 1), from the target's cost profile
+(costs.py: measured once per model, device and dtype, then cached).
 A node i is accepted, if its parent was, with a probability estimated from running counts per
 source (`est`): its path probability P(i) is the product along its path, and a cycle commits
 1 + Σ P(i) tokens on average. Nodes are taken in tree order; a node stays if keeping it raises
@@ -21,35 +22,30 @@ from __future__ import annotations
 
 from typing import Callable
 
+from . import costs
 from .tree import DraftTree
 
 PRIOR = (1.0, 1.0)  # Beta prior on a source's acceptance: an unseen source is tried at 0.5
 DECAY = 0.85  # counts of a source left out of a cycle shrink, so a pruned source is retried later
 MAX_DEPTH_KEY = 8  # deeper positions share one estimate: they are rare
-# v(n) when no profile is given: an AVX2 CPU's (DESIGN.md: bundled model, fp32, 1 thread)
-PRIOR_V = {1: 1.0, 2: 1.41, 4: 1.48, 8: 1.53, 16: 2.22, 32: 3.0, 64: 4.5}
+# v(n) for models too small to be worth profiling (the tests' tiny ones): an AVX2 CPU's shape
+# (DESIGN.md: bundled model, fp32, one thread, 200-token cache)
+PRIOR_V = costs.CostProfile(model="prior (DESIGN.md, AVX2 CPU)", device="cpu", dtype="float32", prefix_len=200,
+                            step_s=0.073, v={1: 1.0, 2: 1.41, 4: 1.48, 8: 1.53, 16: 2.22, 32: 3.0})
+PROFILE_MIN_PARAMS = 10_000_000  # below this a model gets PRIOR_V: timing it would cost seconds per test
 
 
-def interpolate(points: dict[int, float], n: float) -> float:
-    """Piecewise-linear through `points`, extended along the last segment."""
-    pts = sorted(points.items())
-    if n <= pts[0][0]:
-        return pts[0][1]
-    for (n0, v0), (n1, v1) in zip(pts, pts[1:]):
-        if n <= n1:
-            return v0 + (v1 - v0) * (n - n0) / (n1 - n0)
-    (n0, v0), (n1, v1) = pts[-2], pts[-1]
-    return v1 + (v1 - v0) * (n - n1) / (n1 - n0)
-
-
-def prior_v(n: int) -> float:
-    return interpolate(PRIOR_V, n)
+def verify_cost(target) -> Callable[[int], float]:
+    """v(n) for `target`: its measured cost profile (costs.py: timed once, then cached)."""
+    if target.n_params < PROFILE_MIN_PARAMS:
+        return PRIOR_V
+    return costs.profile(target)
 
 
 class Planner:
     """Running acceptance counts per source and depth, and the choice of what to send."""
 
-    def __init__(self, greedy: bool, v: Callable[[int], float] = prior_v, c: float = 0.0):
+    def __init__(self, greedy: bool, v: Callable[[int], float] = PRIOR_V, c: float = 0.0):
         self.greedy, self.v, self.c = greedy, v, c  # c: one draft step in target steps
         self.counts: dict[str, list[float]] = {}  # key → [accepted, reached]
 
@@ -118,8 +114,3 @@ class Planner:
 
     def set_state(self, state: dict) -> None:
         self.counts = {k: list(v) for k, v in state.get("counts", {}).items()}
-
-
-def verify_cost(target) -> Callable[[int], float]:
-    """v(n) for `target`: PRIOR_V until a measured profile is wired in."""
-    return prior_v

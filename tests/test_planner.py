@@ -8,7 +8,7 @@ import torch
 import specviz
 from specviz.engine import Decoder
 from specviz.models import derive_draft, tiny_random
-from specviz.planner import Planner, interpolate, prior_v
+from specviz.planner import PRIOR_V, PROFILE_MIN_PARAMS, Planner, verify_cost
 from specviz.proposers.draft_model import DraftModelProposer
 from specviz.toy import chi_square_p_value
 from specviz.tree import DraftTree
@@ -18,7 +18,7 @@ from tests.tiny import PROMPTS, hf_greedy
 CHAIN = DraftTree.chain([5, 6, 7, 8], sources=["lookup 3-gram"] * 4)
 
 
-def _planner_with(rate: float, reached: int = 50, v=prior_v) -> Planner:
+def _planner_with(rate: float, reached: int = 50, v=PRIOR_V) -> Planner:
     planner = Planner(greedy=True, v=v)
     for depth in range(1, 9):
         planner.counts[f"lookup 3-gram|{depth}"] = [rate * reached, float(reached)]
@@ -65,10 +65,16 @@ def test_model_drafts_choose_k_before_drafting():
     assert cheap.depth("head", 8) >= 2
 
 
-def test_prior_v_interpolates_between_measured_points():
-    """v(1) = 1 and v between two measured sizes lies on the line between them."""
-    assert prior_v(1) == 1.0
-    assert interpolate({1: 1.0, 3: 2.0}, 2) == pytest.approx(1.5)
+def test_small_models_plan_with_the_prior_and_real_ones_with_their_profile(monkeypatch):
+    """Tiny test models get PRIOR_V (v(1) = 1, linear between its points); a model of real size gets
+    the cost profile costs.py measures for it."""
+    assert PRIOR_V(1) == 1.0 and PRIOR_V(3) == pytest.approx((1.41 + 1.48) / 2)
+    tiny = tiny_random(vocab_size=32, layers=1)
+    assert verify_cost(tiny) is PRIOR_V
+    measured = object()
+    monkeypatch.setattr("specviz.costs.profile", lambda model: measured)
+    monkeypatch.setattr(tiny, "n_params", PROFILE_MIN_PARAMS)
+    assert verify_cost(tiny) is measured
 
 
 def test_planned_greedy_runs_stay_lossless():
