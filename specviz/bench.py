@@ -22,6 +22,7 @@ import torch
 
 from .engine import generate
 from .models import load
+from .planner import verify_cost
 
 LOOKUP_METHODS = ("pld", "logitspec")  # draft lengths come from the proposer's own knobs, K only caps them
 HF_PLD_TOKENS = 10  # transformers' documented default for prompt_lookup_num_tokens
@@ -154,6 +155,7 @@ def run_bench(args, partial=None) -> dict:
     if "hf_assist" in anchors and draft is None:
         anchors.remove("hf_assist")
     variants = anchors + args.methods.split(",")
+    profile = verify_cost(target)  # the v(n) the planner decides with, timed before any variant
     warm = target.encode("Hello", chat=not args.raw)
     for v in variants:  # the first passes pay for allocation and kernel choice; keep them out
         time_variant(target, warm, v, draft, argparse.Namespace(**{**vars(args), "max_new_tokens": 8}))
@@ -169,6 +171,8 @@ def run_bench(args, partial=None) -> dict:
         say(f"[{i + 1}/{len(prompts)}] {item['id']}: " + ", ".join(
             f"{v} {results[item['id']][v]['tokens_per_s']:.1f}" for v in variants) + " tok/s")
         report = {"machine": machine(), "settings": {k: v for k, v in vars(args).items()},
+                  "cost_profile": {"v": {n: profile(n) for n in (1, 2, 4, 8, 16, 32)},
+                                   "step_ms": 1000 * profile.step_s},
                   "variants": variants, "prompts": {p["id"]: p.get("cat", "") for p in prompts[: i + 1]},
                   "results": results, "summary": summarise(results, variants)}
         if partial is not None:
@@ -189,6 +193,10 @@ def summary_markdown(report: dict) -> str:
                      f"{fmt(s.get('worst_vs_hf'))}× | {fmt(s.get('speedup_vs_hf_pld'), '{:.2f}×')} | "
                      f"{fmt(s.get('mean_accepted_tokens'))} | {fmt(s.get('acceptance_rate'))} | "
                      f"{fmt(s.get('retrieval_success'))} | {s.get('identical_to_hf', '–')}/{n} |")
+    if report.get("cost_profile"):
+        cp = report["cost_profile"]
+        lines += ["", f"Cost profile the planner used: one-token pass {cp['step_ms']:.1f} ms; v(n) = "
+                  + ", ".join(f"{n}: {v:.2f}" for n, v in cp["v"].items())]
     prof = [(v, s["profile"]) for v, s in report["summary"].items() if s.get("profile")]
     if prof:
         lines += ["", "Where our time goes (mean share of wall-clock time; median verify pass):", "",

@@ -13,6 +13,7 @@ from typing import Callable
 
 from .. import models
 from ..limits import Limits, check_model_size, check_model_spec
+from ..planner import PROFILE_MIN_PARAMS, verify_cost
 from ..runstate import LIVE, RunState
 from ..trace import RunTrace
 from ..tracefile import TraceFile
@@ -52,6 +53,9 @@ class ModelCache:
             check_model_size(spec, LIMITS)
             where = {"device": model_device()} if model_device() else {}
             loaded = self.loader(spec, progress=progress, allow_local=LIMITS.allow_local, **where)
+            if progress is not None and loaded.n_params >= PROFILE_MIN_PARAMS:
+                progress(f"Timing {spec}'s passes on this machine (once; cached)…")
+            verify_cost(loaded)  # the planner's v(n): measured now, at load, not in the first Step
             self.put(spec, loaded)
             return loaded
 
