@@ -7,9 +7,10 @@ a run of 256 tokens at ~15 tokens/s finishes in well under a minute.
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from .models import HUB_ID
 
 
 def _int(name: str, default: int) -> int:
@@ -54,8 +55,6 @@ class Limits:
         )
 
 
-# owner/name or name: letters, digits, '.', '_', '-'; no leading dot, no '..'
-HUB_ID = re.compile(r"^(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?$")
 
 
 def check_model_spec(spec: str, limits: Limits) -> str:

@@ -34,8 +34,9 @@ log = logging.getLogger(__name__)
 
 EMPTY_PROMPT = "The prompt is empty: type some text to continue."
 
-# owner/name or name; the hub itself allows only these characters.
-_HUB_ID = re.compile(r"^(?:[A-Za-z0-9][A-Za-z0-9._-]*/)?[A-Za-z0-9][A-Za-z0-9._-]*$")
+# owner/name or name, the one definition (limits.py uses it too): letters, digits, '.', '_', '-';
+# no leading punctuation, no '..', at most 96 characters a part, as the hub itself allows.
+HUB_ID = re.compile(r"^(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?$")
 CPU_DTYPE = "fp32"  # what dtype=None means on a CPU
 _DTYPES = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16,
            "half": torch.float16, "fp32": torch.float32, "float32": torch.float32, "float": torch.float32}
@@ -227,27 +228,29 @@ def load(spec: str = "bundled", device=None, dtype=None, progress=None, allow_lo
     elif allow_local and os.path.isdir(spec):
         loaded = _load_pretrained(spec, spec, dev, dt, progress)
     else:
-        if len(spec) > 96 or ".." in spec or not _HUB_ID.match(spec):
+        if not HUB_ID.match(spec):
             raise ModelLoadError(f"'{spec}' is not a valid Hugging Face model id or local folder.")
         loaded = _load_pretrained(spec, spec, dev, dt, progress)
     if _speedups.wanted(speedups):
         _speedups.apply(loaded.model)
     if dev.type == "cpu" and str(CPU_DTYPE if dtype is None else dtype).lower() == "auto":
-        _settle_dtype(loaded, progress)
+        _settle_dtype(loaded, progress, _speedups.wanted(speedups))
     secs = time.perf_counter() - start
     _say(progress, f"Loaded {loaded.name} ({loaded.n_params / 1e6:.1f} M parameters) in {secs:.1f} s")
     return loaded
 
 
-def _settle_dtype(loaded: LoadedModel, progress) -> None:
+def _settle_dtype(loaded: LoadedModel, progress, tuned: bool) -> None:
     """dtype "auto" on a CPU: stay in float32 unless bfloat16 was timed clearly faster (cached)."""
     from .costs import pick_dtype  # costs imports this module
 
     chosen = pick_dtype(loaded)
     if chosen != loaded.dtype:
-        _speedups.remove(loaded.model)  # they are float32 only; drop the packed copies
+        _speedups.remove(loaded.model)  # the packed copies are float32
         loaded.model.to(chosen)
         loaded.dtype = chosen
+        if tuned:
+            _speedups.apply(loaded.model)
         _say(progress, f"dtype auto: {str(chosen).removeprefix('torch.')} was timed faster than float32 here")
 
 

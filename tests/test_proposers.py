@@ -231,3 +231,13 @@ def test_retrieval_greedy_is_lossless(tiny_refs, method, knobs):
         assert run.metrics["retrieval_success"] is not None  # counted even when nodes are not recorded
         accepted += run.metrics["accepted_tokens"]
     assert accepted > 0
+
+
+@pytest.mark.parametrize("method", ["pld", "logitspec", "layerskip", "draft", "hybrid"])
+def test_an_unknown_option_names_the_ones_the_method_takes(method):
+    """One option check for every proposer: an unknown option is refused, naming what it takes."""
+    from specviz.proposers import make_proposer
+
+    target, draft = pair()
+    with pytest.raises(ValueError, match=rf"method '{method}' has no option bogus; it takes"):
+        make_proposer(method, target, draft if method == "draft" else None, bogus=1)

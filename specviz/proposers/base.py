@@ -35,6 +35,15 @@ class Proposer:
     label = "draft"  # the source name its nodes carry
     paid_per_step = False  # True when each draft step runs a model: K is then chosen before drafting
     step_cost = 0.0  # one draft step in target steps, for the planner
+    KNOBS: tuple[str, ...] = ()  # the keyword options `build` takes
+
+    @classmethod
+    def check_knobs(cls, knobs: dict) -> None:
+        """Refuse options this method does not take, naming the ones it does."""
+        unknown = sorted(set(knobs) - set(cls.KNOBS))
+        if unknown:
+            takes = f"it takes {', '.join(cls.KNOBS)}" if cls.KNOBS else "it takes none"
+            raise ValueError(f"method '{cls.name}' has no option {', '.join(unknown)}; {takes}")
 
     def start(self, ids: list[int]) -> None:
         """Called once per run, after the prefill, with the prompt and the first new token."""

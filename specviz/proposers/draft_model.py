@@ -22,8 +22,7 @@ class DraftModelProposer(Proposer):
     def build(cls, target, draft=None, **knobs):
         if draft is None:
             raise ValueError("method 'draft' needs a draft model: pick one that shares the target's tokenizer")
-        if knobs:
-            raise ValueError(f"method 'draft' takes no options, got {', '.join(knobs)}")
+        cls.check_knobs(knobs)
         proposer = cls(draft.model, draft.model.config, min(target.vocab_size, draft.vocab_size), draft.device)
         proposer.step_cost = draft.n_params / max(target.n_params, 1)  # a step costs about its weights
         return proposer

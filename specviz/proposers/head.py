@@ -47,6 +47,7 @@ class HeadProposer(Proposer):
     name = "head"
     paid_per_step = True
     step_cost = 0.07  # one head step in target steps, measured on the bundled model (docs/HEAD.md)
+    KNOBS = ("path",)
 
     def __init__(self, head, target_model: torch.nn.Module, label: str = "head"):
         embed, norm, lm_head = target_parts(target_model)
@@ -61,8 +62,7 @@ class HeadProposer(Proposer):
     def build(cls, target, draft=None, path=None, **knobs):
         if draft is not None:
             raise ValueError("method 'head' drafts with the project's trained head; do not pass a draft model")
-        if knobs:
-            raise ValueError(f"method 'head' takes only 'path', got {', '.join(knobs)}")
+        cls.check_knobs(knobs)
         key = (str(path or DEFAULT_PATH), str(target.dtype), str(target.device))
         head = _HEADS.get(key)
         if head is None:  # read once per process; a forked GPU worker inherits it with the target

@@ -35,6 +35,7 @@ def join(first: DraftTree, second: DraftTree) -> DraftTree:
 
 class HybridProposer(Proposer):
     name = "hybrid"
+    KNOBS = LogitSpecProposer.KNOBS  # the retrieval part's; the head takes none
 
     def __init__(self, retrieval: LogitSpecProposer, head: HeadProposer | None):
         self.retrieval, self.head = retrieval, head
@@ -44,6 +45,7 @@ class HybridProposer(Proposer):
     def build(cls, target, draft=None, **knobs):
         if draft is not None:
             raise ValueError("method 'hybrid' drafts with retrieval and the trained head; do not pass a draft model")
+        cls.check_knobs(knobs)
         # the planner, not LogitSpec's own back-off, decides when drafting stops paying
         retrieval = LogitSpecProposer.build(target, None, **{"adaptive": False, **knobs})
         try:

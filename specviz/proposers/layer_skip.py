@@ -44,11 +44,11 @@ def self_draft(model: torch.nn.Module, layers: list[int]) -> torch.nn.Module:
 
 class LayerSkipProposer(DraftModelProposer):
     name = "layerskip"
+    KNOBS = ("layers",)
 
     @classmethod
     def build(cls, target, draft=None, layers=None, **knobs):
-        if knobs:
-            raise ValueError(f"method 'layerskip' takes only 'layers', got {', '.join(knobs)}")
+        cls.check_knobs(knobs)
         n = target.model.config.num_hidden_layers
         layers = default_layers(n) if layers is None else [int(i) for i in layers]
         shell = self_draft(target.model, layers)

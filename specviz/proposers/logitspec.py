@@ -102,10 +102,7 @@ class LogitSpecProposer(Proposer):
 
     @classmethod
     def build(cls, target=None, draft=None, **knobs):
-        unknown = sorted(set(knobs) - set(cls.KNOBS))
-        if unknown:
-            raise ValueError(f"method 'logitspec' has no option {', '.join(unknown)}; "
-                             f"it takes {', '.join(cls.KNOBS)}")
+        cls.check_knobs(knobs)
         on_gpu = target is not None and getattr(target.device, "type", "cpu") != "cpu"
         return cls(**{**(GPU_DEFAULTS if on_gpu else CPU_DEFAULTS), **knobs})
 

@@ -44,10 +44,7 @@ class PromptLookupProposer(Proposer):
 
     @classmethod
     def build(cls, target=None, draft=None, **knobs):
-        unknown = sorted(set(knobs) - set(cls.KNOBS))
-        if unknown:
-            raise ValueError(f"method 'pld' has no option {', '.join(unknown)}; "
-                             f"it takes {', '.join(cls.KNOBS)}")
+        cls.check_knobs(knobs)
         return cls(**knobs)
 
     def start(self, ids: list[int]) -> None:
