@@ -2,9 +2,11 @@
 
     python scripts/make_example_trace.py            # writes assets/example_trace.json and example_ar_trace.json
 
-Uses the bundled model (offline) and the app's default settings with the first example prompt
-(assets/examples.json), so the controls on the page describe the run it shows. Run it again
-after a change to the trace format or to a proposer.
+Uses the bundled model (offline) and the app's default method with the first example prompt
+(assets/examples.json), sampled (T > 0), so that its cycles show the residual a rejection is
+resampled from; the page opens on the cycle viz.instructive_cycle picks and its controls take
+the run's settings. Run it again after a change to the trace format or to a proposer; it refuses
+to write a run with no cycle that shows an acceptance, a rejection and the residual.
 """
 from __future__ import annotations
 
@@ -18,9 +20,13 @@ sys.path.insert(0, str(ROOT))
 
 from specviz import Decoder, load  # noqa: E402
 from specviz.ui.settings import RunSettings  # noqa: E402
+from specviz.viz.runs import instructive_cycle, teaches_everything  # noqa: E402
 
 ASSETS = ROOT / "assets"
 DIGITS = 5  # probabilities and seconds keep 5 significant digits: plenty to read, a smaller file
+# Sampled, so rejections draw from the residual norm(max(0, p − q)); 0.7 and 0.9 are common chat
+# settings that keep the text sensible while the draft head still misses now and then.
+TEMPERATURE, TOP_P = 0.7, 0.9
 
 
 def rounded(x):
@@ -44,15 +50,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--example", type=int, default=0, help="index into assets/examples.json")
     parser.add_argument("--max-new-tokens", type=int, default=40)
+    parser.add_argument("--temperature", type=float, default=TEMPERATURE)
+    parser.add_argument("--top-p", type=float, default=TOP_P)
+    parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     prompt = json.loads((ASSETS / "examples.json").read_text(encoding="utf-8"))[args.example]["prompt"]
-    settings = RunSettings(prompt=prompt, max_new_tokens=args.max_new_tokens)
+    settings = RunSettings(prompt=prompt, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
+                           top_p=args.top_p, seed=args.seed)
     target = load("bundled", progress=lambda msg: print(msg, file=sys.stderr))
     spec = Decoder(target, prompt, **settings.decoder_kwargs()).run()
     ar = Decoder(target, prompt, method="ar", temperature=settings.temperature, top_p=settings.top_p,
                  seed=settings.seed, max_new_tokens=settings.max_new_tokens, chat=settings.chat).run()
     if spec.token_ids != ar.token_ids and settings.temperature == 0:
         sys.exit("greedy speculative and plain runs differ: the engine is broken, not writing the example")
+    shown = instructive_cycle(spec)
+    if shown is None or not teaches_everything(spec.cycles[shown]):
+        sys.exit("no cycle has an acceptance, a rejection and a residual: try another --seed or a T > 0")
+    print(f"the page opens on cycle {shown}")
     write(spec, ASSETS / "example_trace.json")
     write(ar, ASSETS / "example_ar_trace.json")
 

@@ -9,6 +9,7 @@ import gradio as gr
 
 from .. import viz
 from ..viz.explain import explain_html, explain_steps, explained_views
+from . import views
 from .callbacks import on_screen, session_of
 
 HINT = ('<div class="sv-explain sv-explain-hint">Press <b>Explain this cycle</b> to walk through the cycle '
@@ -47,9 +48,7 @@ def _cycle_on_screen(request: gr.Request):
     run = on_screen(session)[0]
     if run is None or not run.cycles:
         return None
-    last = len(run.cycles) - 1
-    index = last if session.view is None else min(max(session.view, 0), last)
-    return run.cycles[index]
+    return run.cycles[views.index_on_screen(run, session.view)]  # the example opens on its chosen cycle
 
 
 def _show(request: gr.Request, state, delta: int) -> tuple:

@@ -168,8 +168,8 @@ def build_demo() -> gr.Blocks:
             with gr.Tab("Learn", id="learn", elem_id="sv-tab-learn"):
                 learn.build_learn_tab()
             build_compare_tabs(DECODE)  # the Compare and Theory & hardware tabs
-        if run is not None:
-            centre["cycle"].value = len(run.cycles) - 1
+        if run is not None and run.cycles:  # the slider starts on the cycle the views show
+            centre["cycle"].value = views.index_on_screen(run, None)
             centre["cycle"].maximum = max(len(run.cycles) - 1, 1)
         comps = {**centre, **timing, **lesson_comps}
         wire(demo, inputs, groups, comps)

@@ -45,13 +45,22 @@ def slider_update(n_cycles: int, index: int | None):
                      label=f"Cycle on screen (0–{last})" if n_cycles else "Cycle on screen")
 
 
+def index_on_screen(run: RunTrace, index: int | None) -> int:
+    """The cycle to show: `index` kept in range, or with None the newest cycle, except on the
+    precomputed example, which opens on its most instructive cycle (viz.instructive_cycle)."""
+    last = len(run.cycles) - 1
+    if index is None:
+        chosen = viz.instructive_cycle(run) if run is example()[0] else None
+        return last if chosen is None else chosen
+    return min(max(int(index), 0), last)
+
+
 def cycle_views(run: RunTrace | None, index: int | None) -> dict:
-    """The centre column for one cycle of `run` (the newest when index is None)."""
+    """The centre column for one cycle of `run` (see index_on_screen for index None)."""
     if run is None or not run.cycles:
         return {"cycle": slider_update(0, None), "narration": narration_html(EMPTY_NARRATION),
                 "tree": None, "pq": None, "residual": None, "cache": ""}
-    last = len(run.cycles) - 1
-    i = last if index is None else min(max(int(index), 0), last)
+    i = index_on_screen(run, index)
     cycle = run.cycles[i]
     return {"cycle": slider_update(len(run.cycles), i), "narration": narration_html(viz.narrate(cycle)),
             "tree": viz.tree_figure(cycle), "pq": viz.pq_figure(cycle),
@@ -95,9 +104,12 @@ def example() -> tuple[RunTrace | None, RunTrace | None]:
 
 
 def example_status(run: RunTrace | None) -> str:
-    if run is None:
+    if run is None or not run.cycles:
         return "Press Step for one cycle or Run to stream a whole run. The first model load takes a few seconds."
     s = run.settings
+    shown = index_on_screen(run, None)
+    what = ("an accepted draft, a rejection and the residual the new token was drawn from"
+            if viz.teaches_everything(run.cycles[shown]) else "the cycle that accepted the most")
     return (f"Showing a precomputed example ({s.get('method')} on {s.get('target')}, "
-            f"{len(run.cycles)} cycles): drag the cycle slider to explore it, or press Step or Run "
-            "to decode live with the settings on the left.")
+            f"{len(run.cycles)} cycles), opened on cycle {shown}: {what}. Drag the cycle slider to "
+            "explore it, or press Step or Run to decode live with the settings on the left.")

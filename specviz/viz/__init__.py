@@ -6,8 +6,9 @@ from .dists import pq_figure, residual_figure
 from .metrics import metrics_html
 from .narrate import narrate
 from .panels import cache_html, legend_html, text_html
-from .runs import acceptance_figure, timeline_figure
+from .runs import acceptance_figure, instructive_cycle, teaches_everything, timeline_figure
 from .tree import tree_figure
 
 __all__ = ["tree_figure", "pq_figure", "residual_figure", "narrate", "cache_html", "text_html",
-           "legend_html", "metrics_html", "timeline_figure", "acceptance_figure"]
+           "legend_html", "metrics_html", "timeline_figure", "acceptance_figure", "instructive_cycle",
+           "teaches_everything"]

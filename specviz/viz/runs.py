@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from ..trace import RunTrace
+from ..trace import RESAMPLED, CycleTrace, RunTrace
 from .style import BLACK, BLUE, FigureSpec, base_layout, esc_plot, note_figure
 
 
@@ -14,6 +14,32 @@ def progress(run: RunTrace) -> tuple[list[float], list[int]]:
         xs.append(c.elapsed_s)
         ys.append(c.total_tokens)
     return xs, ys
+
+
+def teaches_everything(cycle: CycleTrace) -> bool:
+    """An accepted draft, a rejection, a resampled new token and the residual it came from: every
+    rule of a cycle at once. Under greedy decoding there is no residual, so no cycle qualifies."""
+    return (bool(cycle.accepted) and cycle.rejected is not None and cycle.new_kind == RESAMPLED
+            and cycle.new_token is not None and not cycle.greedy and len(cycle.residual_top) >= 2)
+
+
+def instructive_cycle(run: RunTrace | None) -> int | None:
+    """The cycle a newcomer should see first: one that teaches everything, and of those the one
+    whose replacement was not the draft's favourite alternative (the residual visibly differs from
+    p), then the earliest. Without such a cycle the one with most accepted drafts; None when empty."""
+    if run is None or not run.cycles:
+        return None
+    cycles = list(enumerate(run.cycles))
+    full = [(i, c) for i, c in cycles if teaches_everything(c)]
+    if full:
+        return min(full, key=lambda ic: (not _residual_moved(ic[1]), ic[0]))[0]
+    return max(cycles, key=lambda ic: (len(ic[1].accepted), ic[1].rejected is not None, -ic[0]))[0]
+
+
+def _residual_moved(cycle: CycleTrace) -> bool:
+    """The residual's top token differs from p's top token at the rejected node: q reshaped p."""
+    rejected = next((n for n in cycle.nodes if n.index == cycle.rejected), None)
+    return bool(rejected and rejected.p_top and cycle.residual_top[0].token != rejected.p_top[0].token)
 
 
 def _run_name(run: RunTrace, fallback: str) -> str:
