@@ -22,7 +22,7 @@ from ..viz import compare as cviz
 from .presets import BUNDLED, K_RANGE, MAX_NEW_RANGE, TARGETS
 from .state import BASELINES, LIMITS, MODELS, SESSIONS
 from .views import status_html
-from . import work
+from . import recorded, work
 
 DEFAULT_ROWS = [[BUNDLED, "pld", "", 16, 0.0], [BUNDLED, "logitspec", "", 16, 0.0],
                 [BUNDLED, "draft", BUNDLED, 8, 0.0]]  # the last: a perfect draft that costs a whole target
@@ -30,6 +30,7 @@ DEFAULT_PROMPT = "Write the days of the week, one per line, then the months of t
 log = logging.getLogger(__name__)
 MAX_NEW_DEFAULT = 48  # every configuration and its baseline decode this many: ~4 s each on a 2-core CPU
 REPEATS_RANGE = (1, 5)
+BATCH_K = 4  # the batch panel's default K: a verify pass of 5 tokens, a typical draft length
 MAIN_RUN = "main"  # the theory source that means "the main view's current run"
 RESULTS_CAPACITY = 32  # sessions whose last comparison is kept for the Theory tab
 USER_ERRORS = (ValueError, ModelLoadError)
@@ -233,9 +234,10 @@ def _compare_tab() -> dict:
     with gr.Row():
         c["go"] = gr.Button("Compare", variant="primary", elem_id="sv-cmp-go")
         c["stop"] = gr.Button("Stop", variant="stop", elem_id="sv-cmp-stop")
-    c["status"] = gr.HTML(status_html("Edit the rows, then press Compare.", "info"), elem_id="sv-cmp-status")
-    c["table"] = gr.HTML(cviz.compare_table_html([]), elem_id="sv-cmp-table")
-    c["chart"] = gr.Plot(show_label=False, elem_id="sv-cmp-chart")
+    first = recorded.compare_values()  # recorded results until the first Compare
+    c["status"] = gr.HTML(first["status"], elem_id="sv-cmp-status")
+    c["table"] = gr.HTML(first["table"], elem_id="sv-cmp-table")
+    c["chart"] = gr.Plot(first["chart"], show_label=False, elem_id="sv-cmp-chart")
     return c
 
 
@@ -246,20 +248,21 @@ def _theory_tab() -> dict:
     with gr.Row():
         t["explain"] = gr.Button("Put it on the theory curve", variant="primary", elem_id="sv-theory-go")
         t["stop"] = gr.Button("Stop", variant="stop")
-    t["theory_status"] = gr.HTML(elem_id="sv-theory-status")
+    first = {**recorded.theory_values(), **recorded.batch_values()}  # recorded until measured here
+    t["theory_status"] = gr.HTML(first["theory_status"], elem_id="sv-theory-status")
     with gr.Row(equal_height=False):
-        t["theory_plot"] = gr.Plot(show_label=False, elem_id="sv-theory-plot")
-        t["theory_html"] = gr.HTML(elem_id="sv-theory-html")
+        t["theory_plot"] = gr.Plot(first["theory_plot"], show_label=False, elem_id="sv-theory-plot")
+        t["theory_html"] = gr.HTML(first["theory_html"], elem_id="sv-theory-html")
     gr.HTML('<h3 class="sv-h">Batch-size effect</h3>')
     with gr.Row():
         t["target"] = gr.Dropdown(TARGETS, value=BUNDLED, allow_custom_value=True, label="Model", min_width=240)
-        t["k"] = gr.Slider(*K_RANGE, value=4, step=1, precision=0, label="K (the verify pass holds K+1 tokens)")
+        t["k"] = gr.Slider(*K_RANGE, value=BATCH_K, step=1, precision=0, label="K (the verify pass holds K+1 tokens)")
         t["refresh"] = gr.Checkbox(False, label="Measure again (ignore the cache)")
     t["measure"] = gr.Button("Measure batch sizes 1 to 32", elem_id="sv-batch-go")
-    t["batch_status"] = gr.HTML(elem_id="sv-batch-status")
+    t["batch_status"] = gr.HTML(first["batch_status"], elem_id="sv-batch-status")
     with gr.Row(equal_height=False):
-        t["batch_plot"] = gr.Plot(show_label=False, elem_id="sv-batch-plot")
-        t["batch_html"] = gr.HTML(elem_id="sv-batch-html")
+        t["batch_plot"] = gr.Plot(first["batch_plot"], show_label=False, elem_id="sv-batch-plot")
+        t["batch_html"] = gr.HTML(first["batch_html"], elem_id="sv-batch-html")
     return t
 
 

@@ -1,0 +1,108 @@
+"""Record what the Compare and Theory & hardware tabs open on, so they show results before anyone measures.
+
+    python scripts/record_results.py            # writes assets/recorded_results.json
+
+Runs the Compare tab's default rows on its default prompt against their AR baselines, puts the
+first measured speculative row on the S(K) curve (as the Theory tab's first source does), and
+times the batch-size curve at the tab's default K, all on the bundled model (offline). The file
+says when and on what machine it was recorded; the tabs say so too. Record it on a quiet machine:
+every number in it is a timing.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+from dataclasses import asdict
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+from specviz import batch_effect, load, theory  # noqa: E402
+from specviz.comparison import Comparison, Config, Shared, parse_rows  # noqa: E402
+from specviz.ui.compare import BATCH_K, DEFAULT_PROMPT, DEFAULT_ROWS, MAX_NEW_DEFAULT  # noqa: E402
+from specviz.ui.recorded import RECORDED  # noqa: E402
+
+DIGITS = 4  # timings and ratios keep 4 significant digits: more would only record noise
+
+
+def rounded(x):
+    """Round floats throughout a JSON-like value (tuples become lists)."""
+    if isinstance(x, float):
+        return float(f"{x:.{DIGITS}g}")
+    if isinstance(x, (list, tuple)):
+        return [rounded(v) for v in x]
+    if isinstance(x, dict):
+        return {k: rounded(v) for k, v in x.items()}
+    return x
+
+
+def cpu_name() -> str:
+    """The CPU's model name from /proc/cpuinfo, else what platform knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine(target) -> str:
+    """CPU, threads, device and dtype; and the load, when other work shared the cores."""
+    text = f"{cpu_name()}, {torch.get_num_threads()} threads, {target.device} {target.dtype}".replace("torch.", "")
+    load, cores = os.getloadavg()[0], os.cpu_count() or 1
+    return text + (f", shared: load {load:.1f} on {cores} cores" if load > cores else "")
+
+
+def compare(target, repeats: int) -> Comparison:
+    """The Compare tab's default rows, timed as its Compare button times them."""
+    shared = Shared(prompt=DEFAULT_PROMPT, max_new_tokens=MAX_NEW_DEFAULT, seed=0, chat=True, repeats=repeats)
+    comparison = Comparison(parse_rows(DEFAULT_ROWS), shared)
+    for message in comparison.run(lambda spec: target):  # every default row runs on the bundled model
+        print(message, file=sys.stderr)
+    return comparison
+
+
+def analyse(target, comparison: Comparison) -> tuple[str, theory.Analysis]:
+    """The first measured speculative row on the S(K) curve, with v(K) timed on the target."""
+    for i, config in enumerate(comparison.items):
+        if isinstance(config, Config) and config.method != "ar":
+            mine, ar = comparison.measured(config), comparison.measured(config.baseline())
+            if mine is not None and ar is not None:
+                run = mine.run
+                v = theory.verify_cost(target, theory.sizes_for(run), prefix_len=theory.context_len(run))
+                return f"Compare row {i + 1}: {config.label()}", theory.analyse(run, ar.run, v)
+    sys.exit("no Compare row was measured: nothing to put on the theory curve")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3, help="timed runs per Compare row (the median is kept)")
+    parser.add_argument("--out", type=Path, default=RECORDED)
+    args = parser.parse_args()
+    target = load("bundled", progress=lambda msg: print(msg, file=sys.stderr))
+    comparison = compare(target, args.repeats)
+    source, analysis = analyse(target, comparison)
+    effect = batch_effect.measure_batch_effect(target, k=BATCH_K, refresh=True)
+    record = {
+        "recorded_at": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
+        "machine": machine(target),
+        "command": "python scripts/record_results.py",
+        "compare": {"rows": comparison.rows(), "baselines": comparison.baseline_rows(),
+                    "repeats": args.repeats},
+        "theory": {"source": source, "analysis": asdict(analysis)},
+        "batch": effect.to_dict(),
+    }
+    args.out.write_text(json.dumps(rounded(record), ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    print(f"wrote {args.out.relative_to(ROOT)} ({args.out.stat().st_size / 1024:.0f} kB)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,76 @@
+"""The results the Compare and Theory & hardware tabs open on, recorded once by scripts/record_results.py.
+
+Like the Decode tab's example trace, they let the first look show a comparison, the S(K) curve with
+its measured point and a batch-size curve before anyone measures; each status line says they were
+recorded, when and on what machine, and how to measure again here.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import fields
+from functools import lru_cache
+
+from ..batch_effect import BatchEffect
+from ..theory import Analysis
+from ..viz import compare as cviz
+from .views import ASSETS, status_html
+
+RECORDED = ASSETS / "recorded_results.json"
+
+
+@lru_cache(maxsize=1)
+def recorded() -> dict | None:
+    """The recorded file, or None when it is missing or unreadable (the tabs then open empty)."""
+    try:
+        data = json.loads(RECORDED.read_text(encoding="utf-8"))
+        return data if isinstance(data, dict) else None
+    except (OSError, ValueError):
+        return None
+
+
+def _when(data: dict) -> str:
+    return f"Recorded on {data.get('recorded_at', '?')} ({data.get('machine', 'unknown machine')})"
+
+
+def compare_values() -> dict:
+    """Status, table and chart of the Compare tab: the recorded comparison of the default rows."""
+    data = recorded()
+    if not data or "compare" not in data:
+        return {"status": status_html("Edit the rows, then press Compare.", "info"),
+                "table": cviz.compare_table_html([]), "chart": None}
+    rows, baselines = data["compare"]["rows"], data["compare"].get("baselines", [])
+    note = (f"{_when(data)}: the default rows below on the default prompt. Press Compare to measure them "
+            f"on this server; '{data.get('command', 'python scripts/record_results.py')}' records them anew.")
+    return {"status": status_html(note, "info"), "table": cviz.compare_table_html(rows, baselines),
+            "chart": cviz.speedup_figure(rows)}
+
+
+def _analysis(d: dict) -> Analysis:
+    d = {k: v for k, v in d.items() if k in {f.name for f in fields(Analysis)}}
+    return Analysis(**{**d, "curve": [tuple(p) for p in d.get("curve", [])], "best": tuple(d["best"])})
+
+
+def theory_values() -> dict:
+    """Status, figure and table of the theory panel: the recorded run on its S(K) curve."""
+    data = recorded()
+    try:
+        source, analysis = data["theory"]["source"], _analysis(data["theory"]["analysis"])
+    except (KeyError, TypeError, ValueError):
+        return {"theory_status": "", "theory_plot": None, "theory_html": ""}
+    note = (f"{_when(data)}: {source}, with v(K) timed on that machine. Press 'Put it on the theory curve' "
+            "to do it for a run measured here.")
+    return {"theory_status": status_html(note, "info"), "theory_plot": cviz.theory_figure(analysis),
+            "theory_html": cviz.theory_html(analysis)}
+
+
+def batch_values() -> dict:
+    """Status, figure and text of the batch-size panel: the recorded curve."""
+    data = recorded()
+    try:
+        d = data["batch"]
+        effect = BatchEffect(**{f.name: d[f.name] for f in fields(BatchEffect) if f.name != "cached"})
+    except (KeyError, TypeError, ValueError):
+        return {"batch_status": "", "batch_plot": None, "batch_html": ""}
+    note = f"{_when(data)}. Press 'Measure batch sizes 1 to 32' to time it on this server."
+    return {"batch_status": status_html(note, "info"), "batch_plot": cviz.batch_figure(effect),
+            "batch_html": cviz.batch_html(effect)}
