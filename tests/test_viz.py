@@ -10,8 +10,9 @@ import pytest
 
 from specviz.trace import (ACCEPTED, BONUS, FROM_DRAFT, NOT_REACHED, REJECTED, RESAMPLED, TARGET, Alt,
                            CycleTrace, NodeTrace, RunTrace)
-from specviz.viz import (acceptance_figure, cache_html, legend_html, metrics_html, narrate, pq_figure,
-                         residual_figure, text_html, timeline_figure, tree_figure)
+from specviz.viz import (acceptance_figure, cache_html, instructive_cycle, legend_html, metrics_html, narrate,
+                         pq_figure, residual_figure, teaches_everything, text_html, timeline_figure, tree_figure)
+from specviz.viz.style import MODEBAR_STRIP
 
 NASTY = ["<img src=x onerror=alert(1)>", "<script>alert(1)</script>", "$x$", "**b**", " a\nb"]
 
@@ -126,7 +127,18 @@ def test_cycle_figures_have_title_axes_and_legend(make, draw):
         assert all(t.name for t in fig.data)
     else:
         assert fig.layout.annotations, "an empty figure must say why it is empty"
-    assert 280 <= fig.layout.height <= 400
+    assert 280 <= fig.layout.height <= 400 + MODEBAR_STRIP  # the strip above the title is the mode bar's
+
+
+def test_mode_bar_strip_lies_above_every_title():
+    """Every figure leaves MODEBAR_STRIP pixels above its title (plotly's mode bar shows there on
+    hover) and its plot area starts below the title."""
+    figs = [draw(make()) for make in ALL for draw in FIGURES]
+    figs += [timeline_figure(run_of([chain_reject()]), None), acceptance_figure(run_of([chain_reject()]))]
+    for fig in figs:
+        assert fig.layout.title.yref == "container" and fig.layout.title.yanchor == "top"
+        assert fig.layout.title.pad.t >= MODEBAR_STRIP, fig.layout.title.text
+        assert fig.layout.margin.t >= fig.layout.title.pad.t + 20, fig.layout.title.text  # a 14 px title fits
 
 
 @pytest.mark.parametrize("make", ALL, ids=lambda f: f.__name__)
@@ -259,6 +271,30 @@ def test_residual_figure_highlights_drawn_token():
     assert note == "No rejection this cycle: bonus token ␣x drawn from p"
     greedy = residual_figure(greedy_cycle())
     assert "greedy: the replacement is argmax p" in greedy.layout.annotations[0].text
+
+
+def test_instructive_cycle_has_accept_reject_and_residual():
+    """The cycle a page opens on has an accepted draft, a rejection and a sampled residual, even
+    when a later cycle accepts more; greedy, full-accept and plain cycles never qualify."""
+    run = run_of([empty_draft(), full_accept(), greedy_cycle(), chain_reject(), full_accept()])
+    assert instructive_cycle(run) == 3
+    assert teaches_everything(chain_reject())
+    assert not any(teaches_everything(make()) for make in (empty_draft, full_accept, greedy_cycle))
+
+
+def test_instructive_cycle_prefers_a_residual_that_q_reshaped():
+    """Among qualifying cycles, one whose residual's top token differs from p's top token comes
+    first (there the residual visibly differs from p); otherwise the earliest."""
+    plain = chain_reject()
+    plain.residual_top = [Alt(100, "the", 0.5), Alt(50, " in", 0.3)]  # p's top token stays on top
+    assert instructive_cycle(run_of([plain, chain_reject()])) == 1
+    assert instructive_cycle(run_of([chain_reject(), chain_reject()])) == 0
+
+
+def test_instructive_cycle_without_a_residual_takes_the_most_accepted():
+    """A greedy run has no residual: it opens on the cycle that accepted the most; no cycles, None."""
+    assert instructive_cycle(run_of([greedy_cycle(), full_accept(), empty_draft()])) == 1
+    assert instructive_cycle(run_of([])) is None
 
 
 # -- run views ----------------------------------------------------------------------------

@@ -40,6 +40,10 @@ ORIGIN = {
 FIG_HEIGHT = 340  # fits two stacked figures beside the config column at 1280×720
 MARGIN = dict(l=50, r=10, t=50, b=45)
 LEGEND_TOP = 96  # top margin with the legend between title and plot: the title and 3 legend rows
+# plotly's mode bar (zoom, pan, download…) shows in a figure's top-right corner on hover; a strip this
+# deep above the title keeps it off the title (the bar is 22 px of buttons, 2 px from the top)
+MODEBAR_STRIP = 26
+TITLE_PAD = 8  # between the strip and the title
 NOTE_CHARS = 36  # line length of a figure's centred note: fits a 390 px phone screen at 14 px
 
 
@@ -144,13 +148,14 @@ def base_layout(fig, title: str, x_title: str, y_title: str, height: int = FIG_H
 
     With `legend_above` the top margin is deep enough for a legend that wraps to three rows (a
     narrow column), and the title is pinned to the top so the two never overlap. Figures that
-    place their legend elsewhere, or have none, pass False.
+    place their legend elsewhere, or have none, pass False. Above the title a strip is left for
+    plotly's mode bar, so it never covers the title; `height` is the figure without that strip.
     """
     # One update call: each of plotly's update_* calls validates afresh (milliseconds apiece), and a
     # Step redraws five figures. None of our figures has a second x or y axis.
-    margin = dict(MARGIN, t=LEGEND_TOP) if legend_above else MARGIN
-    fig.update_layout(title=dict(text=title, x=0.01, y=1.0, yref="container", yanchor="top", pad=dict(t=8),
-                                 font=dict(size=14)),
+    margin = dict(MARGIN, t=(LEGEND_TOP if legend_above else MARGIN["t"]) + MODEBAR_STRIP)
+    fig.update_layout(title=dict(text=title, x=0.01, y=1.0, yref="container", yanchor="top",
+                                 pad=dict(t=MODEBAR_STRIP + TITLE_PAD), font=dict(size=14)),
                       height=height + (margin["t"] - MARGIN["t"]), margin=margin, hoverlabel=dict(align="left"),
                       legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0,
                                   font=dict(size=11)),
