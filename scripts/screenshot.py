@@ -1,6 +1,7 @@
-"""Screenshot of the app mid-run for the README: measure the AR baseline, Step a few times, save a PNG.
+"""Screenshot of the app for the README: its first paint, or a live run after a few Steps; saves a PNG.
 
-    python scripts/screenshot.py [--steps 4] [--out assets/screenshot.png]
+    python scripts/screenshot.py [--out assets/screenshot.png]     # the first paint (no model runs)
+    python scripts/screenshot.py --steps 4                          # measure the AR baseline, Step 4 times
 
 Needs Debian's chromium at /usr/bin/chromium (or CHROMIUM=/path) and the playwright package;
 the app runs in-process on a free local port with the bundled model.
@@ -40,7 +41,7 @@ def press_step(page, times: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=0, help="0: the first paint, as a newcomer sees it")
     parser.add_argument("--out", type=Path, default=ROOT / "assets" / "screenshot.png")
     parser.add_argument("--full-page", action="store_true", help="the whole page, not only the first screen")
     args = parser.parse_args()
@@ -59,10 +60,11 @@ def main() -> None:
             page = browser.new_page(viewport=VIEWPORT)
             page.goto(f"http://127.0.0.1:{port}/", wait_until="domcontentloaded")
             page.wait_for_selector("#sv-tree .js-plotly-plot", timeout=60_000)
-            page.click("#sv-measure")  # the timing panel then compares with a measured baseline
-            page.wait_for_function("() => (document.querySelector('#sv-status')?.innerText || '')"
-                                   ".includes('AR baseline measured')", timeout=STEP_TIMEOUT_MS)
-            press_step(page, args.steps)
+            if args.steps:
+                page.click("#sv-measure")  # the timing panel then compares with a measured baseline
+                page.wait_for_function("() => (document.querySelector('#sv-status')?.innerText || '')"
+                                       ".includes('AR baseline measured')", timeout=STEP_TIMEOUT_MS)
+                press_step(page, args.steps)
             page.wait_for_timeout(1000)  # let plotly finish its transitions
             args.out.parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(args.out), full_page=args.full_page)
