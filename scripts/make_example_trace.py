@@ -18,6 +18,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import torch  # noqa: E402
+
 from specviz import Decoder, load  # noqa: E402
 from specviz.ui.settings import RunSettings  # noqa: E402
 from specviz.viz.runs import instructive_cycle, teaches_everything  # noqa: E402
@@ -27,6 +29,10 @@ DIGITS = 5  # probabilities and seconds keep 5 significant digits: plenty to rea
 # Sampled, so rejections draw from the residual norm(max(0, p − q)); 0.7 and 0.9 are common chat
 # settings that keep the text sensible while the draft head still misses now and then.
 TEMPERATURE, TOP_P = 0.7, 0.9
+# torch's own thread count, as the app runs: cost-aware drafting (planner.py) reads the target's
+# cost per pass size at that count, and with 1 thread on a 2-core CPU it sends one node per cycle,
+# so no cycle would show an acceptance and a rejection together.
+THREADS = None
 
 
 def rounded(x):
@@ -53,7 +59,10 @@ def main() -> None:
     parser.add_argument("--temperature", type=float, default=TEMPERATURE)
     parser.add_argument("--top-p", type=float, default=TOP_P)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=THREADS, help="torch threads (default: torch's own)")
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     prompt = json.loads((ASSETS / "examples.json").read_text(encoding="utf-8"))[args.example]["prompt"]
     settings = RunSettings(prompt=prompt, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
                            top_p=args.top_p, seed=args.seed)

@@ -30,6 +30,9 @@ from specviz.ui.compare import BATCH_K, DEFAULT_PROMPT, DEFAULT_ROWS, MAX_NEW_DE
 from specviz.ui.recorded import RECORDED  # noqa: E402
 
 DIGITS = 4  # timings and ratios keep 4 significant digits: more would only record noise
+# One thread: on a shared 2-core machine, thread hand-offs cost up to 20× the compute and the
+# timings would record the neighbours; the page says how many threads were used.
+THREADS = 1
 
 
 def rounded(x):
@@ -56,7 +59,8 @@ def cpu_name() -> str:
 
 def machine(target) -> str:
     """CPU, threads, device and dtype; and the load, when other work shared the cores."""
-    text = f"{cpu_name()}, {torch.get_num_threads()} threads, {target.device} {target.dtype}".replace("torch.", "")
+    threads = torch.get_num_threads()
+    text = f"{cpu_name()}, {threads} thread{'s' * (threads != 1)}, {target.device} {target.dtype}".replace("torch.", "")
     load, cores = os.getloadavg()[0], os.cpu_count() or 1
     return text + (f", shared: load {load:.1f} on {cores} cores" if load > cores else "")
 
@@ -86,7 +90,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per Compare row (the median is kept)")
     parser.add_argument("--out", type=Path, default=RECORDED)
+    parser.add_argument("--threads", type=int, default=THREADS, help="torch threads while timing")
     args = parser.parse_args()
+    torch.set_num_threads(args.threads)
     target = load("bundled", progress=lambda msg: print(msg, file=sys.stderr))
     comparison = compare(target, args.repeats)
     source, analysis = analyse(target, comparison)

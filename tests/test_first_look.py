@@ -52,7 +52,7 @@ def test_compare_tab_opens_on_a_recorded_comparison(page):
     bars = plot_data(comps["sv-cmp-chart"])
     assert bars and len(bars[0]["y"]) >= 2
     status = comps["sv-cmp-status"].value
-    assert "Recorded on 20" in status and "threads" in status and "Press Compare" in status
+    assert "Recorded on 20" in status and "thread" in status and "Press Compare" in status
 
 
 def test_theory_tab_opens_on_a_recorded_curve_and_batch_effect(page):
