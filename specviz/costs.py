@@ -35,7 +35,7 @@ from .models import LoadedModel, cache_root
 
 SIZES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)  # up to a LogitSpec tree's 64 nodes
 PREFIX_LEN = 200  # tokens already cached: a prompt plus some output, as in the benchmarks
-BUDGET_S = 2.0  # pass time spent on re-timing suspect sizes, after one pass of each
+BUDGET_S = 1.5  # seconds of passes in all, warm-up and first round included; re-timing stops past it
 MAX_ROUNDS = 4  # re-timing rounds at most, however cheap the passes
 CACHE_FILE_NAME = "cost_profiles.json"
 DTYPE_SIZES = (1, 4)  # a plain step and a typical verify pass decide the dtype
@@ -102,17 +102,10 @@ def hardware(device: torch.device) -> str:
 
 
 def cpu_name() -> str:
-    for line in _cpuinfo().splitlines():
+    for line in speedups.cpuinfo().splitlines():
         if line.startswith("model name"):
             return line.split(":", 1)[1].strip()
     return platform.processor() or platform.machine()
-
-
-def _cpuinfo() -> str:
-    try:
-        return Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ""
 
 
 def cache_key(model: LoadedModel, prefix_len: int) -> str:
@@ -213,15 +206,6 @@ class DtypeChoice:
             return None
 
 
-def native_bf16() -> bool:
-    """The CPU has bfloat16 arithmetic (x86 AVX-512 BF16 or AMX, Arm BF16); without it bf16 is emulated."""
-    words = set()
-    for line in _cpuinfo().splitlines():
-        if line.startswith(("flags", "Features")):
-            words.update(line.split(":", 1)[1].split())
-    return bool(words & {"avx512_bf16", "amx_bf16", "bf16"})
-
-
 def pick_dtype(model: LoadedModel, timer: Callable[[torch.dtype, int], float] | None = None,
                native: bool | None = None, cache_file: Path | str | None = DEFAULT,
                refresh: bool = False) -> torch.dtype:
@@ -233,7 +217,7 @@ def pick_dtype(model: LoadedModel, timer: Callable[[torch.dtype, int], float] | 
     """
     if model.device.type != "cpu" or model.dtype != torch.float32:
         return model.dtype
-    if not (native_bf16() if native is None else native):
+    if not (speedups.native_bf16() if native is None else native):
         return torch.float32
     key = f"dtype|{cache_key(model, DTYPE_PREFIX)}"
     choice = None if refresh else _cached(key, _file(cache_file), DtypeChoice.from_dict)

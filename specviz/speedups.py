@@ -10,13 +10,16 @@ exists, with the per-op profile behind it, is in docs/BENCHMARKS.md ("v(n) on th
   what one token costs, as it should when the weights, not the arithmetic, are the bottleneck.
   Passes of one or two rows are padded to `MIN_ROWS`, where oneDNN streams fastest; a row's
   result does not depend on how many rows share its pass, so a verify pass and a plain step agree
-  bit for bit. The packed copy costs as much memory again as the linear weights.
+  bit for bit. The packed copy costs as much memory again as the linear weights. In bfloat16,
+  torch already calls oneDNN but reorders the weight on every call; packing once (no padding)
+  gives the same bits as stock without that.
 - ``gqa-sdpa``: with a mask (any pass over more than one token) transformers copies each
   key/value head once per query head it serves before calling SDPA; this asks SDPA to share them
   (`enable_gqa`), which gives the same numbers without the copies.
 
-Only CPU float32 models get them, since that is where they were measured. Turn them off with the
-environment variable SPECVIZ_NO_SPEEDUPS=1 or `load(..., speedups=False)`; `remove` undoes them.
+Only CPU models get them: float32 ones, and bfloat16 ones where the CPU has bfloat16 arithmetic
+(`native_bf16`), since that is where they were measured. Turn them off with the environment
+variable SPECVIZ_NO_SPEEDUPS=1 or `load(..., speedups=False)`; `remove` undoes them.
 """
 from __future__ import annotations
 
@@ -44,7 +47,7 @@ def wanted(flag: bool | None = None) -> bool:
 def apply(model: torch.nn.Module) -> list[str]:
     """Apply every speed-up that fits this model; returns the names of those applied."""
     first = next(model.parameters(), None)
-    if first is None or first.device.type != "cpu" or first.dtype != torch.float32:
+    if first is None or not _packable(first):
         return []
     done = []
     if _pack_linears(model):
@@ -97,7 +100,7 @@ class PackedLinear(torch.nn.Linear):
             self._pack()
         flat = x.reshape(-1, x.shape[-1])
         rows = flat.shape[0]
-        if rows < MIN_ROWS:
+        if rows < MIN_ROWS and w.dtype == torch.float32:  # bf16: stock's own kernels, so stock's bits
             flat = torch.cat([flat, flat.new_zeros(MIN_ROWS - rows, flat.shape[1])])
         y = torch.ops.mkldnn._linear_pointwise(flat, self._packed, self.bias, "none", [], "")
         return y[:rows].reshape(*x.shape[:-1], y.shape[-1])
@@ -115,7 +118,31 @@ class PackedLinear(torch.nn.Linear):
 
 
 def _packable(t: torch.Tensor) -> bool:
-    return t.dtype == torch.float32 and t.device.type == "cpu"
+    return t.device.type == "cpu" and (t.dtype == torch.float32 or (t.dtype == torch.bfloat16 and native_bf16()))
+
+
+def native_bf16() -> bool:
+    """The CPU has bfloat16 arithmetic (x86 AVX-512 BF16 or AMX, Arm BF16); without it bf16 is emulated."""
+    global _NATIVE_BF16
+    if _NATIVE_BF16 is None:
+        words = set()
+        for line in cpuinfo().splitlines():
+            if line.startswith(("flags", "Features")):
+                words.update(line.split(":", 1)[1].split())
+        _NATIVE_BF16 = bool(words & {"avx512_bf16", "amx_bf16", "bf16"})
+    return _NATIVE_BF16
+
+
+_NATIVE_BF16: bool | None = None  # the CPU does not change while the process runs
+
+
+def cpuinfo() -> str:
+    """/proc/cpuinfo, or "" where there is none."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
 
 
 def _identity(w: torch.Tensor) -> tuple:
@@ -144,7 +171,7 @@ def _onednn_works() -> bool:
     try:
         if not torch.backends.mkldnn.is_available():
             return False
-        w, x = torch.randn(8, 16), torch.randn(4, 16)
+        w, x = torch.randn(8, 16), torch.randn(4, 16)  # float32 is enough: bf16 uses the same ops
         y = torch.ops.mkldnn._linear_pointwise(x, torch.ops.mkldnn._reorder_linear_weight(w), None,
                                                "none", [], "")
         return torch.allclose(y, F.linear(x, w), atol=1e-5)

@@ -33,10 +33,29 @@ def test_apply_reports_both_on_a_grouped_query_model():
     assert all(type(m) is torch.nn.Linear for m in tuned.model.modules() if isinstance(m, torch.nn.Linear))
 
 
-def test_only_cpu_float32_models_are_touched():
-    """A bfloat16 model is left as it is: the speed-ups were measured in float32 only."""
-    model = tiny_random().model.to(torch.bfloat16)
-    assert speedups.apply(model) == []
+def test_bf16_only_where_the_cpu_has_it(monkeypatch):
+    """A bfloat16 model is packed only on a CPU with native bfloat16; float16 never."""
+    monkeypatch.setattr(speedups, "_NATIVE_BF16", False)
+    assert speedups.apply(tiny_random().model.to(torch.bfloat16)) == []
+    assert speedups.apply(tiny_random().model.to(torch.float16)) == []
+    monkeypatch.setattr(speedups, "_NATIVE_BF16", True)
+    assert "packed-linear" in speedups.apply(tiny_random().model.to(torch.bfloat16))
+
+
+@pytest.mark.skipif(not speedups.native_bf16(), reason="the CPU has no native bfloat16")
+@pytest.mark.skipif(not speedups.native_bf16(), reason="the CPU has no native bfloat16")
+def test_bf16_packed_linear_matches_stock_to_the_last_bit_or_one():
+    """In bfloat16 a packed linear gives F.linear's result to within one bfloat16 step (oneDNN
+    in both; only the weight layout differs), for one to eight rows."""
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(1536, 576, bias=False).to(torch.bfloat16)
+    weight = layer.weight.detach().clone()
+    speedups._pack_linears(torch.nn.Sequential(layer))
+    x = 3 * torch.randn(40, 8, 1536, dtype=torch.bfloat16)
+    with torch.inference_mode():
+        for n in range(1, 9):
+            got, want = layer(x[:, :n]).float(), torch.nn.functional.linear(x[:, :n], weight).float()
+            assert ((got - want).abs() <= want.abs() * 2 ** -7 + 1e-6).all()
 
 
 @pytest.mark.parametrize("family", ["llama", "qwen2", "gemma3"])
