@@ -6,7 +6,8 @@
     prof.cost_s(5)                 # seconds: prof.step_s * prof(5)
     prof.v                         # the measured points {n: v(n)}
 
-Passes are timed at batch 1 on top of a `prefix_len`-token KV cache. Noise on a shared machine
+n counts every token in the pass (a verify pass of K drafts has n = K + 1; theory.VerifyCost
+is indexed by K instead). Passes are timed at batch 1 on top of a `prefix_len`-token KV cache. Noise on a shared machine
 only ever adds time, so each size keeps its fastest pass, and sizes whose pass came out slower
 than a larger one's are timed again while the budget lasts. A profile is cached per model,
 device, dtype, speed-ups, torch version, hardware and thread count, in memory and in
@@ -135,8 +136,9 @@ def profile(model: LoadedModel, sizes=SIZES, prefix_len: int = PREFIX_LEN, budge
     if not refresh and (hit := _cached(key, _file(cache_file), CostProfile.from_dict)) is not None:
         return hit
     times, spent = measure(timer or pass_timer(model, prefix_len), sizes, budget_s)
-    prof = CostProfile(model=model.name, device=str(model.device), dtype=str(model.dtype).removeprefix("torch."),
-                       prefix_len=prefix_len, step_s=times[1], v={n: times[n] / times[1] for n in sizes},
+    dtype = str(model.dtype).removeprefix("torch.")
+    prof = CostProfile(model=model.name, device=str(model.device), dtype=dtype, prefix_len=prefix_len,
+                       step_s=times[1], v={n: times[n] / times[1] for n in sizes},
                        hardware=hardware(model.device), speedups=speedups.applied(model.model),
                        measured_at=_now(), measure_s=round(spent, 3))
     _store(key, prof, _file(cache_file))

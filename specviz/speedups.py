@@ -118,7 +118,10 @@ class PackedLinear(torch.nn.Linear):
 
 
 def _packable(t: torch.Tensor) -> bool:
-    return t.device.type == "cpu" and (t.dtype == torch.float32 or (t.dtype == torch.bfloat16 and native_bf16()))
+    """A tensor the packed path takes: on the CPU, float32, or bfloat16 where the CPU computes it."""
+    if t.device.type != "cpu":
+        return False
+    return t.dtype == torch.float32 or (t.dtype == torch.bfloat16 and native_bf16())
 
 
 def native_bf16() -> bool:
@@ -180,6 +183,14 @@ def _onednn_works() -> bool:
 
 
 def _available_bytes() -> float:
+    """Memory the kernel could hand out now (MemAvailable counts reclaimable page cache; free does not)."""
+    try:
+        with open("/proc/meminfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return float(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
     try:
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):

@@ -33,6 +33,13 @@ def test_apply_reports_both_on_a_grouped_query_model():
     assert all(type(m) is torch.nn.Linear for m in tuned.model.modules() if isinstance(m, torch.nn.Linear))
 
 
+def test_no_packing_when_memory_is_short(monkeypatch):
+    """Packed copies double the linear weights, so they are skipped when memory is short; the
+    copy-free attention still applies."""
+    monkeypatch.setattr(speedups, "_available_bytes", lambda: 1000.0)
+    assert speedups.apply(tiny_random().model) == ["gqa-sdpa"]
+
+
 def test_bf16_only_where_the_cpu_has_it(monkeypatch):
     """A bfloat16 model is packed only on a CPU with native bfloat16; float16 never."""
     monkeypatch.setattr(speedups, "_NATIVE_BF16", False)
