@@ -20,7 +20,8 @@ pytestmark = [pytest.mark.bundled, pytest.mark.slow]
 gradio_client = pytest.importorskip("gradio_client")
 
 PROMPT = "Write the days of the week, one per line: Monday, Tuesday, Wednesday."
-SHORT = dict(prompt=PROMPT, max_new_tokens=24, method="pld")
+# K and top-p explicit: the page's own defaults follow the example run it opens on (sampled)
+SHORT = dict(prompt=PROMPT, max_new_tokens=24, method="pld", k=4, top_p=1.0)
 STREAM_TIMEOUT_S = 600  # a cycle can take seconds on a busy 2-core machine
 
 
@@ -145,9 +146,9 @@ def test_reset_clears_the_run(client):
 
 def test_changed_setting_restarts_with_a_message(client):
     """A Step with a different K restarts the run and says so."""
-    call(client, "/step", **SHORT, k=4)
-    call(client, "/step", **SHORT, k=4)
-    out = call(client, "/step", **SHORT, k=2)
+    call(client, "/step", **SHORT)
+    call(client, "/step", **SHORT)
+    out = call(client, "/step", **{**SHORT, "k": 2})
     assert "Settings changed" in out["status"] and cycle_no(out) == 0
 
 
@@ -216,5 +217,9 @@ def test_default_run_drafts_with_the_trained_head(client, bundled_target):
     job = client.submit(api_name="/run", prompt=PROMPT, max_new_tokens=24)
     job.result(timeout=STREAM_TIMEOUT_S)
     final = named(job.outputs()[-1])
-    expected = specviz.generate(bundled_target, PROMPT, method="head", k=4, max_new_tokens=24)
+    from specviz.ui.layout import initial_settings
+
+    s = initial_settings()  # what the page's controls start on: the example run's settings
+    expected = specviz.generate(bundled_target, PROMPT, method="head", k=s.k, temperature=s.temperature,
+                                top_p=s.top_p, seed=s.seed, max_new_tokens=24)
     assert final["plain_text"] == expected.text

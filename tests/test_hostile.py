@@ -149,7 +149,7 @@ def test_eight_concurrent_sessions_get_their_own_output(app_url, bundled_target)
     """8 clients run at once with different prompts and seeds; each gets exactly what
     specviz.generate gives alone for its prompt and seed."""
     jobs = [dict(prompt=f"Name {n} animals that live in the sea.", seed=n, method="pld", temperature=0.8,
-                 max_new_tokens=10) for n in range(2, 10)]
+                 top_p=1.0, k=4, max_new_tokens=10) for n in range(2, 10)]
 
     def one(kw):
         client = gradio_client.Client(app_url, verbose=False)
