@@ -4,8 +4,8 @@ A verify pass over n tokens costs v(n) plain steps (v(1) = 1), from the target's
 (costs.py: measured once per model, device and dtype, then cached).
 A node i is accepted, if its parent was, with a probability estimated from running counts per
 source (`est`): its path probability P(i) is the product along its path, and a cycle commits
-1 + Σ P(i) tokens on average. Nodes are taken in tree order; a node stays if keeping it raises
-(1 + Σ P) / v(kept + 1), expected tokens per unit of time. The kept tree may be empty: a plain
+1 + Σ P(i) tokens on average. Nodes are taken in tree order, and the first m are sent, m chosen to give the most
+expected tokens per unit of time, (1 + Σ P) / v(m + 1). The kept tree may be empty: a plain
 step is then cheaper than any draft on offer.
 
 Exactness: the rule never looks at the drafted tokens themselves. Under sampling a node's
@@ -46,8 +46,15 @@ class Planner:
     """Running acceptance counts per source and depth, and the choice of what to send."""
 
     def __init__(self, greedy: bool, v: Callable[[int], float] = PRIOR_V, c: float = 0.0):
-        self.greedy, self.v, self.c = greedy, v, c  # c: one draft step in target steps
+        self.greedy, self.c = greedy, c  # c: one draft step in target steps
+        self._v, self._v_max = v, [1.0]
         self.counts: dict[str, list[float]] = {}  # key → [accepted, reached]
+
+    def v(self, n: int) -> float:
+        """v(n), never below v of a smaller pass: a timing where more tokens came out cheaper is noise."""
+        while len(self._v_max) < n:
+            self._v_max.append(max(self._v_max[-1], self._v(len(self._v_max) + 1)))
+        return self._v_max[n - 1]
 
     # -- estimates -------------------------------------------------------------------------------
     def keys(self, tree: DraftTree, i: int, depth: int) -> list[str]:
@@ -64,21 +71,22 @@ class Planner:
 
     # -- choices -----------------------------------------------------------------------------------
     def prune(self, tree: DraftTree) -> DraftTree:
-        """The nodes worth verifying, taken greedily in tree order (parents first)."""
+        """The nodes worth verifying: the first m in tree order (parents first), m chosen to give
+        the most expected tokens per unit of time (m = 0: send nothing)."""
         if not len(tree):
             return tree
-        depths, path = tree.depths, {}
-        keep, gain = [], 1.0
+        depths, path, order = tree.depths, {}, []
         for i in range(len(tree)):
             par = tree.parents[i]
-            if par >= 0 and par not in path:
-                continue
-            p = self.est(self.keys(tree, i, depths[i])[-1]) * (path[par] if par >= 0 else 1.0)
-            if (gain + p) / self.v(len(keep) + 2) > gain / self.v(len(keep) + 1):
-                path[i] = p
-                keep.append(i)
-                gain += p
-        pruned = tree.subset(keep)
+            path[i] = self.est(self.keys(tree, i, depths[i])[-1]) * (path[par] if par >= 0 else 1.0)
+            order.append(i)
+        best_m, best, gain = 0, 1.0, 1.0
+        for m, i in enumerate(order, start=1):
+            gain += path[i]
+            rate = gain / self.v(m + 1)
+            if rate > best:
+                best_m, best = m, rate
+        pruned = tree.subset(order[:best_m])
         pruned.retrieval_hit = tree.retrieval_hit
         return pruned
 

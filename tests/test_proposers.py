@@ -97,7 +97,7 @@ def test_pld_no_match_is_an_empty_draft():
 
 def test_pld_backs_off_after_repeated_misses():
     """After 2 complete misses PLD skips 1 cycle, then 2, then 4; an accepted token resets it."""
-    pld = PromptLookupProposer()
+    pld = PromptLookupProposer(adaptive=True)  # off by default since the planner decides
     patience = pld.backoff.patience
     pld.start(IDS)
     drafted = []
@@ -142,10 +142,10 @@ def test_logitspec_dual_retrieval():
     assert first_level[31] == "cand 1 (logit rank 2)" and first_level[50] == "cand 2 (logit rank 3)"
 
 
-def test_logitspec_cpu_defaults_keep_only_backed_candidates():
-    """With CPU defaults a candidate rides only if [root, cand] occurred before, and a context with
-    no match of 2+ tokens gets no draft at all (a plain step is cheaper)."""
-    ls = LogitSpecProposer.build(None)
+def test_logitspec_min_ngram_2_keeps_only_backed_candidates():
+    """With min_ngram = 2 a candidate rides only if [root, cand] occurred before, and a context with
+    no match of 2+ tokens gets no draft at all. (The CPU default is now 1: the planner cuts.)"""
+    ls = LogitSpecProposer.build(None, min_ngram=2)
     ids = [20, 21, 22, 23, 30, 22, 31, 32, 5, 21, 22]  # root 22: [21, 22] → 23; [22, 31] seen
     ls.start(ids)
     tree = ls.propose(ctx(ids, logits_ranking([22, 40, 31, 41])))

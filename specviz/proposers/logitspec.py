@@ -44,8 +44,10 @@ MAX_CONTINUATION = 20  # the paper's pool keeps up to 20 following tokens per n-
 MAX_NGRAM = 3  # the paper's pool: n-grams of 1 to 3 tokens
 GPU_DEFAULTS = dict(top_k=64, capacity=64, branch_len=MAX_CONTINUATION, decay=0.5, min_ngram=1,
                     lone_cands=True, scaled_len=False)
-CPU_DEFAULTS = dict(top_k=4, capacity=16, branch_len=16, decay=0.5, min_ngram=2,
-                    lone_cands=False, scaled_len=True)
+# min_ngram 1 and no 2**n cap since the planner (planner.py) cuts what does not pay (see
+# prompt_lookup.py for the measurement); candidates still ride only when retrieval backs them.
+CPU_DEFAULTS = dict(top_k=4, capacity=16, branch_len=16, decay=0.5, min_ngram=1,
+                    lone_cands=False, scaled_len=False, adaptive=False)
 
 
 def branch_lengths(top_k: int, branch_len: int, decay: float) -> list[int]:

@@ -7,7 +7,12 @@ chain of at most `num_tokens` (and never more than K). Unlike it, the latest occ
 match of n tokens drafts at most 2**n tokens (a short match misses often), and after repeated
 complete misses it skips drafting for a while (MissBackoff), so open-ended prompts do not slow down.
 
-Defaults, tuned offline on the 16 public prompts (bundled SmolLM2-135M, greedy, 128 new tokens,
+Since cost-aware drafting (planner.py) and the CPU speed-ups (speedups.py, v(n) ≈ 1 up to ~8
+tokens), the defaults offer every match at full length and let the planner cut: min_ngram 1, no
+2**n cap, no skipping (measured 2026-11-30: 1.97× HF plain against 1.76× for the old defaults
+below, on 4 public prompts; docs/BENCHMARKS.md). The knobs stay for the lessons and for study.
+
+The earlier defaults, tuned offline on the 16 public prompts (bundled SmolLM2-135M, greedy, 128 new tokens,
 K = 20), replaying each prompt's reference output and pricing each cycle by a verify cost
 measured here (fp32, one thread, 200-token cache: 1 token 56 ms, 2: ~80, 8: 100, 16: 126,
 32: 180, 64: 284). Modelled speed-up over plain decoding, geometric mean [worst, best]:
@@ -27,18 +32,19 @@ from .ngram_index import MissBackoff, NgramIndex
 
 NUM_TOKENS = 16  # longest draft; a 4-gram match earns 16 (2**4)
 MAX_NGRAM = 4  # 35 matches of 4+ tokens on the public prompts: 34 drafted a right first token
-MIN_NGRAM = 2  # 1-gram matches cost more than they win on a CPU (see above)
+MIN_NGRAM = 1  # the planner (planner.py) now drops what does not pay, so every match is offered
 
 
 class PromptLookupProposer(Proposer):
     name = "pld"
-    KNOBS = ("num_tokens", "max_ngram", "min_ngram", "adaptive")
+    KNOBS = ("num_tokens", "max_ngram", "min_ngram", "adaptive", "scaled_len")
 
     def __init__(self, num_tokens: int = NUM_TOKENS, max_ngram: int = MAX_NGRAM,
-                 min_ngram: int = MIN_NGRAM, adaptive: bool = True):
+                 min_ngram: int = MIN_NGRAM, adaptive: bool = False, scaled_len: bool = False):
         if int(num_tokens) < 1:
             raise ValueError(f"num_tokens must be ≥ 1, got {num_tokens}")
         self.num_tokens, self.adaptive = int(num_tokens), bool(adaptive)
+        self.scaled_len = bool(scaled_len)  # an n-token match drafts at most 2**n tokens
         self.index = NgramIndex(int(min_ngram), int(max_ngram))
         self.backoff = MissBackoff()
 
@@ -60,7 +66,7 @@ class PromptLookupProposer(Proposer):
         if match is None:
             return DraftTree(retrieval_hit=False)
         pos, n = match
-        tokens = self.index.continuation(pos, min(self.num_tokens, 2 ** n, ctx.k))
+        tokens = self.index.continuation(pos, min(self.num_tokens, 2 ** n if self.scaled_len else ctx.k, ctx.k))
         return DraftTree.chain(tokens, sources=[f"lookup {n}-gram"] * len(tokens), retrieval_hit=True)
 
     def observe(self, cycle) -> None:
