@@ -37,7 +37,7 @@ def parse_args(argv):
     ap.add_argument("--anchors", default="hf,hf_pld", help="hf,hf_pld,hf_assist (or 'none')")
     ap.add_argument("--target", default="bundled")
     ap.add_argument("--draft", default=None)
-    ap.add_argument("--dtype", default=None)
+    ap.add_argument("--dtype", default=None, help="fp32, bf16, fp16 or auto (default: fp32 on CPU)")
     ap.add_argument("--k", type=int, default=None, help="K for draft, head and layerskip (default: the method's own)")
     ap.add_argument("--lookup-k", type=int, default=16,
                     help="K for pld and logitspec: it caps their drafts (the lookup defaults are tuned for 16)")

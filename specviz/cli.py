@@ -102,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--max-new-tokens", type=_positive_int, default=128, help="(default 128)")
     gen.add_argument("--raw", action="store_true", help="tokenize the prompt as-is, without the chat template")
     gen.add_argument("--device", help="torch device, e.g. cpu or cuda (default: cuda if present)")
-    gen.add_argument("--dtype", help="weights dtype: fp32, bf16 or fp16 (default fp32 on CPU)")
+    gen.add_argument("--dtype", help="weights dtype: fp32, bf16, fp16 or auto (auto: bf16 only where this CPU computes it natively and a timed pass shows it faster; default fp32 on CPU)")
     prompt = gen.add_mutually_exclusive_group(required=True)
     prompt.add_argument("--prompt", help="the prompt text")
     prompt.add_argument("--prompt-file", help="read the prompt from this file ('-' for stdin)")
