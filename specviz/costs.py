@@ -22,7 +22,6 @@ from __future__ import annotations
 import copy
 import platform
 import threading
-import time
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
