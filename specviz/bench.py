@@ -42,6 +42,7 @@ def parse_args(argv):
     ap.add_argument("--lookup-k", type=int, default=16,
                     help="K for pld and logitspec: it caps their drafts (the lookup defaults are tuned for 16)")
     ap.add_argument("--temperature", type=float, default=0.0)
+    ap.add_argument("--top-p", type=float, default=1.0, help="nucleus for sampled runs (T > 0), ours and HF's alike")
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--limit", type=int, default=None, help="only the first N prompts")
@@ -54,7 +55,7 @@ def _hf_call(target, ids, anchor, draft, args):
     kw = dict(max_new_tokens=args.max_new_tokens, pad_token_id=next(iter(target.eos_ids), 0),
               eos_token_id=sorted(target.eos_ids) or None)
     if args.temperature > 0:
-        kw.update(do_sample=True, temperature=args.temperature, top_p=1.0, top_k=0)
+        kw.update(do_sample=True, temperature=args.temperature, top_p=args.top_p, top_k=0)
     else:
         kw.update(do_sample=False)
     if anchor == "hf_pld":
@@ -71,7 +72,7 @@ def _ours_call(target, ids, variant, draft, args):
     method, _, flag = variant.partition(":")
     run = generate(target, ids, method=method, draft=draft if method == "draft" else None,
                    k=args.lookup_k if method in LOOKUP_METHODS else args.k,
-                   temperature=args.temperature, max_new_tokens=args.max_new_tokens,
+                   temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.max_new_tokens,
                    chat=False, record=flag != "norecord")
     m = run.metrics
     return {"token_ids": run.token_ids, "mean_accepted_tokens": m["mean_accepted_tokens"],
@@ -183,7 +184,8 @@ def run_bench(args, partial=None) -> dict:
 def summary_markdown(report: dict) -> str:
     lines = [f"Run {report['machine']['date']} · {report['machine']['cpu']} · torch {report['machine']['torch']}"
              f" · {report['machine']['threads']} threads · settings: "
-             + ", ".join(f"{k}={report['settings'].get(k)}" for k in ("target", "max_new_tokens", "repeats", "temperature", "k", "lookup_k")),
+             + ", ".join(f"{k}={report['settings'].get(k)}" for k in ("target", "max_new_tokens", "repeats",
+                                                                     "temperature", "top_p", "k", "lookup_k")),
              "", "| variant | tok/s (median) | × HF plain (geomean) | worst prompt | × HF prompt lookup | "
              "mean accepted tokens | α | retrieval success | identical to HF |", "|---|---|---|---|---|---|---|---|---|"]
     n = len(report["results"])
