@@ -67,9 +67,8 @@ def main() -> None:
     settings = RunSettings(prompt=prompt, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
                            top_p=args.top_p, seed=args.seed)
     target = load("bundled", progress=lambda msg: print(msg, file=sys.stderr))
-    spec = Decoder(target, prompt, **settings.decoder_kwargs()).run()
-    ar = Decoder(target, prompt, method="ar", temperature=settings.temperature, top_p=settings.top_p,
-                 seed=settings.seed, max_new_tokens=settings.max_new_tokens, chat=settings.chat).run()
+    spec = Decoder(target, prompt, settings.decode()).run()
+    ar = Decoder(target, prompt, settings.decode(), method="ar").run()
     if spec.token_ids != ar.token_ids and settings.temperature == 0:
         sys.exit("greedy speculative and plain runs differ: the engine is broken, not writing the example")
     shown = instructive_cycle(spec)

@@ -68,10 +68,8 @@ def record(target, settings, repeats: int = 1):
         draft = target if settings.draft == "bundled" else load(settings.draft)
     specs, ars = [], []
     for _ in range(max(1, repeats)):
-        specs.append(Decoder(target, settings.prompt, draft=draft, **settings.decoder_kwargs()).run())
-        ars.append(Decoder(target, settings.prompt, method="ar", temperature=settings.temperature,
-                           top_p=settings.top_p, seed=settings.seed, max_new_tokens=settings.max_new_tokens,
-                           chat=settings.chat).run())
+        specs.append(Decoder(target, settings.prompt, settings.decode(), draft).run())
+        ars.append(Decoder(target, settings.prompt, settings.decode(), method="ar").run())
     spec, ar = fastest(specs), fastest(ars)
     if settings.temperature == 0 and spec.token_ids != ar.token_ids:
         sys.exit(f"greedy {settings.method} and plain runs differ: the engine is broken, not writing lessons")

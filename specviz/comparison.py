@@ -15,10 +15,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
-from .engine import MAX_K, Decoder
+from .engine import Decoder
 from .models import LoadedModel
 from .proposers import METHODS, default_k, resolve_draft
 from .sampling import check_settings
+from .settings import MAX_K, DecodeSettings
 from .trace import RunTrace
 
 MAX_CONFIGS = 6  # more rows than fit beside one bar chart at a glance
@@ -36,8 +37,12 @@ class Config:
     target: str
     method: str
     draft: str | None = None
-    k: int = 4
+    k: int | None = None  # None: the method's default (proposers.DEFAULT_K)
     temperature: float = 0.0
+
+    def __post_init__(self):
+        if self.k is None:
+            object.__setattr__(self, "k", default_k(self.method))
 
     @property
     def greedy(self) -> bool:
@@ -58,13 +63,21 @@ class Config:
 
 @dataclass(frozen=True)
 class Shared:
-    """Settings every configuration shares."""
+    """What every configuration shares: the prompt, the repeats, and the decoding settings that
+    a row does not set (max_new_tokens, seed, top_p, chat). Rows time without traces."""
     prompt: str
-    max_new_tokens: int = 48
-    seed: int = 0
-    top_p: float = 1.0
-    chat: bool = True
+    settings: DecodeSettings = DecodeSettings(max_new_tokens=48, record=False)
     repeats: int = 1
+
+    @classmethod
+    def of(cls, prompt, repeats: int = 1, **settings) -> "Shared":
+        """Shared(prompt, repeats) with DecodeSettings fields given by name, e.g. `seed=1`."""
+        return cls(prompt, DecodeSettings.of(**{"max_new_tokens": 48, "record": False, **settings}), repeats)
+
+    def for_row(self, config: "Config", max_new_tokens: int | None = None) -> DecodeSettings:
+        """The settings one row decodes with: these, with the row's method, K and temperature."""
+        return self.settings.replace(method=config.method, k=config.k, temperature=config.temperature,
+                                     max_new_tokens=max_new_tokens or self.settings.max_new_tokens)
 
 
 def _blank(x) -> bool:
@@ -125,9 +138,7 @@ def decode(target: LoadedModel, draft: LoadedModel | None, config: Config, share
            ) -> tuple[RunTrace, float]:
     """One timed run of `config`; Stop is checked between cycles. Returns the trace and wall seconds."""
     t0 = time.perf_counter()
-    decoder = Decoder(target, shared.prompt, method=config.method, draft=draft, k=config.k,
-                      temperature=config.temperature, top_p=shared.top_p, seed=shared.seed,
-                      max_new_tokens=max_new_tokens or shared.max_new_tokens, chat=shared.chat, record=False)
+    decoder = Decoder(target, shared.prompt, shared.for_row(config, max_new_tokens), draft)
     for _ in decoder:
         if should_stop():
             raise Stopped

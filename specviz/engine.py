@@ -19,50 +19,54 @@ import torch
 
 from .kvcache import cache_len, new_cache, rollback
 from .models import LoadedModel, check_tokenizers
-from .proposers import default_k, make_proposer
+from .proposers import make_proposer
 from .proposers.base import ProposeContext, Proposer
 from .planner import Planner, verify_cost
 from .recorder import record_cycle
 from .runstate import LIVE, LiveCaches, RunState
 from .sampling import Sampling
+from .settings import MAX_K, DecodeSettings
 from .trace import FROM_DRAFT, NOT_REACHED, TARGET, CycleTrace, RunTrace
 from .tree import DraftTree
 from .verify import verify
-
-MAX_K = 64  # deepest draft accepted: beyond this a verify pass costs more than it can win
 
 
 class Decoder:
     """Speculative (or plain) decoding of one prompt, one cycle per `step()`."""
 
-    def __init__(self, target: LoadedModel, prompt, method: str = "logitspec",
-                 draft: LoadedModel | None = None, k: int | None = None, temperature: float = 0.0,
-                 top_p: float = 1.0, seed: int = 0, max_new_tokens: int = 128, chat: bool = True,
-                 adaptive_k: bool = False, record: bool = True, plan: bool = True, **knobs):
-        k = default_k(method) if k is None else k
-        _check_k(k, max_new_tokens)
-        self.sampling = Sampling(temperature, top_p, seed)
+    def __init__(self, target: LoadedModel, prompt, settings: DecodeSettings | None = None,
+                 draft: LoadedModel | None = None, **kw):
+        """`settings`, or keyword arguments naming DecodeSettings' fields and proposer knobs (with
+        `settings` too, they change it). `method` may also be a ready-made Proposer, e.g. one under
+        test or a parked one."""
+        ready = kw.get("method")
+        if isinstance(ready, Proposer):
+            kw["method"] = ready.name
+        if settings is None:
+            settings = DecodeSettings.of(**kw)
+        elif kw:
+            settings = settings.replace(**kw)
+        self.config = settings
+        method = settings.method
+        self.sampling = Sampling(settings.temperature, settings.top_p, settings.seed)
         self.vocab = target.vocab_size
-        if draft is not None and getattr(method, "name", method) == "draft":
+        if draft is not None and method == "draft":
             self.vocab = check_tokenizers(target, draft)
-        self.prompt_ids = target.encode(prompt, chat)
-        if isinstance(method, Proposer):  # a ready-made proposer, e.g. one under test or a parked one
-            self.proposer, method = method, method.name
+        self.prompt_ids = target.encode(prompt, settings.chat)
+        if isinstance(ready, Proposer):
+            self.proposer = ready
         else:
-            self.proposer = None if method == "ar" else make_proposer(method, target, draft, **knobs)
-        self.target, self.method, self.record = target, method, record
+            self.proposer = None if method == "ar" else make_proposer(method, target, draft, **dict(settings.knobs))
+        self.target, self.method, self.record = target, method, settings.record
         # cost-aware drafting (planner.py): on by default; plan=False verifies every offered node
         self.planner = None
-        if plan and self.proposer is not None:
+        if settings.plan and self.proposer is not None:
             self.planner = Planner(self.sampling.greedy, verify_cost(target), self.proposer.step_cost)
-        self.k = self.k_max = int(k)
-        self.adaptive_k, self.max_new_tokens = adaptive_k, int(max_new_tokens)
-        self.options = dict(method=method, k=k, temperature=temperature, top_p=top_p, seed=seed,
-                            max_new_tokens=max_new_tokens, chat=chat, adaptive_k=adaptive_k, record=record,
-                            plan=plan, **knobs)
-        self.settings = dict(method=method, target=target.name, draft=None if draft is None else draft.name,
-                             k=k, temperature=temperature, top_p=top_p, seed=seed,
-                             max_new_tokens=max_new_tokens, chat=chat, adaptive_k=adaptive_k, plan=plan, **knobs)
+        self.k = self.k_max = int(settings.k)
+        self.adaptive_k, self.max_new_tokens = settings.adaptive_k, int(settings.max_new_tokens)
+        self.options = settings.options()
+        self.settings = dict(target=target.name, draft=None if draft is None else draft.name,
+                             **{n: v for n, v in self.options.items() if n != "record"})
         self.run_id = uuid.uuid4().hex
         self.ids = list(self.prompt_ids)
         self.origins: list[str] = []
@@ -303,24 +307,13 @@ class Decoder:
         return self.state().trace()
 
 
-def _check_k(k, max_new_tokens) -> None:
-    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_K:
-        raise ValueError(f"K (draft length) must be a whole number from 1 to {MAX_K}, got {k!r}")
-    if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be a whole number ≥ 1, got {max_new_tokens!r}")
-
-
 def iter_cycles(target: LoadedModel, prompt, **kw) -> Iterator[CycleTrace]:
     """The step-wise form: yields one CycleTrace per cycle."""
     yield from Decoder(target, prompt, **kw)
 
 
-def generate(target: LoadedModel, prompt, method: str = "logitspec", draft: LoadedModel | None = None,
-             k: int | None = None, temperature: float = 0.0, top_p: float = 1.0, seed: int = 0,
-             max_new_tokens: int = 128, chat: bool = True, **kw) -> RunTrace:
-    """Decode `prompt` with `method` ("ar" for plain decoding) and return the RunTrace.
-
-    k=None takes the method's default (proposers.DEFAULT_K).
-    """
-    return Decoder(target, prompt, method=method, draft=draft, k=k, temperature=temperature,
-                   top_p=top_p, seed=seed, max_new_tokens=max_new_tokens, chat=chat, **kw).run()
+def generate(target: LoadedModel, prompt, settings: DecodeSettings | None = None,
+             draft: LoadedModel | None = None, **kw) -> RunTrace:
+    """Decode `prompt` and return the RunTrace; the arguments are Decoder's (e.g. method="ar" for
+    plain decoding; k=None takes the method's default, proposers.DEFAULT_K)."""
+    return Decoder(target, prompt, settings, draft, **kw).run()

@@ -129,7 +129,7 @@ def test_comparison_continues_after_a_failing_row():
         return models[spec]
 
     comparison = Comparison([Config("missing", "pld", None, 2), Config("tiny", "pld", None, 2)],
-                            Shared(prompt=[1, 5, 9, 2, 7, 1, 5, 9], max_new_tokens=8, chat=False))
+                            Shared.of([1, 5, 9, 2, 7, 1, 5, 9], max_new_tokens=8, chat=False))
     list(comparison.run(get))
     first, second = comparison.rows()
     assert "no model 'missing'" in first["error"]

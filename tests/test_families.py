@@ -306,7 +306,7 @@ def test_gpt2_pair_runs_through_compare():
     configs = [Config("gpt2-twin", "draft", "gpt2-twin-draft", 3), Config("gpt2-twin", "pld", None, 4),
                Config("gpt2-twin", "logitspec", None, 4)]
     text = " ".join(f"w{i}" for i in [4, 9, 17, 23, 5, 9, 17, 23, 31, 8, 9, 17])
-    comparison = Comparison(configs, Shared(prompt=text, max_new_tokens=24, chat=False))
+    comparison = Comparison(configs, Shared.of(text, max_new_tokens=24, chat=False))
     for _ in comparison.run(models.__getitem__):
         pass
     rows = comparison.rows()

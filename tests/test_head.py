@@ -149,7 +149,7 @@ def test_head_is_the_bundled_targets_default_draft():
     assert "head" not in [v for _, v in draft_choices("tiny-random:shares-bundled-tokenizer")]
     s = from_inputs({"prompt": "Hello"})
     assert (s.method, s.draft, s.engine_method, s.draft_spec) == ("draft", "head", "head", None)
-    assert s.decoder_kwargs()["method"] == "head" and "trained draft head" in s.describe()
+    assert s.decode().method == "head" and "trained draft head" in s.describe()
     other = from_inputs({"prompt": "Hello", "method": "draft", "draft": "bundled"})
     assert (other.engine_method, other.draft_spec) == ("draft", "bundled")
     assert from_inputs({"prompt": "Hello", "method": "pld"}).draft_spec is None

@@ -115,7 +115,7 @@ def ensure_run(session: Session, settings: RunSettings, progress) -> str | None:
     check_early(settings)
     target = load_with_progress(settings.target, progress)
     draft = load_with_progress(settings.draft_spec, progress) if settings.draft_spec else None
-    decoder = Decoder(target, settings.prompt, draft=draft, **settings.decoder_kwargs())
+    decoder = Decoder(target, settings.prompt, settings.decode(), draft)
     check_run_settings(LIMITS, settings.k, settings.max_new_tokens, len(decoder.prompt_ids))
     restarted = session.state is not None
     session.replace(decoder.state(), settings)

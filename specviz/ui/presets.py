@@ -49,7 +49,6 @@ METHODS = [
 METHOD_LABELS = {value: label for label, value in METHODS}
 # Classic draft → verify with a real q: on the bundled target the draft defaults to the trained head.
 DEFAULT_METHOD = "draft"
-K_DEFAULT = 8  # the default method's own (proposers.DEFAULT_K["draft"]); k_default gives any method's
 
 # Ranges of the sliders follow the server's limits (SPECVIZ_MAX_K, SPECVIZ_MAX_NEW_TOKENS).
 _LIMITS = Limits.from_env()

@@ -1,12 +1,19 @@
-"""The configuration column's values as one frozen object: compared to tell when a run must restart."""
+"""The configuration column's values as one frozen object: compared to tell when a run must restart.
+
+RunSettings is the decoding layer's DecodeSettings (specviz/settings.py, where the defaults and
+checks live) plus what only the page has: the target, the draft picker's value and the prompt.
+Its `method` is the picker's, so "draft" with the trained head is engine method "head" (`decode()`).
+"""
 from __future__ import annotations
 
+import dataclasses
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..proposers import HEAD_DRAFT, resolve_draft
-from .presets import BUNDLED, DEFAULT_METHOD, K_DEFAULT, MAX_NEW_DEFAULT, METHOD_LABELS, draft_choices, knobs_for
+from ..settings import DecodeSettings
+from .presets import BUNDLED, DEFAULT_METHOD, MAX_NEW_DEFAULT, METHOD_LABELS, draft_choices, knobs_for
 
 # Input names, in the order the layout wires them; the API takes them as keyword arguments.
 BASE_INPUTS = ("target", "method", "draft", "k", "adaptive_k", "temperature", "top_p", "seed",
@@ -14,19 +21,12 @@ BASE_INPUTS = ("target", "method", "draft", "k", "adaptive_k", "temperature", "t
 
 
 @dataclass(frozen=True)
-class RunSettings:
-    target: str = BUNDLED
+class RunSettings(DecodeSettings):
     method: str = DEFAULT_METHOD
-    draft: str | None = HEAD_DRAFT  # read only when method is "draft"; the bundled target's default
-    k: int = K_DEFAULT
-    adaptive_k: bool = False
-    temperature: float = 0.0
-    top_p: float = 1.0
-    seed: int = 0
     max_new_tokens: int = MAX_NEW_DEFAULT
-    chat: bool = True
+    target: str = BUNDLED
+    draft: str | None = HEAD_DRAFT  # read only when method is "draft"; the bundled target's default
     prompt: str = ""
-    knobs: tuple[tuple[str, Any], ...] = field(default=())
 
     @property
     def engine_method(self) -> str:
@@ -37,11 +37,10 @@ class RunSettings:
         """The draft model to load, if any (the trained head is not loaded as a model)."""
         return resolve_draft(self.method, self.draft)[1]
 
-    def decoder_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments of specviz.Decoder, models excluded."""
-        return dict(method=self.engine_method, k=self.k, temperature=self.temperature, top_p=self.top_p,
-                    seed=self.seed, max_new_tokens=self.max_new_tokens, chat=self.chat,
-                    adaptive_k=self.adaptive_k, **dict(self.knobs))
+    def decode(self) -> DecodeSettings:
+        """What the Decoder takes: these settings with the engine's method (models excluded)."""
+        own = {f.name: getattr(self, f.name) for f in dataclasses.fields(DecodeSettings)}
+        return DecodeSettings(**{**own, "method": self.engine_method})
 
     def ar_key(self) -> tuple:
         """What the plain baseline depends on: the method, K and the knobs do not change it."""
@@ -90,7 +89,7 @@ def _knob_value(knob, value):
     return {"int": lambda v: _whole(knob.label, v, 0), "float": float, "bool": bool}[knob.kind](value)
 
 
-def _whole(name: str, value, default: int) -> int:
+def _whole(name: str, value, default: int | None) -> int | None:
     """An int from a slider or number box; fractional or missing values get a clear message."""
     if value is None:
         return default
@@ -115,10 +114,10 @@ def from_inputs(values: dict[str, Any]) -> RunSettings:
         target=target,
         method=method,
         draft=draft if method == "draft" else None,
-        k=_whole("K", values.get("k"), d.k),
+        k=_whole("K", values.get("k"), None),  # None: the method's own default K
         adaptive_k=bool(values.get("adaptive_k")),
-        temperature=float(values.get("temperature") if values.get("temperature") is not None else 0.0),
-        top_p=float(values.get("top_p") if values.get("top_p") is not None else 1.0),
+        temperature=float(values.get("temperature") if values.get("temperature") is not None else d.temperature),
+        top_p=float(values.get("top_p") if values.get("top_p") is not None else d.top_p),
         seed=_whole("Seed", values.get("seed"), d.seed),
         max_new_tokens=_whole("Max new tokens", values.get("max_new_tokens"), d.max_new_tokens),
         chat=values.get("chat", True) is not False,
