@@ -9,25 +9,14 @@ the app runs in-process on a free local port with the bundled model.
 from __future__ import annotations
 
 import argparse
-import os
-import socket
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 VIEWPORT = {"width": 1600, "height": 1000}  # wide enough for the three columns side by side
 STEP_TIMEOUT_MS = 300_000  # the first Step loads the model; a busy 2-core machine needs minutes
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def press_step(page, times: int) -> None:
@@ -48,17 +37,14 @@ def main() -> None:
 
     from playwright.sync_api import sync_playwright
 
-    from specviz.ui import build_demo, launch_kwargs
+    from specviz.browser import launch_chromium, serve
 
-    demo = build_demo()
-    port = free_port()
-    demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True,
-                **launch_kwargs())
+    demo, url = serve()
     try:
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            browser = launch_chromium(p)
             page = browser.new_page(viewport=VIEWPORT)
-            page.goto(f"http://127.0.0.1:{port}/", wait_until="domcontentloaded")
+            page.goto(url, wait_until="domcontentloaded")
             page.wait_for_selector("#sv-tree .js-plotly-plot", timeout=60_000)
             if args.steps:
                 page.click("#sv-measure")  # the timing panel then compares with a measured baseline

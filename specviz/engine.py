@@ -25,7 +25,7 @@ from .planner import Planner, verify_cost
 from .recorder import record_cycle
 from .runstate import LIVE, LiveCaches, RunState
 from .sampling import Sampling
-from .settings import MAX_K, DecodeSettings
+from .settings import DecodeSettings
 from .trace import FROM_DRAFT, NOT_REACHED, TARGET, CycleTrace, RunTrace
 from .tree import DraftTree
 from .verify import verify

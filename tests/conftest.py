@@ -10,12 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from specviz.browser import CHROMIUM, launch_chromium
+
 # ../shared/bench/prompts.json beside the repository, where CI and developers find it.
 BENCH_PROMPTS = Path(__file__).resolve().parents[1].parent / "shared" / "bench" / "prompts.json"
-CHROMIUM = "/usr/bin/chromium"  # Debian's package; playwright cannot download its own browser here
 IN_CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")  # CI services set CI=true
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 
 
 def pytest_collection_modifyitems(config, items):
@@ -60,7 +59,7 @@ def chromium(chromium_path):
     else:
         sync_api = pytest.importorskip("playwright.sync_api")
     with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
+        browser = launch_chromium(p, chromium_path)
         yield browser
         browser.close()
 

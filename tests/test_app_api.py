@@ -6,13 +6,13 @@ model, so the app and `specviz.generate` use the very same weights.
 from __future__ import annotations
 
 import re
-import socket
 import time
 
 import huggingface_hub.constants
 import pytest
 
 import specviz
+from specviz.browser import serve
 from specviz.models import EMPTY_PROMPT
 
 pytestmark = [pytest.mark.bundled, pytest.mark.slow]
@@ -25,23 +25,13 @@ SHORT = dict(prompt=PROMPT, max_new_tokens=24, method="pld", k=4, top_p=1.0)
 STREAM_TIMEOUT_S = 600  # a cycle can take seconds on a busy 2-core machine
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def app_url(bundled_target):
-    from specviz.ui import build_demo, launch_kwargs
     from specviz.ui.state import MODELS
 
     MODELS.put("bundled", bundled_target)
-    demo = build_demo()
-    port = free_port()
-    demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True,
-                **launch_kwargs())
-    yield f"http://127.0.0.1:{port}/"
+    demo, url = serve()
+    yield url
     demo.close()
 
 

@@ -31,15 +31,12 @@ def config_rows(table: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def app_url(bundled_target):
-    from tests.test_app_api import free_port
-    from specviz.ui import build_demo, launch_kwargs
+    from specviz.browser import serve
     from specviz.ui.state import MODELS
 
     MODELS.put("bundled", bundled_target)
-    demo = build_demo()
-    port = free_port()
-    demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True, **launch_kwargs())
-    yield f"http://127.0.0.1:{port}/"
+    demo, url = serve()
+    yield url
     demo.close()
 
 
@@ -48,7 +45,7 @@ def app_url(bundled_target):
 def test_three_configurations_give_three_rows_all_lossless(app_url):
     """Compare with three greedy configurations on the bundled model gives a table of three measured
     rows, each with a speedup and the lossless badge, a bar per row, and the rows as theory sources;
-    the Theory tab then puts row 1 on the S(K) curve with its sentence."""
+    the Theory tab then puts row 1 on the S(K) curve with its sentence, beside the target's cost profile."""
     client = gradio_client.Client(app_url, verbose=False)
     out = frame(client.predict({"headers": ["target", "method", "draft", "K", "temperature"], "data": ROWS},
                                PROMPT, 12, 1, 0, True, api_name="/compare"))
@@ -62,9 +59,10 @@ def test_three_configurations_give_three_rows_all_lossless(app_url):
     assert [x.split(" ")[0] for x in bars["x"]] == ["#1", "#2", "#3"] and all(y > 0 for y in bars["y"])
     choices = [c[1] if isinstance(c, (list, tuple)) else c for c in out["source"]["choices"]]
     assert choices[:3] == ["0", "1", "2"]
-    status, _figure, html = client.predict("0", api_name="/theory")
+    status, _figure, html, cost = client.predict("0", api_name="/theory")
     assert "sv-status-ok" in status, status
     assert "theory predicts" in html and "best K" in html
+    assert json.loads(cost["plot"])["data"][0]["name"] == "measured v(n)"  # the target's cost profile
 
 
 @pytest.mark.bundled

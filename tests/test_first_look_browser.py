@@ -18,13 +18,10 @@ PLOTS = {"decode": ["#sv-tree", "#sv-pq", "#sv-residual", "#sv-timeline", "#sv-a
 @pytest.fixture(scope="module")
 def first_paint_url():
     """The app on a free port; nothing here loads a model, so nothing should need one."""
-    from specviz.ui import build_demo, launch_kwargs
-    from tests.test_app_api import free_port
+    from specviz.browser import serve
 
-    demo = build_demo()
-    port = free_port()
-    demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True, **launch_kwargs())
-    yield f"http://127.0.0.1:{port}/"
+    demo, url = serve()
+    yield url
     demo.close()
 
 

@@ -12,7 +12,7 @@ import pytest
 
 import specviz
 from specviz.models import EMPTY_PROMPT, tiny_random
-from tests.test_app_api import SHORT, app_url, call, cycle_no, free_port, named, wait_for  # noqa: F401
+from tests.test_app_api import SHORT, app_url, call, cycle_no, named, wait_for  # noqa: F401
 
 pytestmark = [pytest.mark.bundled, pytest.mark.slow]
 gradio_client = pytest.importorskip("gradio_client")

@@ -5,13 +5,13 @@ here runs from the toy sampler and the recorded traces in assets/.
 from __future__ import annotations
 
 import importlib
-import socket
 from pathlib import Path
 
 import pytest
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
+from specviz.browser import serve  # noqa: E402
 from tests.conftest import IN_CI  # noqa: E402
 
 # skipped without playwright on a developer's machine; in CI its absence is an error
@@ -26,21 +26,10 @@ DECODE_PANELS = ["#sv-config", "#sv-centre", "#sv-timing", "#sv-lessons", "#sv-n
 LEARN_PANELS = ["#sv-toy-controls", "#sv-toy-numbers", "#sv-toy-pq", "#sv-mc-controls", "#sv-mc-summary", "#sv-mc"]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def app_url():
-    from specviz.ui import build_demo, launch_kwargs
-
-    demo = build_demo()
-    port = free_port()
-    demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True,
-                **launch_kwargs())
-    yield f"http://127.0.0.1:{port}/"
+    demo, url = serve()
+    yield url
     demo.close()
 
 
