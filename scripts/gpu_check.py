@@ -29,7 +29,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from specviz import batch_effect, bench, theory  # noqa: E402
+from specviz import batch_effect, bench, costs, theory  # noqa: E402
 from specviz.models import _wrap, derive_draft, load, tiny_random  # noqa: E402
 
 PROMPTS = ROOT.parent / "shared" / "bench" / "prompts.json"
@@ -107,8 +107,8 @@ def speed(target, prompts: list[str], cfg: dict, methods=METHODS) -> dict:
 
 # -- parts 2 to 4 ----------------------------------------------------------------------------------------
 def verify_curve(model, n_max: int) -> dict[int, float]:
-    times = batch_effect.pass_times(model, list(range(1, n_max + 1)), prefix_len=200)
-    return {n: times[n] / times[1] for n in range(1, n_max + 1)}
+    """v(n) for n = 1…n_max: the cost profile the planner uses, timed afresh at every n."""
+    return costs.profile(model, sizes=range(1, n_max + 1), cache_file=None, refresh=True).v
 
 
 def batch_curve(model, batches) -> dict:
@@ -117,12 +117,11 @@ def batch_curve(model, batches) -> dict:
 
 
 def big_pair(target, draft, k_max: int) -> dict:
-    t_target = batch_effect.pass_times(target, list(range(1, k_max + 2)), prefix_len=200)
-    t_draft = batch_effect.pass_times(draft, [1], prefix_len=200)
-    c = t_draft[1] / t_target[1]
-    v = theory.VerifyCost({k: t_target[k + 1] / t_target[1] for k in range(1, k_max + 1)}, step_s=t_target[1])
-    predicted = {a: {k: theory.speedup(a, k, c, v) for k in range(1, k_max + 1)} for a in ALPHAS}
-    return {"c": c, "v": v.points, "target_step_ms": 1000 * t_target[1], "draft_step_ms": 1000 * t_draft[1],
+    prof = costs.profile(target, sizes=range(1, k_max + 2), cache_file=None, refresh=True)  # v(n), n = K + 1
+    t_draft = batch_effect.pass_times(draft, [1], prefix_len=prof.prefix_len)
+    c = t_draft[1] / prof.step_s
+    predicted = {a: {k: theory.speedup(a, k, c, prof(k + 1)) for k in range(1, k_max + 1)} for a in ALPHAS}
+    return {"c": c, "v": prof.v, "target_step_ms": 1000 * prof.step_s, "draft_step_ms": 1000 * t_draft[1],
             "S": predicted, "best_k": {a: max(p, key=p.get) for a, p in predicted.items()}}
 
 

@@ -2,11 +2,12 @@
 
     python scripts/record_results.py            # writes assets/recorded_results.json
 
-Runs the Compare tab's default rows on its default prompt against their AR baselines, puts the
-first measured speculative row on the S(K) curve (as the Theory tab's first source does), and
-times the batch-size curve at the tab's default K, all on the bundled model (offline). The file
-says when and on what machine it was recorded; the tabs say so too. Record it on a quiet machine:
-every number in it is a timing.
+Times the bundled model's cost profile v(n) afresh (the curve its planner then decides with), runs
+the Compare tab's default rows on its default prompt against their AR baselines, puts the first
+measured speculative row on the S(K) curve with that profile (as the Theory tab's first source
+does), and times the batch-size curve at the tab's default K, all on the bundled model (offline).
+The file says when and on what machine it was recorded; the tabs say so too. Record it on a quiet
+machine: every number in it is a timing.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from specviz import batch_effect, load, theory  # noqa: E402
+from specviz import batch_effect, costs, load, theory  # noqa: E402
 from specviz.comparison import Comparison, Config, Shared, parse_rows  # noqa: E402
 from specviz.ui.compare import BATCH_K, DEFAULT_PROMPT, DEFAULT_ROWS, MAX_NEW_DEFAULT  # noqa: E402
 from specviz.ui.recorded import RECORDED  # noqa: E402
@@ -67,22 +68,20 @@ def machine(target) -> str:
 
 def compare(target, repeats: int) -> Comparison:
     """The Compare tab's default rows, timed as its Compare button times them."""
-    shared = Shared(prompt=DEFAULT_PROMPT, max_new_tokens=MAX_NEW_DEFAULT, seed=0, chat=True, repeats=repeats)
+    shared = Shared.of(DEFAULT_PROMPT, max_new_tokens=MAX_NEW_DEFAULT, seed=0, chat=True, repeats=repeats)
     comparison = Comparison(parse_rows(DEFAULT_ROWS), shared)
     for message in comparison.run(lambda spec: target):  # every default row runs on the bundled model
         print(message, file=sys.stderr)
     return comparison
 
 
-def analyse(target, comparison: Comparison) -> tuple[str, theory.Analysis]:
-    """The first measured speculative row on the S(K) curve, with v(K) timed on the target."""
+def analyse(comparison: Comparison, prof: costs.CostProfile) -> tuple[str, theory.Analysis]:
+    """The first measured speculative row on the S(K) curve, with v(n) from the target's cost profile."""
     for i, config in enumerate(comparison.items):
         if isinstance(config, Config) and config.method != "ar":
             mine, ar = comparison.measured(config), comparison.measured(config.baseline())
             if mine is not None and ar is not None:
-                run = mine.run
-                v = theory.verify_cost(target, theory.sizes_for(run), prefix_len=theory.context_len(run))
-                return f"Compare row {i + 1}: {config.label()}", theory.analyse(run, ar.run, v)
+                return f"Compare row {i + 1}: {config.label()}", theory.analyse(mine.run, ar.run, prof)
     sys.exit("no Compare row was measured: nothing to put on the theory curve")
 
 
@@ -94,8 +93,9 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     target = load("bundled", progress=lambda msg: print(msg, file=sys.stderr))
+    prof = costs.profile(target, refresh=True)  # timed now, on this quiet machine; the planner reads it back
     comparison = compare(target, args.repeats)
-    source, analysis = analyse(target, comparison)
+    source, analysis = analyse(comparison, prof)
     effect = batch_effect.measure_batch_effect(target, k=BATCH_K, refresh=True)
     record = {
         "recorded_at": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
@@ -104,6 +104,7 @@ def main() -> None:
         "compare": {"rows": comparison.rows(), "baselines": comparison.baseline_rows(),
                     "repeats": args.repeats},
         "theory": {"source": source, "analysis": asdict(analysis)},
+        "cost_profile": prof.to_dict(),
         "batch": effect.to_dict(),
     }
     args.out.write_text(json.dumps(rounded(record), ensure_ascii=False, indent=1) + "\n", encoding="utf-8")

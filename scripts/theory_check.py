@@ -4,9 +4,10 @@
     python scripts/theory_check.py --target DIR --draft DIR --method draft --ks 2,4,6,8 --dtype bf16 --batch
 
 For each K it decodes the prompt speculatively and plainly (trace recording off), reads α and c
-off the traces, times v(K) on the target, and prints predicted against measured speedup. With
---batch it adds verify(K+1 tokens) / step per batch size. The same code paths as the app's
-Theory & hardware tab (specviz.theory, specviz.batch_effect).
+off the traces, takes v(K+1) from the target's cost profile (the curve the planner decides with:
+costs.profile, cached), and prints predicted against measured speedup. With --batch it adds
+verify(K+1 tokens) / step per batch size. The same code paths as the app's Theory & hardware tab
+(specviz.theory, specviz.planner.verify_cost, specviz.batch_effect).
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from specviz import batch_effect, generate, load, theory  # noqa: E402
+from specviz import batch_effect, generate, load, planner, theory  # noqa: E402
 from specviz.viz.compare import theory_sentence  # noqa: E402
 
 PROMPT = ("Write the days of the week, one per line, then the months of the year, one per line, "
@@ -42,14 +43,17 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def theory_rows(args, target, draft) -> list[str]:
     common = dict(max_new_tokens=args.max_new_tokens, record=False)
+    prof = planner.verify_cost(target)
     ar = generate(target, args.prompt, method="ar", **common)
     sentences = []
-    lines = ["| K | α | c | v(K) timed | v in the run | predicted S(K) | measured | best K (predicted S) |",
+    where = "read from the cache" if prof.cached else f"measured {prof.measured_at}" if prof.measured_at else "a prior"
+    lines = [f"v(n): {prof.model}'s cost profile ({prof.dtype}, {prof.hardware or prof.device}, cache of "
+             f"{prof.prefix_len} tokens, one-token pass {prof.step_s * 1e3:.1f} ms; {where}).", "",
+             "| K | α | c | v(K+1) profile | v in the run | predicted S(K) | measured | best K (predicted S) |",
              "|---|---|---|---|---|---|---|---|"]
     for k in (int(x) for x in args.ks.split(",")):
         run = generate(target, args.prompt, method=args.method, draft=draft, k=k, **common)
-        v = theory.verify_cost(target, theory.sizes_for(run), prefix_len=theory.context_len(run))
-        a = theory.analyse(run, ar, v)
+        a = theory.analyse(run, ar, prof)
         lines.append(f"| {k} | {a.alpha:.2f} | {a.c:.3f} | {a.v_k:.2f} | {a.v_run or 0:.2f} | {a.predicted:.2f}× | "
                      f"{a.measured or 0:.2f}× | {a.best[0]} ({a.best[1]:.2f}×) |")
         sentences.append(f"- K = {k}: {theory_sentence(a)}")

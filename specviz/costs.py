@@ -6,10 +6,11 @@
     prof.cost_s(5)                 # seconds: prof.step_s * prof(5)
     prof.v                         # the measured points {n: v(n)}
 
-n counts every token in the pass (a verify pass of K drafts has n = K + 1; theory.VerifyCost
-is indexed by K instead). Passes are timed at batch 1 on top of a `prefix_len`-token KV cache. Noise on a shared machine
-only ever adds time, so each size keeps its fastest pass, and sizes whose pass came out slower
-than a larger one's are timed again while the budget lasts. A profile is cached per model,
+This is the one definition of a target pass's cost: the planner decides with it, theory's S(K)
+and the Theory & hardware tab read it. n counts every token in the pass, so a verify pass of K
+drafts has n = K + 1. Passes are timed at batch 1 on top of a `prefix_len`-token KV cache. Noise
+on a shared machine only ever adds time, so each size keeps its fastest pass, and sizes whose
+pass came out slower than a larger one's are timed again while the budget lasts. A profile is cached per model,
 device, dtype, speed-ups, torch version, hardware and thread count, in memory and in
 $SPECVIZ_CACHE_DIR/cost_profiles.json; `refresh=True` measures again.
 

@@ -1,33 +1,28 @@
 """Theory against measurement: Leviathan et al.'s predicted speedup, with the costs measured here.
 
-    S(K) = (1 − α^(K+1)) / ((1 − α)(K·c + v(K)))
+    S(K) = (1 − α^(K+1)) / ((1 − α)(K·c + v(K+1)))
 
 - α: the probability that a draft token is accepted, per position (RunTrace.metrics["acceptance_rate"]);
 - c: the cost of one draft step over one plain target step, from the run's draft time and the AR run;
-- v(K): the cost of a target pass over K+1 tokens over a one-token pass (the paper takes v = 1;
-  here it is timed, because on a CPU or a busy GPU it is not 1).
+- v(n): the cost of a target pass over n tokens over a one-token pass, so a verify pass of K drafts
+  (plus the newest token) costs v(K+1). The paper takes it as 1; here it is the target's cost
+  profile (costs.profile: timed once per model, device and dtype, then cached), the same curve
+  the planner decides with, because on a CPU or a busy GPU it is not 1.
 
 The numerator over (1 − α) is the expected number of tokens a cycle commits. For a tree it is
 1 + Σ_d Π_{i≤d} a_i instead, with a_d the trace's acceptance at depth d (a node at that depth on the
-accepted path, given the path reached it). Pure arithmetic on traces, except `verify_cost`, which
-times target passes through batch_effect.pass_times. No UI libraries here.
+accepted path, given the path reached it). Pure arithmetic on traces and a cost profile; nothing
+here times a model. No UI libraries here.
 """
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .batch_effect import REPEATS, pass_times
-from .models import LoadedModel
 from .trace import RunTrace
 
 K_RANGE = range(1, 17)  # the K axis of the curve: past 16 a small model's verify pass only grows
-V_SIZES = (1, 2, 3, 4, 6, 8, 12, 16)  # draft sizes timed for v; others are interpolated
-CONTEXT_STEP = 64  # the timed prefix is the run's context rounded up to this, so nearby runs share it
-
-_V_CACHE: dict[tuple, "VerifyCost"] = {}
-_V_LOCK = threading.Lock()
+PassCost = Callable[[float], float]  # v(n), n = tokens in the pass, v(1) = 1: a costs.CostProfile
 
 
 # -- the formula ---------------------------------------------------------------------------------
@@ -46,7 +41,8 @@ def expected_tokens_by_depth(acceptance: list[float], k: int) -> float:
 
 
 def speedup(alpha: float, k: int, c: float, v: float | Callable[[int], float]) -> float:
-    """S(K) = (1 − α^(K+1)) / ((1 − α)(K·c + v(K))); `v` is a number or a function of K."""
+    """S(K) = (1 − α^(K+1)) / ((1 − α)(K·c + v_K)), with v_K the cost of a verify pass of K drafts in
+    plain steps: a number, or a function of K (`analyse` passes K ↦ v(K+1) of a cost profile)."""
     cost = k * c + (v(k) if callable(v) else v)
     return expected_tokens(alpha, k) / cost
 
@@ -58,41 +54,6 @@ def best_k(curve: list[tuple[int, float]]) -> tuple[int, float]:
     """The (K, S) with the largest S; on a tie (a plateau) the smallest K, which risks less when α drops."""
     top = max(s for _, s in curve)
     return min((point for point in curve if point[1] >= top * (1 - TIE)), key=lambda point: point[0])
-
-
-@dataclass
-class VerifyCost:
-    """v(n): a target pass over n+1 tokens over a one-token pass, timed at some n, interpolated between.
-
-    v(0) = 1 by definition. Past the last timed n it grows along the last two points' slope.
-    """
-    points: dict[int, float]
-    step_s: float = 0.0  # seconds of the one-token pass it was measured against
-
-    def __call__(self, n: float) -> float:
-        pts = sorted({0: 1.0, **{int(k): float(v) for k, v in self.points.items()}}.items())
-        for (n0, v0), (n1, v1) in zip(pts, pts[1:]):
-            if n <= n1:
-                return v0 + (v1 - v0) * (n - n0) / (n1 - n0)
-        if len(pts) < 2:
-            return pts[-1][1]
-        (n0, v0), (n1, v1) = pts[-2], pts[-1]
-        return v1 + max(v1 - v0, 0.0) * (n - n1) / (n1 - n0)
-
-
-def verify_cost(model: LoadedModel, sizes=V_SIZES, prefix_len: int = CONTEXT_STEP,
-                repeats: int = REPEATS) -> VerifyCost:
-    """Time target passes of 1 and n+1 tokens after a `prefix_len` cache; cached per model and sizes."""
-    sizes = tuple(sorted(set(int(n) for n in sizes)))
-    key = (model.name, str(model.device), str(model.dtype), prefix_len, sizes)
-    with _V_LOCK:
-        if key in _V_CACHE:
-            return _V_CACHE[key]
-    t = pass_times(model, [1] + [n + 1 for n in sizes], prefix_len=prefix_len, repeats=repeats)
-    cost = VerifyCost({n: t[n + 1] / t[1] for n in sizes}, step_s=t[1])
-    with _V_LOCK:
-        _V_CACHE[key] = cost
-    return cost
 
 
 # -- costs read off the traces --------------------------------------------------------------------
@@ -162,7 +123,7 @@ class Analysis:
     acceptance: list[float]  # a_d per depth
     expected_len: float  # expected accepted draft tokens per cycle at the run's K
     c: float
-    v_k: float  # timed v at the run's verify size
+    v_k: float  # v(n) of the run's verify pass, n = its draft tokens + 1, from the cost profile
     v_run: float | None  # the same factor read off the run's own verify passes
     verify_tokens: float  # draft tokens per verify pass in the run (K for a chain)
     predicted: float  # S at the run's K
@@ -172,16 +133,20 @@ class Analysis:
     best: tuple[int, float] = (1, 0.0)
 
 
-def _chain_curve(alpha: float, c: float, v: VerifyCost, ks) -> list[tuple[int, float]]:
-    return [(k, speedup(alpha, k, c, v)) for k in ks]
+def _chain_curve(alpha: float, c: float, v: PassCost, ks) -> list[tuple[int, float]]:
+    return [(k, speedup(alpha, k, c, lambda drafts: v(drafts + 1))) for k in ks]
 
 
-def _tree_curve(run: RunTrace, acceptance: list[float], c: float, v: VerifyCost, ks) -> list[tuple[int, float]]:
-    return [(k, expected_tokens_by_depth(acceptance, k) / (k * c + v(nodes_up_to(run, k)))) for k in ks]
+def _tree_curve(run: RunTrace, acceptance: list[float], c: float, v: PassCost, ks) -> list[tuple[int, float]]:
+    return [(k, expected_tokens_by_depth(acceptance, k) / (k * c + v(nodes_up_to(run, k) + 1))) for k in ks]
 
 
-def analyse(run: RunTrace, ar: RunTrace, v: VerifyCost, ks=K_RANGE) -> Analysis:
-    """Measure α (or per-depth acceptance), c and v from the traces and put the run on the curve."""
+def analyse(run: RunTrace, ar: RunTrace, v: PassCost, ks=K_RANGE) -> Analysis:
+    """Measure α (or per-depth acceptance) and c from the traces and put the run on the curve.
+
+    `v` is the target's cost profile, v(n) for a pass over n tokens (costs.profile, or what
+    planner.verify_cost gives): a verify pass of K drafts costs v(K+1), a tree's v(its nodes + 1).
+    """
     if not _spec_cycles(run):
         raise ValueError("This run drafted nothing, so there is no α to measure: pick a run with a proposer.")
     m = run.metrics
@@ -194,30 +159,17 @@ def analyse(run: RunTrace, ar: RunTrace, v: VerifyCost, ks=K_RANGE) -> Analysis:
         curve = _tree_curve(run, acceptance, c, v, ks)
         verify_tokens = nodes_up_to(run, k)
         expected = expected_tokens_by_depth(acceptance, k) - 1
-        predicted = (expected + 1) / (k * c + v(verify_tokens))
     else:
         curve = _chain_curve(alpha, c, v, ks)
-        verify_tokens, expected, predicted = float(k), expected_tokens(alpha, k) - 1, speedup(alpha, k, c, v)
+        verify_tokens, expected = float(k), expected_tokens(alpha, k) - 1
+    v_k = v(verify_tokens + 1)  # the pass holds the drafts and the newest committed token
+    predicted = (expected + 1) / (k * c + v_k)
     ar_rate = ar.metrics.get("tokens_per_s") or 0.0
     decode_s = m.get("decode_s") or 0.0
     other = decode_s - (m.get("draft_s") or 0.0) - (m.get("verify_s") or 0.0)
     return Analysis(kind="tree" if tree else "chain", method=run.method, k=k, alpha=alpha, acceptance=acceptance,
-                    expected_len=expected, c=c, v_k=v(verify_tokens), v_run=run_verify_factor(run, ar),
+                    expected_len=expected, c=c, v_k=v_k, v_run=run_verify_factor(run, ar),
                     verify_tokens=verify_tokens, predicted=predicted,
                     measured=m["tokens_per_s"] / ar_rate if ar_rate else None,
                     overhead_share=max(other, 0.0) / decode_s if decode_s > 0 else 0.0,
                     curve=curve, best=best_k(curve))
-
-
-def context_len(run: RunTrace) -> int:
-    """The run's mean cache length, rounded up to CONTEXT_STEP, as the prefix for timing v."""
-    mean = len(run.prompt_ids) + len(run.token_ids) / 2
-    return int(-(-mean // CONTEXT_STEP) * CONTEXT_STEP)
-
-
-def sizes_for(run: RunTrace) -> tuple[int, ...]:
-    """V_SIZES, plus the run's own verify size when a tree makes it larger than those."""
-    if not is_tree(run):
-        return V_SIZES
-    top = round(nodes_up_to(run, 1 << 30))  # the whole tree
-    return tuple(sorted(set(V_SIZES) | {n for n in (24, 32, 48, 64, top) if 0 < n <= top}))

@@ -1,4 +1,5 @@
-"""Theory against measurement: the S(K) formula, its best K, the measured costs, the batch effect."""
+"""Theory against measurement: the S(K) formula, its best K, the measured costs, the cost profile
+it reads v(n) from (the planner's) and its panel, the batch effect."""
 from __future__ import annotations
 
 import itertools
@@ -8,7 +9,8 @@ import math
 import pytest
 
 import specviz
-from specviz import batch_effect, theory
+from specviz import batch_effect, costs, planner, theory
+from specviz.costs import CostProfile
 from specviz.trace import CycleTrace, NodeTrace, RunTrace
 from tests.tiny import FixedTreeProposer, pair
 
@@ -29,12 +31,6 @@ def closed_form(alpha, k, c, v):
 def test_speedup_matches_hand_computed_values(alpha, k, c, v, expected):
     """S(K) equals values worked out by hand, including α = 0 and the α = 1 limit."""
     assert theory.speedup(alpha, k, c, v) == pytest.approx(expected, rel=1e-12)
-
-
-def test_verify_cost_interpolates_between_timed_points():
-    """v(0) = 1, linear between timed points, and extended along the last slope past them."""
-    v = theory.VerifyCost({2: 1.4, 4: 1.8})
-    assert [v(0), v(1), v(2), v(3), v(4), v(6)] == pytest.approx([1.0, 1.2, 1.4, 1.6, 1.8, 2.2])
 
 
 def test_best_k_equals_brute_force_search():
@@ -74,14 +70,10 @@ def test_draft_cost_is_seconds_per_draft_step_over_a_target_step():
     assert theory.draft_cost(tree, ar) == pytest.approx(2.0)
 
 
-def test_verify_cost_is_a_pass_over_a_one_token_pass(monkeypatch):
-    """v(n) is the time of a pass over n + 1 tokens (the newest plus n drafts) divided by a 1-token
-    pass, and step_s is the 1-token time (pass times set by hand, nothing timed)."""
-    times = {1: 0.02, 2: 0.025, 3: 0.03, 5: 0.04}
-    monkeypatch.setattr(theory, "pass_times", lambda model, sizes, **kw: {n: times[n] for n in sizes})
-    monkeypatch.setattr(theory, "_V_CACHE", {})
-    v = theory.verify_cost(pair()[0], sizes=(1, 2, 4), prefix_len=16, repeats=2)
-    assert v.step_s == 0.02 and v.points == pytest.approx({1: 1.25, 2: 1.5, 4: 2.0})
+def profile(v: dict, **kw) -> CostProfile:
+    """A cost profile with v set by hand (nothing timed)."""
+    return CostProfile(**{"model": "m", "device": "cpu", "dtype": "float32", "prefix_len": 200, "step_s": 0.01,
+                          "v": v, **kw})
 
 
 def test_chain_run_is_analysed_at_its_own_alpha_and_costs():
@@ -92,12 +84,32 @@ def test_chain_run_is_analysed_at_its_own_alpha_and_costs():
     run = specviz.generate(target, PROMPT, method="draft", draft=draft, k=3, max_new_tokens=16, chat=False,
                            plan=False)
     ar = specviz.generate(target, PROMPT, method="ar", max_new_tokens=16, chat=False)
-    v = theory.VerifyCost({1: 1.1, 4: 1.4}, step_s=0.01)
-    a = theory.analyse(run, ar, v)
+    prof = profile({1: 1.0, 2: 1.1, 5: 1.4, 17: 3.0})
+    a = theory.analyse(run, ar, prof)
     assert a.kind == "chain" and a.k == 3 and a.c == theory.draft_cost(run, ar)
     assert a.alpha == run.metrics["acceptance_rate"] and a.measured > 0
     assert [k for k, _ in a.curve] == list(theory.K_RANGE) and a.best in a.curve
-    assert a.predicted == pytest.approx(closed_form(a.alpha, 3, a.c, v))
+    def drafts(k):  # a pass of K drafts holds K + 1 tokens
+        return prof(k + 1)
+
+    assert a.predicted == pytest.approx(closed_form(a.alpha, 3, a.c, drafts))
+
+
+def test_analysis_reads_v_of_k_plus_one_from_the_cost_profile():
+    """S(K) takes a verify pass of K drafts at n = K + 1 tokens of the cost profile: with v set by hand
+    (1 at n = 1, 2 at n = 5, 5 at n = 17), v_k at K = 4 is v(5) = 2 and every point of the curve is
+    the closed form with v_K = v(K + 1); a profile shifted by one token would give other values."""
+    ar = RunTrace("ar", cycles=[_cycle(i, [], verify_s=0.05) for i in range(4)])
+    run = RunTrace("draft", cycles=[_cycle(0, [1, 2, 3, 4], 0.02, 0.1), _cycle(1, [1, 2, 3, 4], 0.02, 0.1)],
+                   settings={"k": 4}, metrics={"acceptance_rate": 0.5, "tokens_per_s": 10.0})
+    prof = profile({1: 1.0, 5: 2.0, 17: 5.0})
+    a = theory.analyse(run, ar, prof)
+    assert a.kind == "chain" and a.v_k == pytest.approx(2.0) and a.c == pytest.approx(0.1)
+    assert a.predicted == pytest.approx(closed_form(0.5, 4, 0.1, lambda k: 2.0))
+    def by_hand(k):  # v(K + 1) on the two straight segments of that profile
+        return 1 + k / 4 if k + 1 <= 5 else 2 + 3 * (k + 1 - 5) / 12
+
+    assert a.curve == [(k, pytest.approx(closed_form(0.5, k, 0.1, by_hand))) for k in theory.K_RANGE]
 
 
 def test_tree_analysis_uses_per_depth_acceptance():
@@ -106,8 +118,10 @@ def test_tree_analysis_uses_per_depth_acceptance():
     proposer = FixedTreeProposer(depth=3, branching=2, vocab=32, seed=1)
     run = specviz.generate(target, PROMPT, method=proposer, k=3, max_new_tokens=16, chat=False)
     ar = specviz.generate(target, PROMPT, method="ar", max_new_tokens=16, chat=False)
-    a = theory.analyse(run, ar, theory.VerifyCost({1: 1.1, 8: 1.5}))
+    prof = profile({1: 1.0, 2: 1.1, 9: 1.5, 64: 4.0})
+    a = theory.analyse(run, ar, prof)
     assert a.kind == "tree" and a.verify_tokens > 3
+    assert a.v_k == pytest.approx(prof(a.verify_tokens + 1))  # the tree's nodes plus the newest token
     depth_acc = run.metrics["acceptance_by_position"]
     reached = [math.prod(depth_acc[:d]) for d in range(1, min(3, len(depth_acc)) + 1)]  # P(depth d accepted)
     assert a.expected_len == pytest.approx(sum(reached))
@@ -137,3 +151,113 @@ def test_batch_effect_gives_a_ratio_per_batch_size_and_is_cached(tmp_path, monke
         batch_effect.measure_batch_effect(target, k=3, batch_sizes=(1, 2, 4), prefix_len=8, cache_file=path,
                                           refresh=True)
     batch_effect.forget_cached()
+
+
+# -- the cost profile on the Theory & hardware tab ------------------------------------------------------
+def plot_traces(fig) -> dict:
+    return {t.name: t for t in fig.data}
+
+
+def test_cost_figure_draws_every_measured_point_and_says_where_it_came_from():
+    """The cost figure has one point per measured n with y = v(n) and the pass's milliseconds in its
+    hover data; its title names the model (escaped), device, dtype and hardware, and says whether the
+    profile was read from a cache or measured now."""
+    from specviz.viz.compare import cost_figure
+
+    prof = profile({1: 1.0, 2: 1.2, 8: 1.5, 64: 4.0}, model="<b>evil</b> $x$", hardware="Some CPU, 1 threads",
+                   step_s=0.02, measured_at="2026-11-30 13:10 UTC")
+    fig = cost_figure(prof)
+    measured = plot_traces(fig)["measured v(n)"]
+    assert list(measured.x) == [1, 2, 8, 64] and list(measured.y) == [1.0, 1.2, 1.5, 4.0]
+    assert [row[0] for row in measured.customdata] == pytest.approx([20.0, 24.0, 30.0, 80.0])
+    title = fig.layout.title.text
+    assert "&lt;b&gt;evil&lt;/b&gt; &#36;x&#36;" in title and "<b>evil" not in title
+    assert all(part in title for part in ("cpu", "float32", "Some CPU, 1 threads", "measured now"))
+    prof.cached = True
+    assert "read from the cache" in cost_figure(prof).layout.title.text
+    assert "as the planner reads it" not in plot_traces(fig)  # v never falls: nothing to correct
+
+
+def test_cost_figure_shows_what_the_planner_counts_where_a_timing_fell():
+    """Where noise timed a pass cheaper than a smaller one, the figure adds the planner's reading of
+    the curve (Planner.v: never below a smaller pass), which differs from the measured point there."""
+    from specviz.viz.compare import cost_figure
+
+    prof = profile({1: 1.0, 2: 0.9, 4: 1.3, 8: 1.2, 16: 2.0})
+    read = plot_traces(cost_figure(prof, run_tokens=5))
+    planned = dict(zip(read["as the planner reads it"].x, read["as the planner reads it"].y))
+    assert planned[2] == pytest.approx(1.0) and planned[8] == pytest.approx(1.3) and planned[16] == 2.0
+    star = read["this run's verify pass"]
+    assert list(star.x) == [5] and list(star.y) == pytest.approx([prof(5)])
+
+
+@pytest.fixture
+def fake_passes(tmp_path, monkeypatch):
+    """Profile even the tiny model, with pass times set by hand, cached in a temporary file."""
+    costs.forget_cached()
+    monkeypatch.setattr(planner, "PROFILE_MIN_PARAMS", 0)
+    monkeypatch.setattr(costs, "pass_timer", lambda model, prefix_len: lambda n: 0.01 * (1 + 0.05 * (n - 1)))
+    monkeypatch.setattr(costs, "default_cache_file", lambda: tmp_path / "cost_profiles.json")
+    yield
+    costs.forget_cached()
+
+
+@pytest.mark.parametrize("forked", [False, True], ids=["in-process", "forked like ZeroGPU"])
+def test_theory_handler_returns_the_targets_cost_profile_figure(fake_passes, monkeypatch, forked):
+    """The Theory tab's handler reads v(n) from the target's cost profile, the one the planner uses
+    (planner.verify_cost), through work.verify_cost, also when that runs in a forked worker and its
+    result comes back pickled: its fourth output is that profile's figure, with the run's verify pass
+    on it, the analysis's v_k is the profile's v(K+1), and the status says where the profile came from."""
+    from specviz.ui import compare, zerogpu
+    from specviz.ui.state import MODELS
+    from tests import fork_gpu
+
+    target, _ = pair()
+    prof = planner.verify_cost(target)  # what the planner decides with, measured (by hand) and cached
+    assert prof.v[2] == pytest.approx(1.05) and prof.v[64] == pytest.approx(1 + 0.05 * 63)
+    spec = "tiny-theory-handler"
+    MODELS.put(spec, target)
+    run = specviz.generate(target, PROMPT, method="pld", k=3, max_new_tokens=16, chat=False, plan=False)
+    ar = specviz.generate(target, PROMPT, method="ar", max_new_tokens=16, chat=False)
+    monkeypatch.setattr(compare, "_main_run", lambda request: (spec, run, ar))
+    if forked:
+        zerogpu.use_backend(fork_gpu.GPU)
+    try:
+        status, _figure, html, cost = compare.explain(compare.MAIN_RUN, None, progress=lambda *a, **kw: None)
+    finally:
+        zerogpu.use_backend(None)
+    assert "sv-status-ok" in status and "read from the cache" in status, status
+    measured = plot_traces(cost)["measured v(n)"]
+    assert list(measured.x) == sorted(prof.v) and list(measured.y) == pytest.approx([prof.v[n] for n in sorted(prof.v)])
+    assert "read from the cache" in cost.layout.title.text
+    analysis = theory.analyse(run, ar, prof)
+    assert list(plot_traces(cost)["this run's verify pass"].x) == [analysis.verify_tokens + 1]
+    assert f"{analysis.v_k:.2f}" in html and analysis.v_k == pytest.approx(prof(analysis.verify_tokens + 1))
+
+
+def test_recorded_cost_profile_loads_and_is_the_one_the_recorded_theory_used():
+    """The Theory tab opens on the recorded cost profile: the figure has the recorded points, and the
+    recorded S(K) analysis took its v from that same profile (v_k = v(verify tokens + 1))."""
+    from specviz.ui import recorded
+
+    recorded.recorded.cache_clear()
+    data = recorded.recorded()
+    prof = CostProfile.from_dict(data["cost_profile"])
+    assert prof is not None and prof.v[1] == 1.0 and max(prof.v) == 64
+    fig = recorded.cost_values()["cost_plot"]
+    measured = plot_traces(fig)["measured v(n)"]
+    assert list(measured.x) == sorted(prof.v) and list(measured.y) == [prof.v[n] for n in sorted(prof.v)]
+    assert prof.model in fig.layout.title.text and prof.hardware in fig.layout.title.text
+    a = data["theory"]["analysis"]
+    assert a["v_k"] == pytest.approx(prof(a["verify_tokens"] + 1), rel=1e-3)
+    assert dict(a["curve"])[a["k"]] == pytest.approx(a["predicted"], rel=1e-3)
+
+
+def test_recorded_cost_panel_is_empty_without_a_recorded_profile(monkeypatch):
+    """A recorded file without a usable cost profile opens the panel empty instead of failing."""
+    from specviz.ui import recorded
+
+    monkeypatch.setattr(recorded, "recorded", lambda: {"cost_profile": {"v": "not a dict"}})
+    assert recorded.cost_values() == {"cost_plot": None}
+    monkeypatch.setattr(recorded, "recorded", lambda: None)
+    assert recorded.cost_values() == {"cost_plot": None}

@@ -2,7 +2,8 @@
 
 Compare runs up to six configurations on one prompt against their AR baselines
 (specviz.comparison); Theory puts one of those runs, or the main view's run, on the predicted
-S(K) curve (specviz.theory); the batch-size panel times verify against step (specviz.batch_effect).
+S(K) curve (specviz.theory) and shows the target's cost profile v(n) that the curve and the
+planner use (specviz.costs); the batch-size panel times verify against step (specviz.batch_effect).
 Models come from the shared cache in state.py; every event that runs a model joins the same
 queue slot as the main view's (the `decode` kwargs layout.py passes in), so timings stay honest.
 """
@@ -130,9 +131,9 @@ def compare(rows, prompt: str, max_new_tokens: int, repeats: int, seed: int, cha
         items = [_within_limits(x) for x in parse_rows(rows.values.tolist() if hasattr(rows, "values") else rows)]
         if not items:
             raise ValueError("No configuration: fill at least one row (target, method, draft, K, temperature).")
-        shared = Shared(prompt=prompt, max_new_tokens=int(max_new_tokens or MAX_NEW_DEFAULT), seed=int(seed or 0),
+        shared = Shared.of(prompt, max_new_tokens=int(max_new_tokens or MAX_NEW_DEFAULT), seed=int(seed or 0),
                         chat=chat is not False, repeats=int(repeats or 1))
-        check_run_settings(LIMITS, 1, shared.max_new_tokens)
+        check_run_settings(LIMITS, 1, shared.settings.max_new_tokens)
     except USER_ERRORS as e:
         yield _frame(str(e), "error", None)
         return
@@ -185,19 +186,22 @@ def _compare_run(request: gr.Request | None, source: str):
 
 
 def explain(source: str, request: gr.Request, progress=gr.Progress()):
-    """Measure v(K) on the run's target, read α and c off the traces, and draw S(K) with the run on it."""
+    """Read α and c off the run's traces, v(n) from its target's cost profile (the planner's), and
+    draw S(K) with the run on it, and the profile with the run's verify pass on it."""
     try:
         spec, run, ar = _main_run(request) if source == MAIN_RUN else _compare_run(request, source)
-        target = _loader(progress)(spec)
-        progress(None, desc="Timing target passes of 1 to 17 tokens for v(K)…")
-        v = work.verify_cost(spec, list(theory.sizes_for(run)), theory.context_len(run))
-        analysis = theory.analyse(run, ar, v)
+        _loader(progress)(spec)
+        progress(None, desc="Reading the target's cost profile v(n)…")
+        prof = work.verify_cost(spec)
+        analysis = theory.analyse(run, ar, prof)
     except USER_ERRORS as e:
-        return status_html(str(e), "error"), gr.skip(), gr.skip()
+        return status_html(str(e), "error"), gr.skip(), gr.skip(), gr.skip()
     except Exception as e:  # noqa: BLE001 -- a failed measurement must not take the page down
-        return _unexpected(e), gr.skip(), gr.skip()
-    note = f"v(K) timed on {target.name} ({target.dtype}, {target.device}); α and c from the run's trace."
-    return status_html(note, "ok"), cviz.theory_figure(analysis), cviz.theory_html(analysis)
+        return _unexpected(e), gr.skip(), gr.skip(), gr.skip()
+    note = (f"v(n) is the curve the planner uses for {spec} ({prof.dtype}, {prof.device}): "
+            f"{cviz.cost_source(prof)}; α and c from the run's trace.")
+    return (status_html(note, "ok"), cviz.theory_figure(analysis), cviz.theory_html(analysis),
+            cviz.cost_figure(prof, analysis.verify_tokens + 1))
 
 
 def batch(target: str, k: int, refresh: bool, request: gr.Request, progress=gr.Progress()):
@@ -248,11 +252,14 @@ def _theory_tab() -> dict:
     with gr.Row():
         t["explain"] = gr.Button("Put it on the theory curve", variant="primary", elem_id="sv-theory-go")
         t["stop"] = gr.Button("Stop", variant="stop")
-    first = {**recorded.theory_values(), **recorded.batch_values()}  # recorded until measured here
+    first = {**recorded.theory_values(), **recorded.cost_values(), **recorded.batch_values()}  # until measured here
     t["theory_status"] = gr.HTML(first["theory_status"], elem_id="sv-theory-status")
     with gr.Row(equal_height=False):
         t["theory_plot"] = gr.Plot(first["theory_plot"], show_label=False, elem_id="sv-theory-plot")
         t["theory_html"] = gr.HTML(first["theory_html"], elem_id="sv-theory-html")
+    gr.HTML('<h3 class="sv-h">Cost of a target pass on this hardware</h3>')
+    t["cost_plot"] = gr.Plot(first["cost_plot"], show_label=False, elem_id="sv-cost-plot")
+    gr.HTML(cviz.cost_caption_html(), elem_id="sv-cost-caption")
     gr.HTML('<h3 class="sv-h">Batch-size effect</h3>')
     with gr.Row():
         t["target"] = gr.Dropdown(TARGETS, value=BUNDLED, allow_custom_value=True, label="Model", min_width=240)
@@ -277,7 +284,7 @@ def build_compare_tabs(decode: dict) -> None:
     run = c["go"].click(compare, inputs=inputs, outputs=[c["status"], c["table"], c["chart"], t["source"]],
                         api_name="compare", show_progress_on=[c["status"]], **decode)
     c["stop"].click(stop, outputs=c["status"], cancels=[run], api_name="compare_stop", show_progress="hidden")
-    theory_out = [t["theory_status"], t["theory_plot"], t["theory_html"]]
+    theory_out = [t["theory_status"], t["theory_plot"], t["theory_html"], t["cost_plot"]]
     why = t["explain"].click(explain, inputs=t["source"], outputs=theory_out, api_name="theory",
                              show_progress_on=[t["theory_status"]], **decode)
     measure = t["measure"].click(batch, inputs=[t["target"], t["k"], t["refresh"]],

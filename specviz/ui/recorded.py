@@ -1,8 +1,8 @@
 """The results the Compare and Theory & hardware tabs open on, recorded once by scripts/record_results.py.
 
 Like the Decode tab's example trace, they let the first look show a comparison, the S(K) curve with
-its measured point and a batch-size curve before anyone measures; each status line says they were
-recorded, when and on what machine, and how to measure again here.
+its measured point, the cost profile v(n) behind it and a batch-size curve before anyone measures;
+each status line says they were recorded, when and on what machine, and how to measure again here.
 """
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from dataclasses import fields
 from functools import lru_cache
 
 from ..batch_effect import BatchEffect
+from ..costs import CostProfile
 from ..theory import Analysis
 from ..viz import compare as cviz
 from .views import ASSETS, status_html
@@ -57,10 +58,26 @@ def theory_values() -> dict:
         source, analysis = data["theory"]["source"], _analysis(data["theory"]["analysis"])
     except (KeyError, TypeError, ValueError):
         return {"theory_status": "", "theory_plot": None, "theory_html": ""}
-    note = (f"{_when(data)}: {source}, with v(K) timed on that machine. Press 'Put it on the theory curve' "
-            "to do it for a run measured here.")
+    note = (f"{_when(data)}: {source}, with that machine's cost profile v(n) (below). Press 'Put it on the "
+            "theory curve' to do it for a run measured here.")
     return {"theory_status": status_html(note, "info"), "theory_plot": cviz.theory_figure(analysis),
             "theory_html": cviz.theory_html(analysis)}
+
+
+def cost_values() -> dict:
+    """The cost panel's figure: the recorded target's cost profile, the recorded run's verify pass on it."""
+    data = recorded()
+    try:
+        prof = CostProfile.from_dict(data["cost_profile"])
+    except (KeyError, TypeError):
+        prof = None
+    if prof is None or not prof.v:
+        return {"cost_plot": None}
+    try:
+        run_tokens = float(data["theory"]["analysis"]["verify_tokens"]) + 1
+    except (KeyError, TypeError, ValueError):
+        run_tokens = None
+    return {"cost_plot": cviz.cost_figure(prof, run_tokens)}
 
 
 def batch_values() -> dict:

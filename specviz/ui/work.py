@@ -10,8 +10,9 @@ from __future__ import annotations
 import time
 from typing import Iterator
 
-from .. import batch_effect, theory
+from .. import batch_effect, planner
 from ..comparison import Comparison
+from ..costs import CostProfile
 from ..engine import Decoder
 from ..models import LoadedModel, ModelLoadError
 from ..runstate import RunState
@@ -102,7 +103,7 @@ def baseline(spec: str, prompt_ids: list[int], options: dict, frame_s: float = F
 # -- Compare and Theory -----------------------------------------------------------------------------
 def compare_duration(comparison: Comparison) -> int:
     runs = comparison.total
-    return _seconds(runs * comparison.shared.max_new_tokens)
+    return _seconds(runs * comparison.shared.settings.max_new_tokens)
 
 
 @on_gpu(duration=compare_duration)
@@ -112,14 +113,15 @@ def compare(comparison: Comparison) -> Iterator[tuple[str, Comparison]]:
         yield message, comparison
 
 
-def verify_cost_duration(spec: str, sizes: list[int], prefix_len: int) -> int:
-    return _seconds(8 * len(sizes))
+def verify_cost_duration(spec: str) -> int:
+    return STEP_S  # read from memory after the load timed it; timing afresh takes about 2 s
 
 
 @on_gpu(duration=verify_cost_duration)
-def verify_cost(spec: str, sizes: list[int], prefix_len: int):
-    """v(n): the target's verify cost for each size, relative to one token."""
-    return theory.verify_cost(model(spec), sizes, prefix_len=prefix_len)
+def verify_cost(spec: str) -> CostProfile:
+    """The target's cost profile v(n), n = 1…64: the very curve its planner decides with
+    (planner.verify_cost: measured once at load, then cached; a fixed prior for tiny models)."""
+    return planner.verify_cost(model(spec))
 
 
 def batch_duration(spec: str, k: int, refresh: bool) -> int:

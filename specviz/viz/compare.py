@@ -1,15 +1,23 @@
-"""The Compare table and chart, the theory curve with the measured point, and the batch-size curve.
+"""The Compare table and chart, the theory curve with the measured point, the cost profile v(n)
+and the batch-size curve.
 
-Built from plain data only: Comparison row dicts, a theory.Analysis and a batch_effect.BatchEffect.
-Configuration labels are typed by people and token texts come from models, so both are escaped.
+Built from plain data only: Comparison row dicts, a theory.Analysis, a costs.CostProfile and a
+batch_effect.BatchEffect. Configuration labels are typed by people, model names may be too, and
+token texts come from models, so all of them are escaped.
 """
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import plotly.graph_objects as go
 
 from ..batch_effect import BatchEffect
+from ..planner import Planner
 from ..theory import Analysis
 from .style import BLUE, GREEN, GREY, ORANGE, VERMILLION, base_layout, esc, esc_plot, note_figure, num, quote
+
+if TYPE_CHECKING:
+    from ..costs import CostProfile
 
 TABLE_HEAD = ("#", "configuration", "tokens/s", "× AR", "mean accepted tokens", "α", "cycles", "wall s",
               "output check")
@@ -158,6 +166,57 @@ def theory_html(a: Analysis) -> str:
     rows = "".join(f"<tr><th scope='row'>{esc(k)}</th><td>{v}</td></tr>" for k, v in items)
     return (f'<table class="sv-theory-table">{rows}</table>'
             f'<p class="sv-narration sv-theory-why">{esc(theory_sentence(a))}</p>')
+
+
+# -- the cost profile -------------------------------------------------------------------------------
+COST_CAPTION = ("This is the curve the planner uses to decide how many draft tokens to send: it sends the "
+                "first m draft nodes that give the most expected tokens per unit of time, (1 + Σ P) / v(m + 1), "
+                "and none when a plain step is cheaper.")
+
+
+def cost_source(prof: CostProfile) -> str:
+    """Where the curve came from: read back from a cache, measured now, or a fixed prior never timed."""
+    if not prof.measured_at:
+        return "a fixed prior, not measured here"
+    return f"{'read from the cache' if prof.cached else 'measured now'} (timed {prof.measured_at})"
+
+
+def cost_figure(prof: CostProfile, run_tokens: float | None = None) -> go.Figure:
+    """v(n) at every measured n, seconds per pass in the hover; `run_tokens` marks a verify pass of
+    that many tokens (a run's drafts plus its newest token) on the curve. Where a timing came out
+    cheaper than a smaller pass's, a dashed line shows what the planner counts instead (Planner.v)."""
+    title = "Cost of a target pass, v(n)"
+    if not prof.v:
+        return note_figure(title, "This cost profile has no measured pass.")
+    ns = sorted(prof.v)
+    fig = go.Figure(go.Scatter(
+        x=ns, y=[prof.v[n] for n in ns], mode="lines+markers", name="measured v(n)", line_color=BLUE,
+        customdata=[[prof.step_s * prof.v[n] * 1e3] for n in ns],
+        hovertemplate="%{x} tokens: %{y:.2f}× a one-token pass, %{customdata[0]:.1f} ms<extra></extra>"))
+    read = Planner(True, prof)  # the planner never takes a pass as cheaper than a smaller one
+    planner_v = [read.v(n) for n in range(1, ns[-1] + 1)]
+    if any(planner_v[n - 1] > prof.v[n] * (1 + 1e-9) for n in ns):  # noise made some pass look cheaper
+        fig.add_scatter(x=list(range(1, ns[-1] + 1)), y=planner_v, mode="lines", name="as the planner reads it",
+                        line=dict(color=ORANGE, dash="dash", shape="hv"),
+                        hovertemplate="%{x} tokens: the planner counts %{y:.2f}×<extra></extra>")
+    if run_tokens is not None and run_tokens >= 1:
+        fig.add_scatter(x=[run_tokens], y=[prof(run_tokens)], mode="markers", name="this run's verify pass",
+                        marker=dict(symbol="star", size=15, color=VERMILLION),
+                        hovertemplate="%{x:.1f} tokens: %{y:.2f}×<extra></extra>")
+    fig.add_hline(y=1.0, line_dash="dot", line_color=GREY, annotation_text="one-token pass")
+    where = " · ".join(esc_plot(x) for x in (prof.model, prof.device, prof.dtype, prof.hardware) if x)
+    detail = (f"{esc_plot(cost_source(prof))}; one-token pass {prof.step_s * 1e3:.1f} ms, "
+              f"cache of {prof.prefix_len} tokens")
+    base_layout(fig, f"{title}: {where}<br><span style='font-size:11px'>{detail}</span>",
+                "n, tokens in the pass", "× one-token pass")
+    fig.update_xaxes(type="log", tickvals=ns, ticktext=[str(n) for n in ns])
+    fig.update_yaxes(rangemode="tozero")
+    return fig
+
+
+def cost_caption_html() -> str:
+    """The one-line caption under the cost figure: what the planner does with the curve."""
+    return f'<p class="sv-narration sv-cost-caption">{esc(COST_CAPTION)}</p>'
 
 
 # -- batch size -----------------------------------------------------------------------------------
