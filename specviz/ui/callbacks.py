@@ -7,7 +7,6 @@ the session stays usable.
 from __future__ import annotations
 
 import functools
-import logging
 from typing import Callable, Iterator
 
 import gradio as gr
@@ -15,43 +14,27 @@ import gradio as gr
 from ..engine import Decoder
 from ..runstate import RunState
 from ..limits import check_model_spec, check_prompt_text, check_run_settings
-from ..models import EMPTY_PROMPT, ModelLoadError, check_tokenizers
+from ..models import EMPTY_PROMPT, check_tokenizers
 from ..sampling import check_settings
-from . import views, work
+from . import errors, views, work
 from .presets import draft_choices
 from .settings import RunSettings, from_inputs
-from .state import BASELINES, LIMITS, MODELS, SESSIONS, Session
-
-log = logging.getLogger(__name__)
-
-USER_ERRORS = (ValueError, ModelLoadError)  # TokenizerMismatch is a ValueError
-
-
-def session_of(request: gr.Request | None) -> Session:
-    return SESSIONS.get(getattr(request, "session_hash", None))
+from .state import BASELINES, LIMITS, MODELS, SESSIONS, Session, load_with_progress, session_of
 
 
 def error(message: str) -> dict:
     return views.only(status=views.status_html(message, "error"))
 
 
-def unexpected(exc: Exception) -> dict:
-    log.exception("Unexpected error in a SpecViz handler")
-    return error(f"Something went wrong ({type(exc).__name__}: {exc}). The session still works: "
-                 "press Reset, or change a setting and try again.")
-
-
 def guarded(handler: Callable[..., Iterator[dict]]) -> Callable[..., Iterator[tuple]]:
-    """Stream a handler's dicts as output tuples; errors end the stream as a status message."""
+    """Stream a handler's dicts as output tuples; errors end the stream as a status message (errors.message)."""
     @functools.wraps(handler)
     def wrapper(*args, **kwargs):
         try:
             for values in handler(*args, **kwargs):
                 yield views.as_tuple(values)
-        except USER_ERRORS as e:
-            yield views.as_tuple(error(str(e)))
         except Exception as e:  # noqa: BLE001 -- never let a handler take the page down
-            yield views.as_tuple(unexpected(e))
+            yield views.as_tuple(error(errors.message(e, errors.RUN_HINT)))
     return wrapper
 
 
@@ -90,13 +73,6 @@ def check_early(settings: RunSettings) -> None:
 def needs_loading(settings: RunSettings) -> list[str]:
     specs = [settings.target, settings.draft_spec]
     return [s for s in specs if s and not MODELS.loaded(s)]
-
-
-def load_with_progress(spec: str, progress) -> object:
-    def say(msg: str) -> None:
-        if progress is not None:
-            progress(None, desc=msg)
-    return MODELS.get(spec, say)
 
 
 def specs(settings: RunSettings) -> tuple[str, str | None]:

@@ -9,71 +9,36 @@ queue slot as the main view's (the `decode` kwargs layout.py passes in), so timi
 """
 from __future__ import annotations
 
-import logging
-import threading
-from collections import OrderedDict
+import functools
 
 import gradio as gr
 
 from .. import theory
 from ..comparison import COLUMNS, Comparison, Config, Shared, parse_rows
 from ..limits import check_prompt_text, check_run_settings
-from ..models import EMPTY_PROMPT, ModelLoadError
+from ..models import EMPTY_PROMPT
 from ..viz import compare as cviz
 from .presets import BUNDLED, K_RANGE, MAX_NEW_RANGE, TARGETS
-from .state import BASELINES, LIMITS, MODELS, SESSIONS
+from .state import BASELINES, LIMITS, load_with_progress, session_of
 from .views import status_html
-from . import recorded, work
+from . import errors, recorded, work
 
 DEFAULT_ROWS = [[BUNDLED, "pld", "", 16, 0.0], [BUNDLED, "logitspec", "", 16, 0.0],
                 [BUNDLED, "draft", BUNDLED, 8, 0.0]]  # the last: a perfect draft that costs a whole target
 DEFAULT_PROMPT = "Write the days of the week, one per line, then the months of the year, one per line."
-log = logging.getLogger(__name__)
 MAX_NEW_DEFAULT = 48  # every configuration and its baseline decode this many: ~4 s each on a 2-core CPU
 REPEATS_RANGE = (1, 5)
 BATCH_K = 4  # the batch panel's default K: a verify pass of 5 tokens, a typical draft length
 MAIN_RUN = "main"  # the theory source that means "the main view's current run"
-RESULTS_CAPACITY = 32  # sessions whose last comparison is kept for the Theory tab
-USER_ERRORS = (ValueError, ModelLoadError)
 INTRO = ("<p class='sv-cmp-intro'>Each row is one configuration (method: ar, draft, pld, logitspec, layerskip; "
          "the draft column is read only for method draft). One click warms every row up, then times it "
          "against plain decoding of the same target and temperature, on the same prompt, with trace "
          "recording off. Greedy rows must reproduce the plain output token for token.</p>")
 
 
-class _Store:
-    """Per session: its last Comparison and a Stop flag; the least recently used is dropped."""
-
-    def __init__(self, capacity: int = RESULTS_CAPACITY):
-        self.capacity, self._lock = capacity, threading.Lock()
-        self._items: OrderedDict[str, dict] = OrderedDict()
-
-    def get(self, key: str | None) -> dict:
-        with self._lock:
-            item = self._items.setdefault(key or "anonymous", {"comparison": None, "stop": threading.Event()})
-            self._items.move_to_end(key or "anonymous")
-            while len(self._items) > self.capacity:
-                self._items.popitem(last=False)
-            return item
-
-
-STORE = _Store()
-
-
-def _slot(request: gr.Request | None) -> dict:
-    return STORE.get(getattr(request, "session_hash", None))
-
-
-def _unexpected(exc: Exception) -> str:
-    log.exception("Unexpected error in a Compare or Theory handler")
-    return status_html(f"Something went wrong ({type(exc).__name__}: {exc}). Try again, or change a setting.",
-                       "error")
-
-
-def _loader(progress):
-    def get(spec: str):
-        return MODELS.get(spec, lambda msg: progress(None, desc=msg) if progress is not None else None)
-    return get
+def _error(exc: Exception) -> str:
+    """The status box for a failed Compare or Theory event (errors.message; the box escapes it)."""
+    return status_html(errors.message(exc, errors.TAB_HINT), "error")
 
 
 # -- Compare ------------------------------------------------------------------------------------------
@@ -122,8 +87,8 @@ def _within_limits(item: Config | str) -> Config | str:
 def compare(rows, prompt: str, max_new_tokens: int, repeats: int, seed: int, chat: bool,
             request: gr.Request, progress=gr.Progress()):
     """Warm up, then time every configuration `repeats` times against its AR baseline; stream the table."""
-    slot = _slot(request)
-    slot["stop"].clear()
+    session = session_of(request)  # keeps these tabs' last Comparison and Stop flag
+    session.compare_stop.clear()
     try:
         if not (prompt or "").strip():
             raise ValueError(EMPTY_PROMPT)
@@ -132,21 +97,21 @@ def compare(rows, prompt: str, max_new_tokens: int, repeats: int, seed: int, cha
         if not items:
             raise ValueError("No configuration: fill at least one row (target, method, draft, K, temperature).")
         shared = Shared.of(prompt, max_new_tokens=int(max_new_tokens or MAX_NEW_DEFAULT), seed=int(seed or 0),
-                        chat=chat is not False, repeats=int(repeats or 1))
+                           chat=chat is not False, repeats=int(repeats or 1))
         check_run_settings(LIMITS, 1, shared.settings.max_new_tokens)
-    except USER_ERRORS as e:
+    except errors.USER_ERRORS as e:
         yield _frame(str(e), "error", None)
         return
-    comparison = slot["comparison"] = Comparison(items, shared)
+    comparison = session.comparison = Comparison(items, shared)
     yield _frame("Starting: models load first, then every row warms up once.", "info", comparison)
-    comparison.preload(_loader(progress))  # here, in the main process: never inside a GPU call
+    comparison.preload(functools.partial(load_with_progress, progress=progress))  # never inside a GPU call
     chunks = work.compare(comparison)
     try:
         for message, comparison in chunks:
-            slot["comparison"] = comparison
+            session.comparison = comparison
             progress((comparison.done, comparison.total), desc=message)
             yield _frame(f"{message} ({comparison.done}/{comparison.total})", "info", comparison)
-            if slot["stop"].is_set():
+            if session.compare_stop.is_set():
                 yield _frame("Stopped. Rows measured so far are shown; the rest were not run.", "warn",
                              comparison, True)
                 return
@@ -157,13 +122,13 @@ def compare(rows, prompt: str, max_new_tokens: int, repeats: int, seed: int, cha
 
 def stop(request: gr.Request) -> str:
     """Ask a running comparison or measurement to stop after the current cycle."""
-    _slot(request)["stop"].set()
+    session_of(request).compare_stop.set()
     return status_html("Stopping after the current cycle…", "warn")
 
 
 # -- Theory -------------------------------------------------------------------------------------------
 def _main_run(request: gr.Request | None):
-    session = SESSIONS.get(getattr(request, "session_hash", None))
+    session = session_of(request)
     run = None if session.example else session.run()
     if run is None or session.settings is None:
         raise ValueError("The main view has no run yet: press Run there (it measures the AR baseline too).")
@@ -174,7 +139,7 @@ def _main_run(request: gr.Request | None):
 
 
 def _compare_run(request: gr.Request | None, source: str):
-    comparison = _slot(request)["comparison"]
+    comparison = session_of(request).comparison
     try:
         config = comparison.items[int(source)]
         mine, ar = comparison.measured(config), comparison.measured(config.baseline())
@@ -190,14 +155,12 @@ def explain(source: str, request: gr.Request, progress=gr.Progress()):
     draw S(K) with the run on it, and the profile with the run's verify pass on it."""
     try:
         spec, run, ar = _main_run(request) if source == MAIN_RUN else _compare_run(request, source)
-        _loader(progress)(spec)
+        load_with_progress(spec, progress)
         progress(None, desc="Reading the target's cost profile v(n)…")
         prof = work.verify_cost(spec)
         analysis = theory.analyse(run, ar, prof)
-    except USER_ERRORS as e:
-        return status_html(str(e), "error"), gr.skip(), gr.skip(), gr.skip()
     except Exception as e:  # noqa: BLE001 -- a failed measurement must not take the page down
-        return _unexpected(e), gr.skip(), gr.skip(), gr.skip()
+        return _error(e), gr.skip(), gr.skip(), gr.skip()
     note = (f"v(n) is the curve the planner uses for {spec} ({prof.dtype}, {prof.device}): "
             f"{cviz.cost_source(prof)}; α and c from the run's trace.")
     return (status_html(note, "ok"), cviz.theory_figure(analysis), cviz.theory_html(analysis),
@@ -208,13 +171,11 @@ def batch(target: str, k: int, refresh: bool, request: gr.Request, progress=gr.P
     """Time one plain step and one verify pass of K+1 tokens at batch 1…32 (cached per model and device)."""
     try:
         spec = (target or BUNDLED).strip() or BUNDLED
-        _loader(progress)(spec)
+        load_with_progress(spec, progress)
         progress(None, desc="Timing batch sizes 1 to 32…")
         effect = work.batch(spec, int(k), bool(refresh))
-    except USER_ERRORS as e:
-        return status_html(str(e), "error"), gr.skip(), gr.skip()
-    except Exception as e:  # noqa: BLE001
-        return _unexpected(e), gr.skip(), gr.skip()
+    except Exception as e:  # noqa: BLE001 -- likewise
+        return _error(e), gr.skip(), gr.skip()
     word = "Read from the cache" if effect.cached else "Measured now"
     return (status_html(f"{word}: tick 'Measure again' to re-time it.", "ok"),
             cviz.batch_figure(effect), cviz.batch_html(effect))

@@ -1,4 +1,5 @@
-"""Server-side state: models shared by every session, cached AR baselines, one run state per session.
+"""Server-side state: models shared by every session, cached AR baselines, one run state per session
+(with its last comparison), and the loader every handler uses.
 
 Nothing here lives in gr.State: Gradio deep-copies a State's initial value per session, and a
 model must be loaded once. Sessions are keyed by Gradio's session hash instead.
@@ -9,7 +10,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from .. import models
 from ..limits import Limits, check_model_size, check_model_spec
@@ -19,6 +20,9 @@ from ..trace import RunTrace
 from ..tracefile import TraceFile
 from .settings import RunSettings
 from .zerogpu import model_device
+
+if TYPE_CHECKING:
+    from ..comparison import Comparison
 
 LIMITS = Limits.from_env()
 LIVE.idle_s = LIMITS.cache_idle_s
@@ -122,6 +126,10 @@ class Session:
     generation: int = 0  # bumped whenever the run is replaced, so a stale Run stops
     stop: threading.Event = field(default_factory=threading.Event)
     lock: threading.RLock = field(default_factory=threading.RLock)
+    # The Compare tab's last comparison (the Theory tab's sources) and the Stop of those two tabs,
+    # apart from the main view's run: a new run leaves them be. Dropped with the session.
+    comparison: Comparison | None = None
+    compare_stop: threading.Event = field(default_factory=threading.Event)
 
     def replace(self, state: RunState | None, settings: RunSettings | None) -> None:
         with self.lock:
@@ -192,6 +200,20 @@ class SessionStore:
 MODELS = ModelCache()
 BASELINES = BaselineCache()
 SESSIONS = SessionStore()
+
+
+def session_of(request) -> Session:
+    """The session of a Gradio request (its session hash; "anonymous" without one)."""
+    return SESSIONS.get(getattr(request, "session_hash", None))
+
+
+def load_with_progress(spec: str, progress=None) -> models.LoadedModel:
+    """MODELS.get for a handler, here in the main process: its loading steps go to `progress`,
+    Gradio's progress tracker, when there is one."""
+    def say(msg: str) -> None:
+        if progress is not None:
+            progress(None, desc=msg)
+    return MODELS.get(spec, say)
 
 
 def start_sweeper(every_s: float = 30.0) -> None:
