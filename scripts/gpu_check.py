@@ -83,7 +83,7 @@ def big_target(smoke: bool, small):
 # -- part 1: speed against HF generate --------------------------------------------------------------
 def speed(target, prompts: list[str], cfg: dict, methods=METHODS) -> dict:
     """Median tokens/s per prompt and method (interleaved repeats) and whether outputs equal HF's."""
-    args = SimpleNamespace(max_new_tokens=cfg["max_new_tokens"], temperature=0.0, k=4, lookup_k=16)
+    args = SimpleNamespace(max_new_tokens=cfg["max_new_tokens"], temperature=0.0, top_p=1.0, k=4, lookup_k=16)
     usable = [m for m in methods if m != "head" or target.name == "bundled"]
     ids = [target.encode(p, True) for p in prompts]
     for m in usable:  # warm-up: kernels, caches, the head's file
