@@ -29,8 +29,11 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from specviz import batch_effect, bench, costs, theory  # noqa: E402
-from specviz.models import _wrap, derive_draft, load, tiny_random  # noqa: E402
+from specviz.measure import batch_effect
+from specviz.measure import bench
+from specviz.models import costs
+from specviz.measure import theory  # noqa: E402
+from specviz.models.loader import _wrap, derive_draft, load, tiny_random  # noqa: E402
 
 PROMPTS = ROOT.parent / "shared" / "bench" / "prompts.json"
 METHODS = ("hf", "hf_pld", "ar", "pld", "logitspec", "head")

@@ -4,7 +4,7 @@
     python scripts/make_lesson_traces.py retrieval    # only the lessons named
     python scripts/make_lesson_traces.py --repeats 3  # keep the fastest of 3 runs: steadier timings
 
-Each file is an exported trace (specviz/tracefile.py): the run, its measured AR baseline and
+Each file is an exported trace (specviz/decoding/tracefile.py): the run, its measured AR baseline and
 meta (the prompt, the lesson, the cycle to look at). Uses the bundled model, offline. Run it
 again after a change to the trace format, to a proposer or to a lesson's settings.
 """
@@ -23,7 +23,8 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from specviz import Decoder, load, tracefile  # noqa: E402
+from specviz import Decoder, load
+from specviz.decoding import tracefile  # noqa: E402
 from specviz.ui.lessons import LESSON_DIR, LESSONS  # noqa: E402
 
 DIGITS = 5  # significant digits kept in probabilities and seconds: readable, and a third of the size

@@ -25,9 +25,12 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from specviz import batch_effect, costs, load, theory  # noqa: E402
-from specviz.comparison import Comparison, Config, Shared, parse_rows  # noqa: E402
-from specviz.ui.compare import BATCH_K, DEFAULT_PROMPT, DEFAULT_ROWS, MAX_NEW_DEFAULT  # noqa: E402
+from specviz import load
+from specviz.measure import batch_effect
+from specviz.models import costs
+from specviz.measure import theory  # noqa: E402
+from specviz.measure.comparison import Comparison, Config, Shared, parse_rows  # noqa: E402
+from specviz.ui.compare_tab import BATCH_K, DEFAULT_PROMPT, DEFAULT_ROWS, MAX_NEW_DEFAULT  # noqa: E402
 from specviz.ui.recorded import RECORDED  # noqa: E402
 
 DIGITS = 4  # timings and ratios keep 4 significant digits: more would only record noise

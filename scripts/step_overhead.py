@@ -44,7 +44,7 @@ def cycle_compute_s(cycle) -> float:
 
 def in_process(method: str, steps: int, rebuild: bool = False) -> tuple[list[float], list[float]]:
     """Overheads and rebuild times in ms of `steps` Steps (the first, which prefills, is left out)."""
-    from specviz.runstate import LIVE
+    from specviz.decoding.runstate import LIVE
     from specviz.ui import callbacks
     from specviz.ui.state import SESSIONS
 

@@ -7,7 +7,7 @@ For each K it decodes the prompt speculatively and plainly (trace recording off)
 off the traces, takes v(K+1) from the target's cost profile (the curve the planner decides with:
 costs.profile, cached), and prints predicted against measured speedup. With --batch it adds
 verify(K+1 tokens) / step per batch size. The same code paths as the app's Theory & hardware tab
-(specviz.theory, specviz.planner.verify_cost, specviz.batch_effect).
+(specviz.measure.theory, specviz.decoding.planner.verify_cost, specviz.measure.batch_effect).
 """
 from __future__ import annotations
 
@@ -19,8 +19,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from specviz import batch_effect, generate, load, planner, theory  # noqa: E402
-from specviz.viz.compare import theory_sentence  # noqa: E402
+from specviz import generate, load
+from specviz.measure import batch_effect
+from specviz.decoding import planner
+from specviz.measure import theory  # noqa: E402
+from specviz.viz.compare_figures import theory_sentence  # noqa: E402
 
 PROMPT = ("Write the days of the week, one per line, then the months of the year, one per line, "
           "then the days of the week again.")

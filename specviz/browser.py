@@ -28,7 +28,7 @@ def free_port() -> int:
 
 def serve(demo=None):
     """Launch `demo` (default: the app) on a free local port without blocking; (demo, url)."""
-    from .ui import build_demo, launch_kwargs
+    from specviz.ui import build_demo, launch_kwargs
 
     demo = demo if demo is not None else build_demo()
     port = free_port()

@@ -170,7 +170,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     _check_combination(args)
     prompt = _read_prompt(args)
     import specviz  # heavy (torch, transformers): only once the arguments are known to be good
-    from specviz.models import ModelLoadError
+    from specviz.models.loader import ModelLoadError
 
     try:
         target = specviz.load(args.target, device=args.device, dtype=args.dtype, progress=_progress)
@@ -250,10 +250,11 @@ def metrics_line(metrics: dict, method: str) -> str:
 
 def _cmd_bench(argv: list[str]) -> int:
     try:
-        from specviz import bench
+        from specviz.measure import bench
+        from specviz.viz.bench_report import report_html
     except ImportError as e:
         fail(f"the bench command is not available here ({e})")
-    return bench.main(argv) or 0
+    return bench.main(argv, report_html) or 0
 
 
 def main(argv: list[str] | None = None) -> int:

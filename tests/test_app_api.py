@@ -13,7 +13,7 @@ import pytest
 
 import specviz
 from specviz.browser import serve
-from specviz.models import EMPTY_PROMPT
+from specviz.models.loader import EMPTY_PROMPT
 
 pytestmark = [pytest.mark.bundled, pytest.mark.slow]
 

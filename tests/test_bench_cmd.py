@@ -10,7 +10,8 @@ import math
 
 import pytest
 
-from specviz import bench, cli
+from specviz import cli
+from specviz.measure import bench
 
 pytestmark = [pytest.mark.bundled, pytest.mark.slow]
 

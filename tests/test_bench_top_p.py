@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from specviz import bench
+from specviz.measure import bench
 
 
 def test_top_p_defaults_to_1_and_reaches_hf_and_ours(monkeypatch):

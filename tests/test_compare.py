@@ -10,8 +10,9 @@ import re
 
 import pytest
 
-from specviz.comparison import Comparison, Config, Shared, parse_rows
-from specviz.viz.compare import compare_table_html
+from specviz.measure.comparison import Comparison, Config, Shared, parse_rows
+from specviz.viz.compare_figures import compare_table_html
+from tests.test_app_api import app_url  # noqa: F401 -- the same in-process app, with the bundled model in its cache
 
 gradio_client = pytest.importorskip("gradio_client")
 
@@ -29,15 +30,6 @@ def config_rows(table: str) -> list[str]:
     return re.findall(r'<tr class="sv-cmp-row[^"]*">.*?</tr>', body)
 
 
-@pytest.fixture(scope="module")
-def app_url(bundled_target):
-    from specviz.browser import serve
-    from specviz.ui.state import MODELS
-
-    MODELS.put("bundled", bundled_target)
-    demo, url = serve()
-    yield url
-    demo.close()
 
 
 @pytest.mark.bundled
@@ -84,7 +76,7 @@ def test_bad_rows_get_messages_and_the_rest_run(app_url):
 @pytest.mark.bundled
 def test_batch_effect_panel_on_a_tiny_model(app_url, tmp_path, monkeypatch):
     """The batch-size panel measures a tiny model and then answers the same request from its cache."""
-    from specviz import batch_effect
+    from specviz.measure import batch_effect
 
     batch_effect.forget_cached()
     monkeypatch.setattr(batch_effect, "default_cache_file", lambda: tmp_path / "batch_effect.json")
@@ -137,8 +129,8 @@ def test_comparison_continues_after_a_failing_row():
 def test_theory_sentence_names_the_cause_that_applies():
     """The sentence quotes α, the verify cost and the best K; a point below the curve is blamed on
     costlier verify passes when the run's own v says so, and on overhead otherwise."""
-    from specviz.theory import Analysis
-    from specviz.viz.compare import theory_sentence
+    from specviz.measure.theory import Analysis
+    from specviz.viz.compare_figures import theory_sentence
 
     base = dict(kind="chain", method="pld", k=4, alpha=0.75, acceptance=[0.75] * 4, expected_len=2.05, c=0.0,
                 v_k=1.2, v_run=1.8, verify_tokens=4.0, predicted=2.0, measured=1.2, overhead_share=0.2,

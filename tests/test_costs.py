@@ -1,12 +1,12 @@
-"""specviz.costs: the cost profile v(n) and the dtype choice, with injected timings (no wall-clock asserts)."""
+"""specviz.models.costs: the cost profile v(n) and the dtype choice, with injected timings (no wall-clock asserts)."""
 import json
 
 import pytest
 import torch
 
 import specviz
-from specviz import costs
-from specviz.models import tiny_random
+from specviz.models import costs
+from specviz.models.loader import tiny_random
 
 
 def linear_time(n: int) -> float:
@@ -82,7 +82,7 @@ def test_key_separates_dtypes_and_speedups(tiny):
     tiny.dtype = torch.bfloat16
     assert costs.cache_key(tiny, 200) != key
     tiny.dtype = torch.float32
-    specviz.speedups.apply(tiny.model)
+    specviz.models.speedups.apply(tiny.model)
     assert costs.cache_key(tiny, 200) != key
 
 
@@ -152,11 +152,11 @@ def test_load_auto_switches_to_the_picked_dtype(monkeypatch):
     def fake_load(source, name, dev, dt, progress):
         assert dt == torch.float32
         return tiny_random()
-    monkeypatch.setattr(specviz.models, "_load_pretrained", fake_load)
+    monkeypatch.setattr(specviz.models.loader, "_load_pretrained", fake_load)
     monkeypatch.setattr(costs, "pick_dtype", lambda model: torch.bfloat16)
     got = specviz.load("owner/model", device="cpu", dtype="auto")
     assert got.dtype == torch.bfloat16 and next(got.model.parameters()).dtype == torch.bfloat16
-    assert specviz.speedups.applied(got.model) == specviz.speedups.apply(tiny_random().model.bfloat16())
+    assert specviz.models.speedups.applied(got.model) == specviz.models.speedups.apply(tiny_random().model.bfloat16())
     monkeypatch.setattr(costs, "pick_dtype", lambda model: torch.float32)
     got = specviz.load("owner/model", device="cpu", dtype="auto")
-    assert got.dtype == torch.float32 and specviz.speedups.applied(got.model) == ["packed-linear", "gqa-sdpa"]
+    assert got.dtype == torch.float32 and specviz.models.speedups.applied(got.model) == ["packed-linear", "gqa-sdpa"]

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 import specviz
-from specviz.engine import Decoder
+from specviz.decoding.engine import Decoder
 from tests.tiny import PROMPTS, FixedTreeProposer, hf_greedy, pair
 
 N = 24

@@ -7,9 +7,9 @@ import copy
 import pytest
 
 import specviz
-from specviz import tracefile
-from specviz.trace import ACCEPTED, BONUS, REJECTED, RESAMPLED
-from specviz.viz.explain import explain_html, explain_steps, explained_views
+from specviz.decoding import tracefile
+from specviz.decoding.trace import ACCEPTED, BONUS, REJECTED, RESAMPLED
+from specviz.viz.explain_steps import explain_html, explain_steps, explained_views
 from specviz.viz.style import num, quote
 from tests.tiny import pair
 

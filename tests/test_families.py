@@ -1,6 +1,6 @@
 """Every family the picker offers decodes exactly: tiny random twins of Llama, Qwen2, Gemma 3 and GPT-2.
 
-Twins come from each family's own config class (specviz/families.py). Gemma 3's twin has a
+Twins come from each family's own config class (specviz/models/families.py). Gemma 3's twin has a
 16-token sliding window beside a global layer, and every run here goes several windows past it,
 because that is where a sliding layer's cache, its rollback and its tree mask can go wrong.
 """
@@ -14,14 +14,14 @@ from scipy.stats import chisquare
 from transformers import DynamicCache
 
 import specviz
-import specviz.tree as tree_mod
-import specviz.verify as verify_mod
-from specviz.comparison import Comparison, Config, Shared
-from specviz.families import FAMILIES, derive_draft, family_of, tiny_random
-from specviz.kvcache import cache_len, new_cache, rollback
-from specviz.models import ModelLoadError, TokenizerMismatch, load
+import specviz.models.kvcache as kvcache_mod
+import specviz.decoding.verify as verify_mod
+from specviz.measure.comparison import Comparison, Config, Shared
+from specviz.models.families import FAMILIES, derive_draft, family_of, tiny_random
+from specviz.models.kvcache import cache_len, new_cache, rollback
+from specviz.models.loader import ModelLoadError, TokenizerMismatch, load
 from specviz.proposers.layer_skip import self_draft
-from specviz.tree import DraftTree
+from specviz.decoding.tree import DraftTree
 from tests.test_models import word_tokenizer
 from tests.tiny import hf_greedy
 
@@ -109,7 +109,7 @@ def sampling_pair(family: str):
 @torch.inference_mode()
 def exact_second_token(target, ids) -> torch.Tensor:
     """p(t2) = Σ p(t1) p(t2 | t1), by full forwards with no cache (the model's own masks)."""
-    from specviz.sampling import probs_from_logits
+    from specviz.decoding.sampling import probs_from_logits
 
     p1 = probs_from_logits(target.model(torch.tensor([ids])).logits[0, -1], SAMPLE_T, 1.0)
     batch = torch.tensor([ids + [t] for t in range(SAMPLE_V)])
@@ -235,8 +235,8 @@ def test_layer_skip_cache_with_empty_layers_rolls_back(family):
 def test_rollback_check_catches_a_tree_mask_without_the_window(monkeypatch):
     """The rollback check fails on Gemma 3 when tree masks leave the sliding window out: a tree
     verified that way attends to keys its sliding layers must not see."""
-    real = tree_mod.layer_kinds
-    monkeypatch.setattr(tree_mod, "layer_kinds", lambda config: [(kind, None) for kind, _ in real(config)])
+    real = kvcache_mod.layer_kinds  # only tree masks read it: DraftTree.model_mask
+    monkeypatch.setattr(kvcache_mod, "layer_kinds", lambda config: [(kind, None) for kind, _ in real(config)])
     model = twin("gemma3")[0].model
     cache = new_cache(model.config)
     seq = cycles(model, cache)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from specviz.trace import ACCEPTED, REJECTED, RESAMPLED
+from specviz.decoding.trace import ACCEPTED, REJECTED, RESAMPLED
 
 pytestmark = pytest.mark.slow  # building the whole page takes seconds on 2 shared cores
 

@@ -6,12 +6,12 @@ import pytest
 import torch
 
 import specviz
-from specviz.engine import Decoder
-from specviz.head import DEFAULT_PATH, load_head, save_head
-from specviz.models import ModelLoadError, tiny_random
+from specviz.decoding.engine import Decoder
+from specviz.head.model import DEFAULT_PATH, load_head, save_head
+from specviz.models.loader import ModelLoadError, tiny_random
 from specviz.proposers.base import ProposeContext
 from specviz.proposers.head import HeadProposer
-from specviz.train_head import collect, new_head, train, vocab_subset
+from specviz.head.train import collect, new_head, train, vocab_subset
 
 PROMPT = [1, 2, 3]
 SUBSET = 4  # of the tiny vocabulary's 6 tokens: q is 0 on the other two
@@ -89,11 +89,11 @@ def test_shipped_head_loads_offline():
 
 def test_missing_or_corrupt_file_says_what_to_do(tmp_path):
     """A missing file and a file of garbage both raise ModelLoadError naming the file and the fix."""
-    with pytest.raises(ModelLoadError, match=r"no draft head at .*nothing\.safetensors.*train_head"):
+    with pytest.raises(ModelLoadError, match=r"no draft head at .*nothing\.safetensors.*head\.train"):
         load_head(tmp_path / "nothing.safetensors")
     bad = tmp_path / "bad.safetensors"
     bad.write_bytes(b"\x00not a safetensors file" * 10)
-    with pytest.raises(ModelLoadError, match=r"bad\.safetensors.*train_head"):
+    with pytest.raises(ModelLoadError, match=r"bad\.safetensors.*head\.train"):
         load_head(bad)
 
 
@@ -110,7 +110,7 @@ def test_wrong_shape_says_what_to_do(tiny_head, tmp_path):
     tensors = load_file(str(path))
     tensors["fc.weight"] = tensors["fc.weight"][:, :-1].contiguous()
     save_file(tensors, str(path), metadata=meta)
-    with pytest.raises(ModelLoadError, match=r"head\.safetensors.*shape.*train_head"):
+    with pytest.raises(ModelLoadError, match=r"head\.safetensors.*shape.*head\.train"):
         load_head(path)
 
 
@@ -167,7 +167,7 @@ def test_cli_draft_head_means_the_head():
 
 def test_compare_row_with_draft_head_uses_the_head():
     """A Compare row (bundled, draft, head) becomes a method-'head' configuration."""
-    from specviz.comparison import parse_rows
+    from specviz.measure.comparison import parse_rows
 
     (config,) = parse_rows([["bundled", "draft", "head", 4, 0.0]])
     assert (config.method, config.draft) == ("head", None)

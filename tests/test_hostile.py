@@ -11,7 +11,7 @@ import psutil
 import pytest
 
 import specviz
-from specviz.models import EMPTY_PROMPT, tiny_random
+from specviz.models.loader import EMPTY_PROMPT, tiny_random
 from tests.test_app_api import SHORT, app_url, call, cycle_no, named, wait_for  # noqa: F401
 
 pytestmark = [pytest.mark.bundled, pytest.mark.slow]
@@ -189,7 +189,7 @@ def test_stop_mid_run_leaves_consistent_caches(app_url):  # noqa: F811
     job.result(timeout=300)
     out = call(client, "/step", **kw)
     assert "sv-status-ok" in out["status"]
-    from specviz.runstate import LIVE
+    from specviz.decoding.runstate import LIVE
 
     state = SESSIONS.get(client.session_hash).state
     assert LIVE._items[state.run_id].cache.get_seq_length() == len(state.ids) - 1

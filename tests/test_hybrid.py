@@ -6,14 +6,14 @@ import pytest
 import torch
 
 import specviz
-from specviz.engine import Decoder
-from specviz.models import tiny_random
+from specviz.decoding.engine import Decoder
+from specviz.models.loader import tiny_random
 from specviz.proposers import hybrid
 from specviz.proposers.head import HeadProposer
 from specviz.proposers.hybrid import HybridProposer
 from specviz.proposers.logitspec import LogitSpecProposer
-from specviz.toy import chi_square_p_value
-from specviz.train_head import new_head
+from specviz.teach.toy import chi_square_p_value
+from specviz.head.train import new_head
 from tests.reference import exact_joint
 from tests.tiny import PROMPTS, hf_greedy
 

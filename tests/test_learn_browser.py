@@ -93,7 +93,7 @@ def test_monte_carlo_plot_appears_and_the_broken_rule_drifts(app_tab):
 
 
 def page_rule(fragment: str) -> str:
-    from specviz import toy
+    from specviz.teach import toy
 
     return next(r for r in toy.RULES if fragment in r)
 

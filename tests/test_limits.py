@@ -1,7 +1,7 @@
 """Deployment limits: hostile model specs are refused and env vars set the caps."""
 import pytest
 
-from specviz.limits import Limits, check_model_spec, check_run_settings, count_params_from_config
+from specviz.ui.limits import Limits, check_model_spec, check_run_settings, count_params_from_config
 
 
 @pytest.mark.parametrize("spec", ["../../etc/passwd", "/etc", "~/secrets", "a;rm -rf /", "$(reboot)",
@@ -39,7 +39,7 @@ def test_allow_list_and_env(monkeypatch):
 
 def test_param_count_from_config_needs_no_weights():
     """The parameter count is read from a config on the meta device and matches a real model."""
-    from specviz.models import tiny_random
+    from specviz.models.loader import tiny_random
 
     tiny = tiny_random()
     assert count_params_from_config(tiny.model.config) == tiny.n_params

@@ -1,4 +1,4 @@
-"""Tests for specviz.models: specs, tiny models, derived drafts, tokenizer checks and prompts."""
+"""Tests for specviz.models.loader: specs, tiny models, derived drafts, tokenizer checks and prompts."""
 from __future__ import annotations
 
 import copy
@@ -8,9 +8,9 @@ import huggingface_hub.constants
 import pytest
 import torch
 
-from specviz import bundled as bundled_mod
-from specviz import models
-from specviz.models import (EMPTY_PROMPT, ModelLoadError, TokenizerMismatch, check_tokenizers,
+from specviz.models import bundled as bundled_mod
+from specviz.models import loader as models
+from specviz.models.loader import (EMPTY_PROMPT, ModelLoadError, TokenizerMismatch, check_tokenizers,
                             derive_draft, load, tiny_random)
 
 PROMPT = [1, 5, 9, 2, 7, 7, 3]

@@ -1,4 +1,4 @@
-"""Cost-aware drafting (specviz/planner.py): send what pays, nothing when nothing pays, and stay exact."""
+"""Cost-aware drafting (specviz/decoding/planner.py): send what pays, nothing when nothing pays, and stay exact."""
 from __future__ import annotations
 
 import numpy as np
@@ -6,12 +6,12 @@ import pytest
 import torch
 
 import specviz
-from specviz.engine import Decoder
-from specviz.models import derive_draft, tiny_random
-from specviz.planner import PRIOR_V, PROFILE_MIN_PARAMS, Planner, verify_cost
+from specviz.decoding.engine import Decoder
+from specviz.models.loader import derive_draft, tiny_random
+from specviz.decoding.planner import PRIOR_V, PROFILE_MIN_PARAMS, Planner, verify_cost
 from specviz.proposers.draft_model import DraftModelProposer
-from specviz.toy import chi_square_p_value
-from specviz.tree import DraftTree
+from specviz.teach.toy import chi_square_p_value
+from specviz.decoding.tree import DraftTree
 from tests.reference import exact_joint
 from tests.tiny import PROMPTS, hf_greedy
 
@@ -72,7 +72,7 @@ def test_small_models_plan_with_the_prior_and_real_ones_with_their_profile(monke
     tiny = tiny_random(vocab_size=32, layers=1)
     assert verify_cost(tiny) is PRIOR_V
     measured = object()
-    monkeypatch.setattr("specviz.costs.profile", lambda model: measured)
+    monkeypatch.setattr("specviz.models.costs.profile", lambda model: measured)
     monkeypatch.setattr(tiny, "n_params", PROFILE_MIN_PARAMS)
     assert verify_cost(tiny) is measured
 

@@ -10,7 +10,7 @@ from specviz.proposers.base import ProposeContext
 from specviz.proposers.logitspec import LogitSpecProposer, branch_lengths, merge_branches
 from specviz.proposers.ngram_index import NgramIndex
 from specviz.proposers.prompt_lookup import PromptLookupProposer
-from specviz.sampling import Sampling
+from specviz.decoding.sampling import Sampling
 from tests.tiny import PROMPTS, hf_greedy, pair
 
 PHRASE = [10, 11, 12, 13, 14, 15]

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 import specviz
-from specviz.engine import Decoder
-from specviz.runstate import LiveCaches, RunState
+from specviz.decoding.engine import Decoder
+from specviz.decoding.runstate import LiveCaches, RunState
 from tests.tiny import PROMPTS, pair
 
 METHODS = ["ar", "draft", "pld", "logitspec", "layerskip"]

@@ -1,11 +1,11 @@
-"""One definition of a run's settings: specviz.settings.DecodeSettings, shared by Decoder, generate,
+"""One definition of a run's settings: specviz.decoding.settings.DecodeSettings, shared by Decoder, generate,
 the Compare rows and the app's RunSettings."""
 import pytest
 
-from specviz.comparison import Config, Shared
-from specviz.engine import Decoder
+from specviz.measure.comparison import Config, Shared
+from specviz.decoding.engine import Decoder
 from specviz.proposers import DEFAULT_K
-from specviz.settings import DecodeSettings
+from specviz.decoding.settings import DecodeSettings
 from specviz.ui.settings import RunSettings, from_inputs
 
 from tiny import pair

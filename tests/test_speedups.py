@@ -1,4 +1,4 @@
-"""specviz.speedups on tiny random models: the same numbers as stock transformers, taken faster."""
+"""specviz.models.speedups on tiny random models: the same numbers as stock transformers, taken faster."""
 import copy
 import pickle
 
@@ -6,10 +6,10 @@ import pytest
 import torch
 
 import specviz
-from specviz import speedups
-from specviz.kvcache import new_cache, rollback
-from specviz.models import tiny_random
-from specviz.tree import DraftTree
+from specviz.models import speedups
+from specviz.models.kvcache import new_cache, rollback
+from specviz.models.loader import tiny_random
+from specviz.decoding.tree import DraftTree
 from tests.tiny import PROMPTS, hf_greedy
 
 N = 12  # new tokens per greedy check
@@ -142,7 +142,7 @@ def test_copies_and_pickles_work():
 def test_load_applies_them_unless_turned_off(monkeypatch):
     """`load` tunes a hub or folder model by default; speedups=False or SPECVIZ_NO_SPEEDUPS=1 keeps
     it stock, and an explicit speedups=True beats the variable."""
-    monkeypatch.setattr(specviz.models, "_load_pretrained", lambda *a: tiny_random())
+    monkeypatch.setattr(specviz.models.loader, "_load_pretrained", lambda *a: tiny_random())
     assert speedups.applied(specviz.load("owner/model").model) == ["packed-linear", "gqa-sdpa"]
     assert speedups.applied(specviz.load("owner/model", speedups=False).model) == []
     monkeypatch.setenv(speedups.ENV_OFF, "1")

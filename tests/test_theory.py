@@ -9,9 +9,12 @@ import math
 import pytest
 
 import specviz
-from specviz import batch_effect, costs, planner, theory
-from specviz.costs import CostProfile
-from specviz.trace import CycleTrace, NodeTrace, RunTrace
+from specviz.measure import batch_effect
+from specviz.models import costs
+from specviz.decoding import planner
+from specviz.measure import theory
+from specviz.models.costs import CostProfile
+from specviz.decoding.trace import CycleTrace, NodeTrace, RunTrace
 from tests.tiny import FixedTreeProposer, pair
 
 PROMPT = [4, 8, 15, 16, 23, 30, 2, 11, 6, 4, 8, 15]
@@ -162,7 +165,7 @@ def test_cost_figure_draws_every_measured_point_and_says_where_it_came_from():
     """The cost figure has one point per measured n with y = v(n) and the pass's milliseconds in its
     hover data; its title names the model (escaped), device, dtype and hardware, and says whether the
     profile was read from a cache or measured now."""
-    from specviz.viz.compare import cost_figure
+    from specviz.viz.compare_figures import cost_figure
 
     prof = profile({1: 1.0, 2: 1.2, 8: 1.5, 64: 4.0}, model="<b>evil</b> $x$", hardware="Some CPU, 1 threads",
                    step_s=0.02, measured_at="2026-11-30 13:10 UTC")
@@ -181,7 +184,7 @@ def test_cost_figure_draws_every_measured_point_and_says_where_it_came_from():
 def test_cost_figure_shows_what_the_planner_counts_where_a_timing_fell():
     """Where noise timed a pass cheaper than a smaller one, the figure adds the planner's reading of
     the curve (Planner.v: never below a smaller pass), which differs from the measured point there."""
-    from specviz.viz.compare import cost_figure
+    from specviz.viz.compare_figures import cost_figure
 
     prof = profile({1: 1.0, 2: 0.9, 4: 1.3, 8: 1.2, 16: 2.0})
     read = plot_traces(cost_figure(prof, run_tokens=5))
@@ -208,7 +211,8 @@ def test_theory_handler_returns_the_targets_cost_profile_figure(fake_passes, mon
     (planner.verify_cost), through work.verify_cost, also when that runs in a forked worker and its
     result comes back pickled: its fourth output is that profile's figure, with the run's verify pass
     on it, the analysis's v_k is the profile's v(K+1), and the status says where the profile came from."""
-    from specviz.ui import compare, zerogpu
+    from specviz.ui import zerogpu
+    from specviz.ui import compare_tab as compare
     from specviz.ui.state import MODELS
     from tests import fork_gpu
 

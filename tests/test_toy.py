@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from specviz import toy
-from specviz.tree import DraftTree
-from specviz.verify import verify_sampling
+from specviz.teach import toy
+from specviz.decoding.tree import DraftTree
+from specviz.decoding.verify import verify_sampling
 from tests import twins
 
 N = toy.MAX_SAMPLES

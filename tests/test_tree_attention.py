@@ -2,8 +2,8 @@
 import pytest
 import torch
 
-from specviz.kvcache import cache_len, new_cache
-from specviz.tree import DraftTree
+from specviz.models.kvcache import cache_len, new_cache
+from specviz.decoding.tree import DraftTree
 from tests.tiny import pair
 
 PREFIX = [3, 17, 9, 25, 4, 11, 30, 2]

@@ -8,8 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from specviz.models import ModelLoadError, tiny_random
-from specviz.ui import callbacks, compare, errors, views, work
+from specviz.models.loader import ModelLoadError, tiny_random
+from specviz.ui import callbacks, errors, views, work
+from specviz.ui import compare_tab as compare
 from specviz.ui.state import MODELS, SESSIONS, session_of
 
 HOSTILE = '<img src=x onerror="alert(1)"> $x$'

@@ -8,7 +8,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from specviz.trace import (ACCEPTED, BONUS, FROM_DRAFT, NOT_REACHED, REJECTED, RESAMPLED, TARGET, Alt,
+from specviz.decoding.trace import (ACCEPTED, BONUS, FROM_DRAFT, NOT_REACHED, REJECTED, RESAMPLED, TARGET, Alt,
                            CycleTrace, NodeTrace, RunTrace)
 from specviz.viz import (acceptance_figure, cache_html, instructive_cycle, legend_html, metrics_html, narrate,
                          pq_figure, residual_figure, teaches_everything, text_html, timeline_figure, tree_figure)
@@ -375,7 +375,7 @@ def test_every_view_accepts_real_engine_traces():
     after a JSON round trip, go through every view: the viz reads the fields the engine writes."""
     from tiny import PROMPTS, FixedTreeProposer, pair
 
-    from specviz.engine import generate
+    from specviz.decoding.engine import generate
     target, draft = pair(noise=0.3)
     kw = dict(max_new_tokens=10, chat=False)
     runs = [generate(target, PROMPTS[0], method="draft", draft=draft, k=4, temperature=t, **kw) for t in (0.0, 1.0)]
@@ -402,7 +402,7 @@ def test_prefill_and_rebuilds_are_shown_apart_from_decoding():
 
 def test_narration_says_who_proposed_and_what_the_planner_left_out():
     """A mixed tree's sentence counts nodes per proposer; a cycle the planner cut says how many it sent."""
-    from specviz.trace import NodeTrace
+    from specviz.decoding.trace import NodeTrace
     cycle = chain_reject()
     cycle.nodes = [NodeTrace(0, 5, "a", -1, 1, source="root lookup 3-gram", status="accepted"),
                    NodeTrace(1, 6, "b", -1, 1, q=0.4, source="head", status="rejected")]

@@ -13,8 +13,8 @@ import re
 import pytest
 
 import specviz
-from specviz.engine import Decoder
-from specviz.runstate import LIVE, LiveCaches
+from specviz.decoding.engine import Decoder
+from specviz.decoding.runstate import LIVE, LiveCaches
 from specviz.ui import work, zerogpu
 from specviz.ui.state import MODELS
 from tests import fork_gpu
@@ -109,7 +109,7 @@ def test_a_model_missing_in_the_worker_is_a_clear_error(forked):
     """A call never loads a model: one the main process did not load is a message saying what to do."""
     target, _ = pair(vocab=32)
     state = Decoder(target, PROMPTS[0], method="ar", chat=False).state()
-    with pytest.raises(specviz.models.ModelLoadError, match="press the button again"):
+    with pytest.raises(specviz.models.loader.ModelLoadError, match="press the button again"):
         work.step(("tiny-random:vocab=32,seed=99", None), state.light())
 
 

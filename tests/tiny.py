@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import torch
 
-from specviz.models import derive_draft, tiny_random
+from specviz.models.loader import derive_draft, tiny_random
 from specviz.proposers.base import Proposer
-from specviz.tree import DraftTree
+from specviz.decoding.tree import DraftTree
 
 PROMPTS = [[1, 5, 9, 2, 7], [3, 3, 3], [4, 8, 15, 16, 23, 30, 2, 11, 6]]
 

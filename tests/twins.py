@@ -1,14 +1,14 @@
 """Deliberately broken twins of verify.py's rules, one definition each.
 
 A statistical test that passes with the real rule must fail with every twin here: that is how
-we know it can fail. Each twin replaces one attribute of specviz.verify and is built from the
+we know it can fail. Each twin replaces one attribute of specviz.decoding.verify and is built from the
 real rules, so everything else (engine, proposers, caches) runs unchanged.
 """
 from __future__ import annotations
 
 import torch
 
-import specviz.verify as verify
+import specviz.decoding.verify as verify
 
 _accept_prob, _residual, _verify_sampling = verify.accept_prob, verify.residual, verify.verify_sampling
 
@@ -45,7 +45,7 @@ def bonus_from_previous_row(tree, logits, sampling):
     return _verify_sampling(tree, shifted, sampling)
 
 
-# name → (the specviz.verify attribute it replaces, the twin)
+# name → (the specviz.decoding.verify attribute it replaces, the twin)
 TWINS = {
     "resample from p": ("residual", resample_from_p),
     "acceptance ratio q/p": ("accept_prob", ratio_q_over_p),

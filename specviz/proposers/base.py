@@ -5,8 +5,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..sampling import Sampling
-from ..tree import DraftTree
+from specviz.decoding.sampling import Sampling
+from specviz.decoding.tree import DraftTree
 
 
 @dataclass

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import torch
 
-from ..kvcache import cache_len, new_cache, rollback
-from ..tree import DraftTree
-from .base import ProposeContext, Proposer
+from specviz.models.kvcache import cache_len, new_cache, rollback
+from specviz.decoding.tree import DraftTree
+from specviz.proposers.base import ProposeContext, Proposer
 
 
 class DraftModelProposer(Proposer):

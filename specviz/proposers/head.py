@@ -1,4 +1,4 @@
-"""The project's own draft head (specviz/head.py) proposes a chain, each token sampled from its own q.
+"""The project's own draft head (specviz/head/model.py) proposes a chain, each token sampled from its own q.
 
 The head needs the target's last hidden state, which the engine's forward does not return. A
 forward hook on the target's final norm keeps that norm's latest output; the proposer reads it
@@ -13,9 +13,9 @@ import weakref
 
 import torch
 
-from ..head import DEFAULT_PATH, check_target, load_head, target_parts
-from ..tree import DraftTree
-from .base import ProposeContext, Proposer
+from specviz.head.model import DEFAULT_PATH, check_target, load_head, target_parts
+from specviz.decoding.tree import DraftTree
+from specviz.proposers.base import ProposeContext, Proposer
 
 
 class _Capture(threading.local):

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..models import ModelLoadError
-from ..tree import DraftTree
-from .base import ProposeContext, Proposer
-from .head import HeadProposer
-from .logitspec import LogitSpecProposer
+from specviz.models.loader import ModelLoadError
+from specviz.decoding.tree import DraftTree
+from specviz.proposers.base import ProposeContext, Proposer
+from specviz.proposers.head import HeadProposer
+from specviz.proposers.logitspec import LogitSpecProposer
 
 HEAD_K = 3  # the head's depth when no planner chooses it: its acceptance falls fast with depth
 

@@ -9,8 +9,8 @@ import copy
 
 import torch
 
-from ..families import decoder_layers
-from .draft_model import DraftModelProposer
+from specviz.models.families import decoder_layers
+from specviz.proposers.draft_model import DraftModelProposer
 
 
 def default_layers(n: int) -> list[int]:

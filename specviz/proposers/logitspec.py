@@ -36,9 +36,9 @@ from __future__ import annotations
 
 import torch
 
-from ..tree import DraftTree
-from .base import ProposeContext, Proposer
-from .ngram_index import MissBackoff, NgramIndex
+from specviz.decoding.tree import DraftTree
+from specviz.proposers.base import ProposeContext, Proposer
+from specviz.proposers.ngram_index import KeepsBackoff, MissBackoff, NgramIndex
 
 MAX_CONTINUATION = 20  # the paper's pool keeps up to 20 following tokens per n-gram
 MAX_NGRAM = 3  # the paper's pool: n-grams of 1 to 3 tokens
@@ -76,7 +76,7 @@ def merge_branches(branches: list[tuple[list[int], list[str]]], capacity: int) -
     return DraftTree(tokens, parents, None, sources)
 
 
-class LogitSpecProposer(Proposer):
+class LogitSpecProposer(KeepsBackoff, Proposer):
     """Knobs: `top_k` candidates, tree `capacity`, `branch_len` of branch 0 and rank `decay`;
     `max_ngram`; `min_ngram`, the shortest match that keeps a branch (candidates count
     themselves) and lets a draft be sent; `lone_cands` keeps candidates retrieval cannot back;
@@ -152,12 +152,3 @@ class LogitSpecProposer(Proposer):
         tree = merge_branches(branches, self.capacity)
         tree.retrieval_hit = hit
         return tree
-
-    def observe(self, cycle) -> None:
-        self.backoff.observe(cycle)
-
-    def state(self) -> dict:
-        return {"backoff": self.backoff.state()}  # the n-gram index rebuilds from the ids
-
-    def set_state(self, state: dict) -> None:
-        self.backoff.set_state(state["backoff"])

@@ -108,3 +108,18 @@ class MissBackoff:
         if self.misses >= self.patience:  # keeps missing: skip, and skip longer each time
             self.skip = self.next_skip
             self.next_skip = min(2 * self.next_skip, self.max_skip)
+
+
+class KeepsBackoff:
+    """For a retrieval proposer whose only state between cycles is its `backoff` (a MissBackoff):
+    it learns from each cycle, and that is all a resumed run needs, since the index rebuilds from the ids."""
+    backoff: MissBackoff
+
+    def observe(self, cycle) -> None:
+        self.backoff.observe(cycle)
+
+    def state(self) -> dict:
+        return {"backoff": self.backoff.state()}  # the n-gram index rebuilds from the ids
+
+    def set_state(self, state: dict) -> None:
+        self.backoff.set_state(state["backoff"])

@@ -26,16 +26,16 @@ measured here (fp32, one thread, 200-token cache: 1 token 56 ms, 2: ~80, 8: 100,
 """
 from __future__ import annotations
 
-from ..tree import DraftTree
-from .base import ProposeContext, Proposer
-from .ngram_index import MissBackoff, NgramIndex
+from specviz.decoding.tree import DraftTree
+from specviz.proposers.base import ProposeContext, Proposer
+from specviz.proposers.ngram_index import KeepsBackoff, MissBackoff, NgramIndex
 
 NUM_TOKENS = 16  # longest draft; a 4-gram match earns 16 (2**4)
 MAX_NGRAM = 4  # 35 matches of 4+ tokens on the public prompts: 34 drafted a right first token
 MIN_NGRAM = 1  # the planner (planner.py) now drops what does not pay, so every match is offered
 
 
-class PromptLookupProposer(Proposer):
+class PromptLookupProposer(KeepsBackoff, Proposer):
     name = "pld"
     KNOBS = ("num_tokens", "max_ngram", "min_ngram", "adaptive", "scaled_len")
 
@@ -68,12 +68,3 @@ class PromptLookupProposer(Proposer):
         pos, n = match
         tokens = self.index.continuation(pos, min(self.num_tokens, 2 ** n if self.scaled_len else ctx.k, ctx.k))
         return DraftTree.chain(tokens, sources=[f"lookup {n}-gram"] * len(tokens), retrieval_hit=True)
-
-    def observe(self, cycle) -> None:
-        self.backoff.observe(cycle)
-
-    def state(self) -> dict:
-        return {"backoff": self.backoff.state()}  # the n-gram index rebuilds from the ids
-
-    def set_state(self, state: dict) -> None:
-        self.backoff.set_state(state["backoff"])

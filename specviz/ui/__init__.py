@@ -1,4 +1,4 @@
 """The Gradio app: layout, handlers and server-side session state. The only package that imports gradio."""
-from .layout import build_demo, launch_kwargs
+from specviz.ui.layout import build_demo, launch_kwargs
 
 __all__ = ["build_demo", "launch_kwargs"]

@@ -11,15 +11,15 @@ from typing import Callable, Iterator
 
 import gradio as gr
 
-from ..engine import Decoder
-from ..runstate import RunState
-from ..limits import check_model_spec, check_prompt_text, check_run_settings
-from ..models import EMPTY_PROMPT, check_tokenizers
-from ..sampling import check_settings
-from . import errors, views, work
-from .presets import draft_choices
-from .settings import RunSettings, from_inputs
-from .state import BASELINES, LIMITS, MODELS, SESSIONS, Session, load_with_progress, session_of
+from specviz.decoding.engine import Decoder
+from specviz.decoding.runstate import RunState
+from specviz.ui.limits import check_model_spec, check_prompt_text, check_run_settings
+from specviz.models.loader import EMPTY_PROMPT, check_tokenizers
+from specviz.decoding.sampling import check_settings
+from specviz.ui import errors, views, work
+from specviz.ui.presets import draft_choices
+from specviz.ui.settings import RunSettings, from_inputs
+from specviz.ui.state import BASELINES, LIMITS, MODELS, SESSIONS, Session, load_with_progress, session_of
 
 
 def error(message: str) -> dict:

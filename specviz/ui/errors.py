@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from ..models import ModelLoadError
+from specviz.models.loader import ModelLoadError
 
 log = logging.getLogger(__name__)
 

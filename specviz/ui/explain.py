@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import gradio as gr
 
-from .. import viz
-from ..viz.explain import explain_html, explain_steps, explained_views
-from . import views
-from .callbacks import on_screen, session_of
+from specviz import viz
+from specviz.viz.explain_steps import explain_html, explain_steps, explained_views
+from specviz.ui import views
+from specviz.ui.callbacks import on_screen, session_of
 
 HINT = ('<div class="sv-explain sv-explain-hint">Press <b>Explain this cycle</b> to walk through the cycle '
         'on screen one rule at a time: proposal, verify pass, each accept or reject, residual or bonus, '

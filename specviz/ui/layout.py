@@ -8,14 +8,14 @@ import json
 
 import gradio as gr
 
-from . import callbacks, explain, learn, lessons, replay, views
-from ..proposers import HEAD_DRAFT
-from .presets import (DEFAULT_METHOD, K_RANGE, KNOBS, MAX_NEW_RANGE, METHOD_LABELS, METHODS, TARGETS,
+from specviz.ui import callbacks, explain, learn, lessons, replay, views
+from specviz.proposers import HEAD_DRAFT
+from specviz.ui.presets import (DEFAULT_METHOD, K_RANGE, KNOBS, MAX_NEW_RANGE, METHOD_LABELS, METHODS, TARGETS,
                       TEMPERATURE_RANGE, TOP_P_RANGE, Knob, draft_choices, k_default)
-from .settings import BASE_INPUTS, RunSettings
-from .state import LIMITS, start_sweeper
-from .views import ASSETS
-from .compare import build_compare_tabs
+from specviz.ui.settings import BASE_INPUTS, RunSettings
+from specviz.ui.state import LIMITS, start_sweeper
+from specviz.ui.views import ASSETS
+from specviz.ui.compare_tab import build_compare_tabs
 
 EXAMPLES = ASSETS / "examples.json"
 CSS = ASSETS / "app.css"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import gradio as gr
 import numpy as np
 
-from .. import toy
-from ..viz.style import esc
-from ..viz.toy import monte_carlo_figure, monte_carlo_html, toy_numbers_html, toy_pq_figure
+from specviz.teach import toy
+from specviz.viz.style import esc
+from specviz.viz.toy_figures import monte_carlo_figure, monte_carlo_html, toy_numbers_html, toy_pq_figure
 
 DEFAULT_PRESET = "q too confident"  # the case the lossless claim is most surprising for
 N_DEFAULT = 20_000  # resolves TV ≈ 0.02 in a few milliseconds

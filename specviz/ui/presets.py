@@ -6,8 +6,8 @@ import inspect
 from dataclasses import dataclass
 from typing import Any
 
-from ..limits import Limits
-from ..proposers import DEFAULT_K, HEAD_DRAFT
+from specviz.ui.limits import Limits
+from specviz.proposers import DEFAULT_K, HEAD_DRAFT
 
 BUNDLED = "bundled"
 
@@ -115,7 +115,7 @@ KNOBS = [
 
 def proposer_default(method: str, name: str) -> Any:
     """The default of `name` in the proposer's constructor (None when it has none)."""
-    from ..proposers import REGISTRY
+    from specviz.proposers import REGISTRY
 
     module, cls = REGISTRY[method].split(":")
     proposer = getattr(importlib.import_module(f"specviz.proposers.{module}"), cls)

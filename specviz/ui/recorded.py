@@ -10,11 +10,11 @@ import json
 from dataclasses import fields
 from functools import lru_cache
 
-from ..batch_effect import BatchEffect
-from ..costs import CostProfile
-from ..theory import Analysis
-from ..viz import compare as cviz
-from .views import ASSETS, status_html
+from specviz.measure.batch_effect import BatchEffect
+from specviz.models.costs import CostProfile
+from specviz.measure.theory import Analysis
+from specviz.viz import compare_figures as cviz
+from specviz.ui.views import ASSETS, status_html
 
 RECORDED = ASSETS / "recorded_results.json"
 

@@ -14,11 +14,12 @@ from typing import Iterator
 
 import gradio as gr
 
-from .. import __version__, tracefile
-from ..tracefile import TraceFile, TraceFileError
-from . import views
-from .callbacks import error, on_screen, render, session_of
-from .state import MODELS, Session
+
+from specviz.decoding import tracefile
+from specviz.decoding.tracefile import TraceFile, TraceFileError
+from specviz.ui import views
+from specviz.ui.callbacks import error, on_screen, render, session_of
+from specviz.ui.state import MODELS, Session
 
 EXPORT_DIR = Path(tempfile.gettempdir()) / "specviz-exports"
 PLAY_S = 6.0  # a played trace takes about this long, whatever its length: a class keeps watching
@@ -48,7 +49,7 @@ def wire_export(comps: dict) -> None:
 def _meta(session: Session) -> dict:
     """Where and how the run was recorded, so timings read elsewhere keep their context."""
     meta = dict(session.replay.meta) if session.replay is not None else {}
-    meta.update(exported_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), specviz_version=__version__,
+    meta.update(exported_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), specviz_version=tracefile.SPECVIZ_VERSION,
                 python=platform.python_version(), machine=platform.machine(), cpu_count=os.cpu_count())
     if session.replay is None and session.settings is not None:
         meta["prompt"] = session.settings.prompt

@@ -1,6 +1,6 @@
 """The configuration column's values as one frozen object: compared to tell when a run must restart.
 
-RunSettings is the decoding layer's DecodeSettings (specviz/settings.py, where the defaults and
+RunSettings is the decoding layer's DecodeSettings (specviz/decoding/settings.py, where the defaults and
 checks live) plus what only the page has: the target, the draft picker's value and the prompt.
 Its `method` is the picker's, so "draft" with the trained head is engine method "head" (`decode()`).
 """
@@ -11,9 +11,9 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..proposers import HEAD_DRAFT, resolve_draft
-from ..settings import DecodeSettings
-from .presets import BUNDLED, DEFAULT_METHOD, MAX_NEW_DEFAULT, METHOD_LABELS, draft_choices, knobs_for
+from specviz.proposers import HEAD_DRAFT, resolve_draft
+from specviz.decoding.settings import DecodeSettings
+from specviz.ui.presets import BUNDLED, DEFAULT_METHOD, MAX_NEW_DEFAULT, METHOD_LABELS, draft_choices, knobs_for
 
 # Input names, in the order the layout wires them; the API takes them as keyword arguments.
 BASE_INPUTS = ("target", "method", "draft", "k", "adaptive_k", "temperature", "top_p", "seed",

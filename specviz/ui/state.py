@@ -12,17 +12,17 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
-from .. import models
-from ..limits import Limits, check_model_size, check_model_spec
-from ..planner import PROFILE_MIN_PARAMS, verify_cost
-from ..runstate import LIVE, RunState
-from ..trace import RunTrace
-from ..tracefile import TraceFile
-from .settings import RunSettings
-from .zerogpu import model_device
+from specviz.models import loader as models
+from specviz.ui.limits import Limits, check_model_size, check_model_spec
+from specviz.decoding.planner import PROFILE_MIN_PARAMS, verify_cost
+from specviz.decoding.runstate import LIVE, RunState
+from specviz.decoding.trace import RunTrace
+from specviz.decoding.tracefile import TraceFile
+from specviz.ui.settings import RunSettings
+from specviz.ui.zerogpu import model_device
 
 if TYPE_CHECKING:
-    from ..comparison import Comparison
+    from specviz.measure.comparison import Comparison
 
 LIMITS = Limits.from_env()
 LIVE.idle_s = LIMITS.cache_idle_s

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import gradio as gr
 
-from .. import viz
-from ..trace import RunTrace
+from specviz import viz
+from specviz.decoding.trace import RunTrace
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 EXAMPLE_TRACE = ASSETS / "example_trace.json"

@@ -10,15 +10,16 @@ from __future__ import annotations
 import time
 from typing import Iterator
 
-from .. import batch_effect, planner
-from ..comparison import Comparison
-from ..costs import CostProfile
-from ..engine import Decoder
-from ..models import LoadedModel, ModelLoadError
-from ..runstate import RunState
-from ..trace import RunTrace
-from .state import MODELS
-from .zerogpu import on_gpu
+from specviz.measure import batch_effect
+from specviz.decoding import planner
+from specviz.measure.comparison import Comparison
+from specviz.models.costs import CostProfile
+from specviz.decoding.engine import Decoder
+from specviz.models.loader import LoadedModel, ModelLoadError
+from specviz.decoding.runstate import RunState
+from specviz.decoding.trace import RunTrace
+from specviz.ui.state import MODELS
+from specviz.ui.zerogpu import on_gpu
 
 FRAME_S = 0.12  # least time between streamed frames: faster than the eye needs, cheap to send
 # GPU seconds asked for. ZeroGPU serves short requests first, so ask for what the work needs:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from ..trace import ACCEPTED, REJECTED, Alt, CycleTrace, NodeTrace
-from .style import (BLACK, ORANGE, P_COLOUR, Q_COLOUR, STATUS, FigureSpec, base_layout, label,
+from specviz.decoding.trace import ACCEPTED, REJECTED, Alt, CycleTrace, NodeTrace
+from specviz.viz.style import (BLACK, ORANGE, P_COLOUR, Q_COLOUR, STATUS, FigureSpec, base_layout, label,
                     note_figure, num, top_list)
-from .tree import nodes_of
+from specviz.viz.tree_figure import nodes_of
 
 DETERMINISTIC_NOTE = "deterministic draft: q = 1 (hatched bars)"
 GREEDY_NOTE = "greedy: accept if token = argmax p"

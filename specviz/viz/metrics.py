@@ -4,8 +4,8 @@ Reads the metric dicts of `trace.summarize` (RunTrace.metrics); nothing is re-me
 """
 from __future__ import annotations
 
-from .panels import row, tint
-from .style import BLUE, GREY, PURPLE, SKY, YELLOW, esc
+from specviz.viz.panels import row, tint
+from specviz.viz.style import BLUE, GREY, PURPLE, SKY, YELLOW, esc
 
 MAX_POSITIONS = 16  # acceptance rows shown; deeper positions are rare and would crowd the panel
 # time segments: metric key, label, colour (Okabe–Ito colours not used for token statuses)

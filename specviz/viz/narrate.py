@@ -4,9 +4,9 @@ Plain text, not HTML: show it in a Textbox, or escape it before putting it in ma
 """
 from __future__ import annotations
 
-from ..trace import BONUS, REJECTED, RESAMPLED, CycleTrace, NodeTrace
-from .style import num, quote
-from .tree import is_tree, nodes_of, source_kind
+from specviz.decoding.trace import BONUS, REJECTED, RESAMPLED, CycleTrace, NodeTrace
+from specviz.viz.style import num, quote
+from specviz.viz.tree_figure import is_tree, nodes_of, source_kind
 
 
 def _drafted(cycle: CycleTrace) -> str:

@@ -6,9 +6,9 @@ tints are translucent, so both light and dark themes stay readable.
 """
 from __future__ import annotations
 
-from ..trace import TARGET, CycleTrace, RunTrace
-from .style import BLUE, GREY, ORIGIN, STATUS, VERMILLION, esc
-from .tree import nodes_of
+from specviz.decoding.trace import TARGET, CycleTrace, RunTrace
+from specviz.viz.style import BLUE, GREY, ORIGIN, STATUS, VERMILLION, esc
+from specviz.viz.tree_figure import nodes_of
 
 MAX_SLOTS = 80  # cache cells drawn per row: a 64-node tree plus the newest token and context
 

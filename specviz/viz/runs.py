@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from ..trace import RESAMPLED, CycleTrace, RunTrace
-from .style import BLACK, BLUE, FigureSpec, base_layout, esc_plot, note_figure
+from specviz.decoding.trace import RESAMPLED, CycleTrace, RunTrace
+from specviz.viz.style import BLACK, BLUE, FigureSpec, base_layout, esc_plot, note_figure
 
 
 def progress(run: RunTrace) -> tuple[list[float], list[int]]:

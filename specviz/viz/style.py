@@ -11,7 +11,7 @@ import textwrap
 import plotly.graph_objects as go
 import plotly.io as pio
 
-from ..trace import ACCEPTED, BONUS, FROM_DRAFT, NOT_REACHED, REJECTED, RESAMPLED, TARGET
+from specviz.decoding.trace import ACCEPTED, BONUS, FROM_DRAFT, NOT_REACHED, REJECTED, RESAMPLED, TARGET
 
 # Okabe–Ito colours; the three left over (sky blue, reddish purple, yellow) mark p, q and timing.
 BLUE, VERMILLION, GREY, ORANGE, GREEN, BLACK = "#0072B2", "#D55E00", "#999999", "#E69F00", "#009E73", "#000000"

@@ -1,0 +1,319 @@
+"""The cycle loop: propose → verify in one target pass → commit → roll back caches.
+
+Invariant between cycles: the target cache holds every committed token but the newest,
+and `last_logits` are the target logits the newest token was chosen from. Each verify pass
+feeds [newest] + draft, so the pass that checks the draft also yields the bonus token.
+With no proposer (method "ar") every cycle is one plain decoding step.
+
+A run's state is plain data (runstate.RunState): `state()` takes it out, `resume()` goes on
+from it in any process. The KV caches are only an optimisation: `park()` keeps them in this
+process, and a resumed run that finds none rebuilds them with one prefill, timed apart.
+"""
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Iterator
+
+import torch
+
+from specviz.models.kvcache import cache_len, new_cache, rollback
+from specviz.models.loader import LoadedModel, check_tokenizers
+from specviz.proposers import make_proposer
+from specviz.proposers.base import ProposeContext, Proposer
+from specviz.decoding.planner import Planner, verify_cost
+from specviz.decoding.recorder import record_cycle
+from specviz.decoding.runstate import LIVE, LiveCaches, RunState
+from specviz.decoding.sampling import Sampling
+from specviz.decoding.settings import DecodeSettings
+from specviz.decoding.trace import FROM_DRAFT, NOT_REACHED, TARGET, CycleTrace, RunTrace
+from specviz.decoding.tree import DraftTree
+from specviz.decoding.verify import verify
+
+
+class Decoder:
+    """Speculative (or plain) decoding of one prompt, one cycle per `step()`."""
+
+    def __init__(self, target: LoadedModel, prompt, settings: DecodeSettings | None = None,
+                 draft: LoadedModel | None = None, **kw):
+        """`settings`, or keyword arguments naming DecodeSettings' fields and proposer knobs (with
+        `settings` too, they change it). `method` may also be a ready-made Proposer, e.g. one under
+        test or a parked one."""
+        ready = kw.get("method")
+        if isinstance(ready, Proposer):
+            kw["method"] = ready.name
+        if settings is None:
+            settings = DecodeSettings.of(**kw)
+        elif kw:
+            settings = settings.replace(**kw)
+        self.config = settings
+        method = settings.method
+        self.sampling = Sampling(settings.temperature, settings.top_p, settings.seed)
+        self.vocab = target.vocab_size
+        if draft is not None and method == "draft":
+            self.vocab = check_tokenizers(target, draft)
+        self.prompt_ids = target.encode(prompt, settings.chat)
+        if isinstance(ready, Proposer):
+            self.proposer = ready
+        else:
+            self.proposer = None if method == "ar" else make_proposer(method, target, draft, **dict(settings.knobs))
+        self.target, self.method, self.record = target, method, settings.record
+        # cost-aware drafting (planner.py): on by default; plan=False verifies every offered node
+        self.planner = None
+        if settings.plan and self.proposer is not None:
+            self.planner = Planner(self.sampling.greedy, verify_cost(target), self.proposer.step_cost)
+        self.k = self.k_max = int(settings.k)
+        self.adaptive_k, self.max_new_tokens = settings.adaptive_k, int(settings.max_new_tokens)
+        self.options = settings.options()
+        self.settings = dict(target=target.name, draft=None if draft is None else draft.name,
+                             **{n: v for n, v in self.options.items() if n != "record"})
+        self.run_id = uuid.uuid4().hex
+        self.ids = list(self.prompt_ids)
+        self.origins: list[str] = []
+        self.cycle_of: list[int] = []
+        self.token_texts: list[str] = []
+        self.cycles: list[CycleTrace] = []
+        self.n_cycles = 0
+        self.cache = None
+        self.last_logits: torch.Tensor | None = None
+        self.elapsed = self.prefill_s = self.rebuild_s = 0.0
+        self.rebuilds = 0
+        self.done = False
+        self._proposer_state: dict | None = None  # set by resume; applied after a rebuild
+
+    # -- the run's state as data -------------------------------------------------------------
+    def state(self, since: int = 0) -> RunState:
+        """This run as plain data; its trace holds the cycles from `since` on (0: all)."""
+        logits = None if self.last_logits is None else self.last_logits.detach().float().to("cpu", copy=True)
+        return RunState(
+            run_id=self.run_id, options=dict(self.options), settings=dict(self.settings),
+            prompt_ids=list(self.prompt_ids), ids=list(self.ids), origins=list(self.origins),
+            cycle_of=list(self.cycle_of), token_texts=list(self.token_texts),
+            text=self.target.decode(self.ids[len(self.prompt_ids):]), n_cycles=self.n_cycles, k=self.k,
+            rng=self.sampling.generator.get_state().numpy().tobytes(), last_logits=logits,
+            proposer=self.proposer.state() if self.proposer is not None else {}, done=self.done,
+            planner=self.planner.state() if self.planner is not None else {},
+            prefill_s=self.prefill_s, decode_s=self.elapsed - self.prefill_s, rebuild_s=self.rebuild_s,
+            rebuilds=self.rebuilds, cycles=list(self.cycles[since:]))
+
+    @classmethod
+    def resume(cls, target: LoadedModel, state: RunState, draft: LoadedModel | None = None,
+               live: LiveCaches = LIVE) -> "Decoder":
+        """Go on from `state`, with this process's parked caches if they match, else rebuilt lazily."""
+        parked = live.take(state.run_id, len(state.ids))
+        options = dict(state.options)
+        if parked is not None and parked.proposer is not None:
+            options["method"] = parked.proposer
+        dec = cls(target, state.prompt_ids, draft=draft, **options)
+        dec._load(state)
+        if parked is not None:
+            dec.cache = parked.cache
+        else:
+            dec._proposer_state = dict(state.proposer)
+        return dec
+
+    def _load(self, state: RunState) -> None:
+        self.run_id, self.settings = state.run_id, dict(state.settings)
+        self.ids, self.origins, self.cycle_of = list(state.ids), list(state.origins), list(state.cycle_of)
+        self.token_texts, self.cycles, self.n_cycles = list(state.token_texts), list(state.cycles), state.n_cycles
+        self.k, self.done = state.k, state.done
+        if state.rng:
+            self.sampling.generator.set_state(torch.frombuffer(bytearray(state.rng), dtype=torch.uint8))
+        if state.last_logits is not None:
+            self.last_logits = state.last_logits.to(self.target.device)
+        self.prefill_s, self.rebuild_s, self.rebuilds = state.prefill_s, state.rebuild_s, state.rebuilds
+        self.elapsed = state.prefill_s + state.decode_s
+        if self.proposer is not None and state.started:
+            self.proposer.set_state(state.proposer)
+        if self.planner is not None:
+            self.planner.set_state(state.planner)
+
+    def park(self, live: LiveCaches = LIVE) -> None:
+        """Keep this run's caches in this process for a later `resume` at the same length."""
+        if self.cache is not None:
+            live.put(self.run_id, len(self.ids), self.cache, self.proposer)
+
+    # -- model calls -------------------------------------------------------------------
+    @torch.inference_mode()
+    def _forward(self, tokens: list[int], position_ids=None, mask=None, last_only=False) -> torch.Tensor:
+        device = self.target.device
+        # The prefill needs only the last row: skipping the LM head on the prompt saves a
+        # (prompt × vocabulary) matmul, as transformers' generate does.
+        extra = {"logits_to_keep": 1} if last_only else {}
+        out = self.target.model(input_ids=torch.tensor([tokens], device=device),
+                                past_key_values=self.cache, use_cache=True,
+                                position_ids=position_ids, attention_mask=mask, **extra)
+        return out.logits[0, :, : self.vocab]
+
+    def _verify_pass(self, tree: DraftTree) -> torch.Tensor:
+        feed = [self.ids[-1]] + tree.tokens
+        if tree.is_chain:  # a chain is plain causal attention: no mask to build
+            return self._forward(feed)
+        past = cache_len(self.cache)
+        mask = tree.model_mask(self.cache, self.target.model.config, self.target.dtype, self.target.device)
+        return self._forward(feed, tree.position_ids(past, self.target.device), mask)
+
+    # -- the loop ----------------------------------------------------------------------
+    def prefill(self) -> None:
+        """Run the prompt through the target and commit the first new token."""
+        t0 = time.perf_counter()
+        self.cache = new_cache(self.target.model.config)
+        logits = self._forward(self.prompt_ids, last_only=True)
+        self.last_logits = logits[-1]
+        first = self.sampling.pick(self.last_logits)
+        self._commit([first], [TARGET], -1)
+        if self.proposer is not None and not self.done:
+            self.proposer.start(list(self.ids))
+        self._sync()
+        self.prefill_s = time.perf_counter() - t0
+        self.elapsed += self.prefill_s
+
+    def rebuild(self) -> None:
+        """Refill empty caches with one prefill of the committed tokens (all but the newest).
+
+        `last_logits`, the random generator and the proposer's own state came with the run's
+        state, so what follows is what would have followed with the old caches.
+        """
+        t0 = time.perf_counter()
+        self.cache = new_cache(self.target.model.config)
+        if len(self.ids) > 1:
+            self._forward(self.ids[:-1], last_only=True)
+        if self.proposer is not None:
+            self.proposer.rebuild(list(self.ids))
+            self.proposer.set_state(self._proposer_state or {})
+        self._sync()
+        self.rebuild_s += time.perf_counter() - t0
+        self.rebuilds += 1
+
+    def step(self) -> CycleTrace | None:
+        """One cycle; None when the run has already finished."""
+        if self.cache is None and not self.done:
+            self.rebuild() if self.origins else self.prefill()
+        if self.done:
+            return None
+        t0 = time.perf_counter()
+        n = len(self.ids)
+        budget = self.max_new_tokens - len(self.origins)
+        offered, tree = self._propose(min(self.k, budget - 1))
+        self._sync()
+        t1 = time.perf_counter()
+        cycle = CycleTrace(index=self.n_cycles, k=min(self.k, budget - 1), greedy=self.sampling.greedy,
+                           offered=len(offered))
+        cycle.cache_before = self._cache_lengths()
+        logits = self._verify_pass(tree)
+        self._sync()
+        t2 = time.perf_counter()
+        verdict = verify(tree, logits, self.sampling)
+        self._learn(offered, tree, verdict)
+        new = [tree.tokens[i] for i in verdict.accepted] + [verdict.new_token]
+        kinds = [FROM_DRAFT] * len(verdict.accepted) + [verdict.new_kind]
+        self._rollback(n, tree, verdict.accepted)
+        self.last_logits = logits[verdict.final_row]
+        kept = self._commit(new, kinds, cycle.index)
+        if self.record:
+            record_cycle(cycle, tree, verdict, logits, self.sampling, self.target.token_text)
+        else:
+            cycle.accepted, cycle.rejected = list(verdict.accepted), verdict.rejected
+            cycle.nodes = [None] * len(tree)  # counts only, for the metrics
+            cycle.retrieval_hit = tree.retrieval_hit  # feeds the retrieval_success metric
+        cycle.committed = new[:kept]
+        cycle.committed_text = self.token_texts[len(self.token_texts) - kept:] if self.record and kept else []
+        cycle.origins = kinds[:kept]
+        cycle.cache_after = self._cache_lengths()
+        self._adapt(cycle)
+        t3 = time.perf_counter()
+        cycle.draft_s, cycle.verify_s, cycle.other_s = t1 - t0, t2 - t1, t3 - t2
+        self.elapsed += t3 - t0
+        cycle.elapsed_s, cycle.total_tokens = self.elapsed, len(self.origins)
+        self.cycles.append(cycle)
+        self.n_cycles += 1
+        return cycle
+
+    def __iter__(self) -> Iterator[CycleTrace]:
+        while (cycle := self.step()) is not None:
+            yield cycle
+
+    def run(self) -> RunTrace:
+        for _ in self:
+            pass
+        return self.trace()
+
+    # -- helpers -----------------------------------------------------------------------
+    def _propose(self, k: int) -> tuple[DraftTree, DraftTree]:
+        """(what the proposer offered, what is worth verifying): the planner may send less, or nothing."""
+        if self.proposer is None or k < 1:
+            return DraftTree(), DraftTree()
+        if self.planner is not None and self.proposer.paid_per_step:  # choose K before paying for it
+            k = self.planner.depth(self.proposer.label, k)
+            if k < 1:
+                return DraftTree(), DraftTree()
+        ctx = ProposeContext(self.ids, self.last_logits, k, self.sampling, len(self.prompt_ids), self.planner)
+        offered = self.proposer.propose(ctx).limit_depth(k)
+        return offered, offered if self.planner is None else self.planner.prune(offered)
+
+    def _learn(self, offered: DraftTree, sent: DraftTree, verdict) -> None:
+        """The planner's running acceptance counts, from the nodes verification reached."""
+        if self.planner is not None:
+            statuses = [verdict.nodes[i].status if i in verdict.nodes else NOT_REACHED for i in range(len(sent))]
+            self.planner.observe(offered, sent, statuses)
+
+    def _rollback(self, n: int, tree: DraftTree, accepted: list[int]) -> None:
+        """Target keeps the n committed positions (newest included) plus the accepted path."""
+        if tree.is_chain:
+            rollback(self.cache, n + len(accepted))
+        else:
+            rollback(self.cache, list(range(n)) + [n + i for i in accepted])
+        if self.proposer is not None:
+            self.proposer.rollback(n + len(accepted) + 1)
+
+    def _commit(self, tokens: list[int], kinds: list[str], cycle: int) -> int:
+        """Append tokens up to the budget and the first end-of-sequence; return how many."""
+        kept = 0
+        for tok, kind in zip(tokens, kinds):
+            if len(self.origins) >= self.max_new_tokens:
+                break
+            self.ids.append(tok)
+            self.origins.append(kind)
+            self.cycle_of.append(cycle)
+            self.token_texts.append(self.target.token_text(tok))
+            kept += 1
+            if tok in self.target.eos_ids:
+                self.done = True
+                break
+        if len(self.origins) >= self.max_new_tokens:
+            self.done = True
+        return kept
+
+    def _cache_lengths(self) -> dict[str, int]:
+        out = {"target": cache_len(self.cache)}
+        if self.proposer is not None and self.proposer.cache_len() is not None:
+            out["draft"] = self.proposer.cache_len()
+        return out
+
+    def _adapt(self, cycle: CycleTrace) -> None:
+        """Adaptive K (the transformers heuristic): +2 after a full accept, −1 after a miss."""
+        if self.proposer is not None:
+            self.proposer.observe(cycle)
+        if self.adaptive_k and cycle.nodes:
+            full = cycle.rejected is None
+            self.k = min(self.k_max, self.k + 2) if full else max(1, self.k - 1)
+
+    def _sync(self) -> None:
+        """Wait for the device, so that a timer read after this covers the work queued before it."""
+        if self.target.device.type == "cuda":
+            torch.cuda.synchronize(self.target.device)
+
+    def trace(self) -> RunTrace:
+        return self.state().trace()
+
+
+def iter_cycles(target: LoadedModel, prompt, **kw) -> Iterator[CycleTrace]:
+    """The step-wise form: yields one CycleTrace per cycle."""
+    yield from Decoder(target, prompt, **kw)
+
+
+def generate(target: LoadedModel, prompt, settings: DecodeSettings | None = None,
+             draft: LoadedModel | None = None, **kw) -> RunTrace:
+    """Decode `prompt` and return the RunTrace; the arguments are Decoder's (e.g. method="ar" for
+    plain decoding; k=None takes the method's default, proposers.DEFAULT_K)."""
+    return Decoder(target, prompt, settings, draft, **kw).run()

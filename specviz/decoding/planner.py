@@ -1,0 +1,126 @@
+"""Cost-aware drafting: send only the draft nodes that pay for the time they add to the verify pass.
+
+A verify pass over n tokens costs v(n) plain steps (v(1) = 1), from the target's cost profile
+(costs.py: measured once per model, device and dtype, then cached).
+A node i is accepted, if its parent was, with a probability estimated from running counts per
+source (`est`): its path probability P(i) is the product along its path, and a cycle commits
+1 + Σ P(i) tokens on average. Nodes are taken in tree order, and the first m are sent, m chosen to give the most
+expected tokens per unit of time, (1 + Σ P) / v(m + 1). The kept tree may be empty: a plain
+step is then cheaper than any draft on offer.
+
+Exactness: the rule never looks at the drafted tokens themselves. Under sampling a node's
+estimate depends only on its source and depth, and counts from earlier cycles, so which
+nodes are sent is independent of this cycle's draws and the verification stays exact.
+Under greedy decoding any draft is exact, so the estimate may also use the draft's
+confidence, max q, when the node has a q. Costs come from a fixed profile, never from this
+run's timings, so a seed gives the same run every time.
+
+Models that draft (draft model, head) pay c target steps per draft step, so `depth` picks
+their K before drafting, the same way, from the per-depth estimates.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from specviz.decoding.tree import DraftTree
+from specviz.models.cost_profile import CostProfile, as_planned
+
+PRIOR = (1.0, 1.0)  # Beta prior on a source's acceptance: an unseen source is tried at 0.5
+DECAY = 0.85  # counts of a source left out of a cycle shrink, so a pruned source is retried later
+MAX_DEPTH_KEY = 8  # deeper positions share one estimate: they are rare
+# v(n) for models too small to be worth profiling (the tests' tiny ones): an AVX2 CPU's shape
+# (DESIGN.md: bundled model, fp32, one thread, 200-token cache)
+PRIOR_V = CostProfile(model="prior (DESIGN.md, AVX2 CPU)", device="cpu", dtype="float32", prefix_len=200,
+                            step_s=0.073, v={1: 1.0, 2: 1.41, 4: 1.48, 8: 1.53, 16: 2.22, 32: 3.0})
+PROFILE_MIN_PARAMS = 10_000_000  # below this a model gets PRIOR_V: timing it would cost seconds per test
+
+
+def verify_cost(target) -> Callable[[int], float]:
+    """v(n) for `target`: its measured cost profile (costs.py: timed once, then cached)."""
+    if target.n_params < PROFILE_MIN_PARAMS:
+        return PRIOR_V
+    from specviz.models import costs  # times passes: loaded only when a real model needs a profile
+
+    return costs.profile(target)
+
+
+class Planner:
+    """Running acceptance counts per source and depth, and the choice of what to send."""
+
+    def __init__(self, greedy: bool, v: Callable[[int], float] = PRIOR_V, c: float = 0.0):
+        self.greedy, self.c = greedy, c  # c: one draft step in target steps
+        self._v, self._v_max = v, [1.0]
+        self.counts: dict[str, list[float]] = {}  # key → [accepted, reached]
+
+    def v(self, n: int) -> float:
+        """v(n), never below v of a smaller pass: a timing where more tokens came out cheaper is noise."""
+        if len(self._v_max) < n:
+            self._v_max = as_planned(self._v, max(n, 2 * len(self._v_max)))
+        return self._v_max[n - 1]
+
+    # -- estimates -------------------------------------------------------------------------------
+    def keys(self, tree: DraftTree, i: int, depth: int) -> list[str]:
+        """Node i's estimate keys, general first: source and depth; under greedy also max q."""
+        base = f"{tree.source_of(i) or 'draft'}|{min(depth, MAX_DEPTH_KEY)}"
+        q = tree.q_of(i)
+        if self.greedy and q is not None:  # confidence: only where it cannot bias a draw
+            return [base, f"{base}|{min(int(float(q.max()) * 5), 4)}"]
+        return [base]
+
+    def est(self, key: str) -> float:
+        acc, reached = self.counts.get(key, (0.0, 0.0))
+        return (acc + PRIOR[0]) / (reached + PRIOR[0] + PRIOR[1])
+
+    # -- choices -----------------------------------------------------------------------------------
+    def prune(self, tree: DraftTree) -> DraftTree:
+        """The nodes worth verifying: the first m in tree order (parents first), m chosen to give
+        the most expected tokens per unit of time (m = 0: send nothing)."""
+        if not len(tree):
+            return tree
+        depths, path, order = tree.depths, {}, []
+        for i in range(len(tree)):
+            par = tree.parents[i]
+            path[i] = self.est(self.keys(tree, i, depths[i])[-1]) * (path[par] if par >= 0 else 1.0)
+            order.append(i)
+        best_m, best, gain = 0, 1.0, 1.0
+        for m, i in enumerate(order, start=1):
+            gain += path[i]
+            rate = gain / self.v(m + 1)
+            if rate > best:
+                best_m, best = m, rate
+        pruned = tree.subset(order[:best_m])
+        pruned.retrieval_hit = tree.retrieval_hit
+        return pruned
+
+    def depth(self, source: str, k_max: int) -> int:
+        """K for a model that drafts `source`, before it drafts: the K with most tokens per unit of time."""
+        best_k, best, p, gain = 0, 1.0, 1.0, 1.0
+        for k in range(1, k_max + 1):
+            p *= self.est(f"{source}|{min(k, MAX_DEPTH_KEY)}")
+            gain += p
+            rate = gain / (self.c * k + self.v(k + 1))
+            if rate > best:
+                best_k, best = k, rate
+        return best_k
+
+    # -- learning ----------------------------------------------------------------------------------
+    def observe(self, offered: DraftTree, sent: DraftTree, statuses: list[str]) -> None:
+        """Count accepts among the sent nodes that verification reached."""
+        depths = sent.depths
+        for i, status in enumerate(statuses):
+            if status in ("accepted", "rejected"):
+                for key in self.keys(sent, i, depths[i]):
+                    counts = self.counts.setdefault(key, [0.0, 0.0])
+                    counts[0] += status == "accepted"
+                    counts[1] += 1
+        sent_keys = {k for i in range(len(sent)) for k in self.keys(sent, i, depths[i])}
+        left_out = {k for i in range(len(offered)) for k in self.keys(offered, i, offered.depths[i])} - sent_keys
+        for key in left_out & set(self.counts):  # pruned sources drift back towards the prior
+            self.counts[key] = [x * DECAY for x in self.counts[key]]
+
+    # -- as data (runstate.py) -----------------------------------------------------------------------
+    def state(self) -> dict:
+        return {"counts": {k: list(v) for k, v in self.counts.items()}}
+
+    def set_state(self, state: dict) -> None:
+        self.counts = {k: list(v) for k, v in state.get("counts", {}).items()}

@@ -1,0 +1,63 @@
+"""Turns one cycle's tree and verdict into a CycleTrace (texts, top lists, statuses)."""
+from __future__ import annotations
+
+import torch
+
+from specviz.decoding.sampling import Sampling
+from specviz.decoding.trace import Alt, CycleTrace, NodeTrace, NOT_REACHED
+from specviz.decoding.tree import DraftTree
+from specviz.decoding.verify import Verdict
+
+TOP_N = 5  # alternatives shown per node: enough to see what the model hesitated between
+
+
+def top_alts(probs: torch.Tensor | None, text, n: int = TOP_N) -> list[Alt]:
+    if probs is None:
+        return []
+    values, ids = torch.topk(probs.float(), min(n, probs.shape[-1]))
+    return [Alt(int(i), text(int(i)), float(v)) for v, i in zip(values.tolist(), ids.tolist())]
+
+
+def record_nodes(tree: DraftTree, verdict: Verdict, logits: torch.Tensor,
+                 sampling: Sampling, text) -> list[NodeTrace]:
+    """One NodeTrace per draft node; p and the top lists only where verification looked."""
+    rows: dict[int, torch.Tensor] = {}
+
+    def p_row(row: int) -> torch.Tensor:
+        if row not in rows:
+            rows[row] = verdict.p_rows.get(row)
+            if rows[row] is None:
+                rows[row] = sampling.display_probs(logits[row])
+        return rows[row]
+
+    depths, out = tree.depths, []
+    for i, tok in enumerate(tree.tokens):
+        q = tree.q_of(i)
+        node = NodeTrace(i, tok, text(tok), tree.parents[i], depths[i],
+                         q=None if q is None else float(q[tok]), source=tree.source_of(i))
+        node.q_top = top_alts(q, text)
+        judged = verdict.nodes.get(i)
+        if judged is not None:
+            p = p_row(tree.parents[i] + 1)
+            node.status, node.r = judged.status, judged.r
+            node.p = judged.p if judged.p is not None else float(p[tok])
+            node.accept_prob = judged.accept_prob
+            node.p_top = top_alts(p, text)
+        else:
+            node.status = NOT_REACHED
+        out.append(node)
+    return out
+
+
+def record_cycle(cycle: CycleTrace, tree: DraftTree, verdict: Verdict, logits: torch.Tensor,
+                 sampling: Sampling, text) -> None:
+    """Fill the draft-dependent fields of `cycle` in place."""
+    cycle.nodes = record_nodes(tree, verdict, logits, sampling, text)
+    cycle.accepted, cycle.rejected = list(verdict.accepted), verdict.rejected
+    cycle.residual_top = top_alts(verdict.residual, text)
+    drawn_from = verdict.residual if verdict.residual is not None else verdict.p_rows.get(verdict.final_row)
+    if drawn_from is None:
+        drawn_from = sampling.display_probs(logits[verdict.final_row])
+    cycle.new_token = Alt(verdict.new_token, text(verdict.new_token), float(drawn_from[verdict.new_token]))
+    cycle.new_kind = verdict.new_kind
+    cycle.retrieval_hit = tree.retrieval_hit

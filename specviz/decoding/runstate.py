@@ -1,0 +1,146 @@
+"""A run's state as plain data, and this process's KV caches as an optimisation beside it.
+
+`RunState` holds everything a run needs to go on: the options, the prompt and committed ids,
+their origins, the random generator's state, adaptive K, what the proposer cannot rebuild
+from the ids, the timing so far and the trace. It pickles, so it survives the process
+boundary of a ZeroGPU call (each `@spaces.GPU` call runs in a forked worker and only its
+return value comes back).
+
+KV caches are not part of it. `LiveCaches` keeps them per process, keyed by run and committed
+length; any call may find them gone, and the engine then rebuilds them with one prefill of the
+committed tokens (engine.Decoder.resume), with the same tokens and draws either way.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from specviz.decoding.trace import CycleTrace, RunTrace, summarize
+
+LIVE_CAPACITY = 8  # runs whose caches one process keeps: a few active tabs, not every idle one
+LIVE_IDLE_S = 120.0  # an untouched run's caches are freed after this; its state stays with its owner
+
+
+@dataclass
+class RunState:
+    """Everything needed to continue a run (see the module docstring)."""
+    run_id: str
+    options: dict[str, Any]  # the Decoder's keyword arguments: method, k, temperature, ..., knobs
+    settings: dict[str, Any]  # the options as the trace shows them (model names included)
+    prompt_ids: list[int]
+    ids: list[int]  # prompt, then every committed token
+    origins: list[str] = field(default_factory=list)  # per new token
+    cycle_of: list[int] = field(default_factory=list)  # per new token
+    token_texts: list[str] = field(default_factory=list)  # per new token
+    text: str = ""  # the new tokens decoded together
+    n_cycles: int = 0
+    k: int = 4  # the current K (adaptive K moves it)
+    rng: bytes = b""  # torch.Generator.get_state()
+    last_logits: torch.Tensor | None = None  # CPU float32: the target logits ids[-1] was chosen from
+    proposer: dict[str, Any] = field(default_factory=dict)  # what the proposer cannot rebuild from ids
+    planner: dict[str, Any] = field(default_factory=dict)  # cost-aware drafting's counts and pass costs
+    done: bool = False
+    prefill_s: float = 0.0  # the prompt pass that chose the first new token
+    decode_s: float = 0.0  # cycles only: no prefill, no cache rebuilds
+    rebuild_s: float = 0.0  # prefills that rebuilt a cache some call found empty
+    rebuilds: int = 0
+    cycles: list[CycleTrace] = field(default_factory=list)
+
+    @property
+    def started(self) -> bool:
+        """True once the prefill has committed the first new token."""
+        return bool(self.origins) or self.done
+
+    def light(self) -> "RunState":
+        """The state without its trace: what travels into a call that runs a model."""
+        return dataclasses.replace(self, cycles=[])
+
+    def merge(self, later: "RunState") -> "RunState":
+        """`later` came back from a call given self.light(): its cycles follow ours."""
+        if later.run_id != self.run_id:
+            raise ValueError("a state from another run cannot be merged into this one")
+        return dataclasses.replace(later, cycles=self.cycles + later.cycles)
+
+    def trace(self) -> RunTrace:
+        """The RunTrace of the run so far (no model needed)."""
+        new = self.ids[len(self.prompt_ids):]
+        run = RunTrace(method=str(self.options.get("method", "")), settings=dict(self.settings),
+                       prompt_ids=list(self.prompt_ids), token_ids=list(new), text=self.text,
+                       token_texts=list(self.token_texts), origins=list(self.origins),
+                       cycle_of=list(self.cycle_of), cycles=list(self.cycles), prefill_s=self.prefill_s)
+        run.metrics = summarize(self.cycles, len(new), self.decode_s, self.prefill_s, self.rebuild_s,
+                                self.rebuilds)
+        return run
+
+
+@dataclass
+class Parked:
+    """One run's caches between calls, valid only at `length` committed tokens."""
+    length: int
+    cache: Any
+    proposer: Any
+    used: float = field(default_factory=time.monotonic)
+
+
+class LiveCaches:
+    """This process's KV caches by run id; least recently used and idle entries are dropped."""
+
+    def __init__(self, capacity: int = LIVE_CAPACITY, idle_s: float = LIVE_IDLE_S):
+        self.capacity, self.idle_s = capacity, idle_s
+        self._items: OrderedDict[str, Parked] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def put(self, run_id: str, length: int, cache, proposer) -> None:
+        with self._lock:
+            self._items[run_id] = Parked(length, cache, proposer)
+            self._items.move_to_end(run_id)
+            while len(self._items) > self.capacity:
+                self._items.popitem(last=False)
+
+    def take(self, run_id: str, length: int) -> Parked | None:
+        """The run's caches if they hold exactly `length` committed tokens; they leave the store."""
+        with self._lock:
+            parked = self._items.pop(run_id, None)
+        return parked if parked is not None and parked.length == length else None
+
+    def drop(self, run_id: str | None) -> None:
+        with self._lock:
+            self._items.pop(run_id, None)
+
+    def sweep(self, now: float | None = None) -> int:
+        """Free the caches of runs idle longer than idle_s; returns how many were freed."""
+        cutoff = (time.monotonic() if now is None else now) - self.idle_s
+        with self._lock:
+            stale = [key for key, p in self._items.items() if p.used < cutoff]
+            for key in stale:
+                del self._items[key]
+        return len(stale)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+    def __contains__(self, run_id: str) -> bool:
+        return run_id in self._items
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+LIVE = LiveCaches()
+
+
+def _fresh_lock_in_child() -> None:
+    """A forked GPU worker starts with only the calling thread: a lock another thread held at
+    the fork would stay held forever, so the worker gets a new one."""
+    LIVE._lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_fresh_lock_in_child)

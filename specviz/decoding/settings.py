@@ -1,0 +1,83 @@
+"""How one run decodes, as one frozen value: `DecodeSettings`.
+
+Every caller describes a run with it: `Decoder` and `generate` (their keyword arguments are its
+fields), the Compare tab's rows (comparison.Shared holds what the rows share, each row changes
+the method, K and temperature), and the app's configuration column (ui/settings.RunSettings adds
+the target, the draft picker's value and the prompt to it). Defaults and checks live here only.
+
+Decoding-layer code: no models, no UI libraries.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from specviz.proposers import default_k
+from specviz.decoding.sampling import check_settings
+
+MAX_K = 64  # deepest draft accepted: beyond this a verify pass costs more than it can win
+
+
+@dataclass(frozen=True)
+class DecodeSettings:
+    """One run's decoding settings. Building one checks it, so a value that exists is usable.
+
+    `k=None` takes the method's default (proposers.DEFAULT_K). Options that belong to one
+    proposer (its knobs, e.g. LogitSpec's `top_m`) sit in `knobs` as sorted (name, value) pairs;
+    `of(**kw)` sorts any keyword that is not a field into them.
+    """
+    method: str = "logitspec"
+    k: int | None = None
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int = 0
+    max_new_tokens: int = 128
+    chat: bool = True
+    adaptive_k: bool = False
+    record: bool = True  # keep per-cycle traces (False for timing runs)
+    plan: bool = True  # cost-aware drafting (planner.py); False verifies every offered node
+    knobs: tuple[tuple[str, Any], ...] = field(default=())
+
+    def __post_init__(self):
+        if self.k is None:
+            object.__setattr__(self, "k", default_k(self.method))
+        knobs = self.knobs.items() if isinstance(self.knobs, dict) else self.knobs
+        object.__setattr__(self, "knobs", tuple(sorted((str(n), v) for n, v in knobs)))
+        check_k(self.k, self.max_new_tokens)
+        check_settings(self.temperature, self.top_p)
+
+    @classmethod
+    def of(cls, **kw) -> "DecodeSettings":
+        """From keyword arguments: fields by name, anything else is a proposer knob."""
+        fields = {f.name for f in dataclasses.fields(cls)}
+        knobs = dict(kw.pop("knobs", ()))
+        knobs.update({n: kw.pop(n) for n in list(kw) if n not in fields})
+        return cls(**kw, knobs=tuple(knobs.items()))
+
+    def replace(self, **changes) -> "DecodeSettings":
+        """A copy with `changes`; a changed method without a K gets that method's default K."""
+        if "method" in changes and "k" not in changes and changes["method"] != self.method:
+            changes["k"] = None
+        knobs = dict(self.knobs)
+        knobs.update(dict(changes.pop("knobs", ())))
+        fields = {f.name for f in dataclasses.fields(self)}
+        knobs.update({n: changes.pop(n) for n in list(changes) if n not in fields})
+        return dataclasses.replace(self, **changes, knobs=tuple(knobs.items()))
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+    def options(self) -> dict[str, Any]:
+        """Every setting as one flat dict, knobs included: what `DecodeSettings.of` takes back."""
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "knobs"}
+        return {**d, **dict(self.knobs)}
+
+
+def check_k(k, max_new_tokens) -> None:
+    """Raise ValueError with an actionable message for a draft length or run length no run can use."""
+    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_K:
+        raise ValueError(f"K (draft length) must be a whole number from 1 to {MAX_K}, got {k!r}")
+    if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) or max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be a whole number ≥ 1, got {max_new_tokens!r}")

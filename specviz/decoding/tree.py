@@ -1,0 +1,135 @@
+"""DraftTree: the proposal of one cycle, and the attention mask that verifies it in one pass.
+
+Node i has token `tokens[i]` and parent `parents[i]` (-1 means the last committed token,
+the root). Nodes are in topological order: a parent always comes before its children.
+A chain is the tree whose parents are -1, 0, 1, ...
+`q[i]` is the draft distribution node i was sampled from (a 1-D probability tensor over
+the vocabulary), or None when the draft is deterministic (a point mass on the token).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+
+
+@dataclass
+class DraftTree:
+    tokens: list[int] = field(default_factory=list)
+    parents: list[int] = field(default_factory=list)
+    q: list[torch.Tensor | None] | None = None
+    sources: list[str] | None = None  # per node: which proposer branch made it
+    retrieval_hit: bool | None = None  # for retrieval proposers: did any lookup succeed
+
+    def __post_init__(self):
+        if len(self.tokens) != len(self.parents):
+            raise ValueError("a DraftTree needs one parent per token")
+        for i, par in enumerate(self.parents):
+            if not -1 <= par < i:
+                raise ValueError(f"node {i} has parent {par}: parents must come first")
+
+    @classmethod
+    def chain(cls, tokens, q=None, **kw) -> "DraftTree":
+        return cls(list(tokens), list(range(-1, len(tokens) - 1)), q, **kw)
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def depths(self) -> list[int]:
+        out: list[int] = []
+        for par in self.parents:
+            out.append(1 if par < 0 else out[par] + 1)
+        return out
+
+    @property
+    def is_chain(self) -> bool:
+        return self.parents == list(range(-1, len(self.tokens) - 1))
+
+    def children(self, node: int) -> list[int]:
+        return [i for i, par in enumerate(self.parents) if par == node]
+
+    def q_of(self, i: int) -> torch.Tensor | None:
+        return None if self.q is None else self.q[i]
+
+    def source_of(self, i: int) -> str:
+        return "" if self.sources is None else self.sources[i]
+
+    def limit_depth(self, max_depth: int) -> "DraftTree":
+        """The same tree without nodes deeper than max_depth (order is kept)."""
+        return self.subset([i for i, d in enumerate(self.depths) if d <= max_depth])
+
+    def subset(self, keep: list[int]) -> "DraftTree":
+        """The nodes listed in `keep` (ascending, every kept node's parent kept too), order kept."""
+        if len(keep) == len(self):
+            return self
+        new_index = {old: new for new, old in enumerate(keep)}
+        pick = lambda xs: None if xs is None else [xs[i] for i in keep]
+        return DraftTree([self.tokens[i] for i in keep],
+                         [new_index.get(self.parents[i], -1) for i in keep],
+                         pick(self.q), pick(self.sources), self.retrieval_hit)
+
+    def ancestors(self, i: int) -> list[int]:
+        """Node i and its ancestors, root-most first (the root itself excluded)."""
+        path = []
+        while i >= 0:
+            path.append(i)
+            i = self.parents[i]
+        return path[::-1]
+
+    def attention_mask(self, past_len: int, dtype: torch.dtype, device=None, window: int | None = None,
+                       first: int = 0) -> torch.Tensor:
+        """4-D additive mask for the verify pass over [root] + nodes.
+
+        Row 0 is the root (the last committed token, not yet in the cache); row i+1 is node i.
+        Every row sees the `past_len` cached positions and the root; a node also sees itself
+        and its ancestors. Allowed entries are 0, the rest the dtype's minimum.
+        With a sliding `window`, a row sees only keys fewer than `window` positions behind its
+        own (a node's position is root + depth). Columns start at cached position `first`:
+        a layer that has dropped older positions gets a mask sized to what it holds.
+        """
+        n = len(self) + 1
+        allowed = torch.zeros(n, past_len + n, dtype=torch.bool)
+        allowed[:, : past_len + 1] = True
+        for i in range(len(self)):
+            for a in self.ancestors(i):
+                allowed[i + 1, past_len + 1 + a] = True
+        if window is not None:
+            rows = self.position_ids(past_len)[0]
+            keys = torch.cat([torch.arange(past_len), rows])
+            allowed &= keys[None, :] > rows[:, None] - window
+        mask = torch.zeros(n, past_len + n - first, dtype=dtype)
+        mask.masked_fill_(~allowed[:, first:], torch.finfo(dtype).min)
+        return mask[None, None].to(device)
+
+    def model_mask(self, cache, config, dtype: torch.dtype, device=None):
+        """The verify pass's `attention_mask` for a model over `cache`: one 4-D mask, or a dict.
+
+        Models whose layers are of two kinds (Gemma 3: sliding and global) take a dict with one
+        mask per kind, the window applied in the sliding one. A model of one kind takes a tensor.
+        """
+        from specviz.models.kvcache import FULL, SLIDING, cache_len, layer_kinds  # transformers, only when verifying
+
+        past = cache_len(cache)
+        masks = {}
+        for i, (kind, window) in enumerate(layer_kinds(config)):
+            if kind not in (FULL, SLIDING):
+                raise ValueError(f"a draft tree cannot be verified on '{kind}' layers; choose a chain "
+                                 "method (draft model, prompt lookup or layer skip)")
+            if kind not in masks:
+                masks[kind] = self.attention_mask(past, dtype, device, window, _first_held(cache, i, past))
+        return next(iter(masks.values())) if len(masks) == 1 else masks
+
+    def position_ids(self, root_pos: int, device=None) -> torch.Tensor:
+        """Positions of [root] + nodes: the root at root_pos, a node at root_pos + depth."""
+        return torch.tensor([[root_pos] + [root_pos + d for d in self.depths]], device=device)
+
+
+def _first_held(cache, layer: int, past: int) -> int:
+    """First cached position layer `layer` shows the model: 0, or later for a sliding layer that
+    keeps only its window. The layer's own answer, so the mask matches the keys it returns."""
+    layers = getattr(cache, "layers", [])
+    if layer >= len(layers) or not hasattr(layers[layer], "get_mask_sizes"):
+        return 0
+    return min(int(layers[layer].get_mask_sizes(1)[1]), past)

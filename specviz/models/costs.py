@@ -1,0 +1,222 @@
+"""What a target pass costs on this hardware: v(n), a pass over n tokens in units of a one-token pass.
+
+    from specviz.models import costs
+    prof = costs.profile(target)   # timed once (about 2 s), then read from memory or from disk
+    prof(5)                        # v(5): measured at SIZES, linear between them; prof(1) == 1
+    prof.cost_s(5)                 # seconds: prof.step_s * prof(5)
+    prof.v                         # the measured points {n: v(n)}
+
+This is the one definition of a target pass's cost: the planner decides with it, theory's S(K)
+and the Theory & hardware tab read it. n counts every token in the pass, so a verify pass of K
+drafts has n = K + 1. Passes are timed at batch 1 on top of a `prefix_len`-token KV cache. Noise
+on a shared machine only ever adds time, so each size keeps its fastest pass, and sizes whose
+pass came out slower than a larger one's are timed again while the budget lasts. A profile is cached per model,
+device, dtype, speed-ups, torch version, hardware and thread count, in memory and in
+$SPECVIZ_CACHE_DIR/cost_profiles.json; `refresh=True` measures again.
+
+`pick_dtype` is what `load(dtype="auto")` asks on a CPU: bfloat16 only where the CPU computes it
+natively and a timed pass shows it clearly faster than float32, else float32. Also cached.
+No UI libraries here.
+"""
+from __future__ import annotations
+
+import copy
+import threading
+from dataclasses import asdict, dataclass, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from specviz.models import speedups
+from specviz.models.cost_profile import CostProfile
+from specviz.models.loader import LoadedModel, cache_root
+from specviz.models.timing import filler_ids, hardware, prefix_cache, read_cache_file, timed_pass, write_cache_entry
+
+SIZES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)  # up to a LogitSpec tree's 64 nodes
+PREFIX_LEN = 200  # tokens already cached: a prompt plus some output, as in the benchmarks
+BUDGET_S = 1.5  # seconds of passes in all, warm-up and first round included; re-timing stops past it
+MAX_ROUNDS = 4  # re-timing rounds at most, however cheap the passes
+CACHE_FILE_NAME = "cost_profiles.json"
+DTYPE_SIZES = (1, 4)  # a plain step and a typical verify pass decide the dtype
+DTYPE_PREFIX = 64  # a short cache is enough to compare two dtypes
+BF16_MARGIN = 0.9  # bfloat16 must take under this share of float32's time at every size
+DEFAULT = "default"  # cache_file value meaning cache_root() / CACHE_FILE_NAME
+
+Timer = Callable[[int], float]  # seconds of one pass over n new tokens
+
+_MEMORY: dict[str, object] = {}
+_LOCK = threading.Lock()
+
+
+def cache_key(model: LoadedModel, prefix_len: int) -> str:
+    dtype = str(model.dtype).removeprefix("torch.")
+    tuned = "+".join(speedups.applied(model.model)) or "stock"
+    return (f"{model.name}|{model.device}|{dtype}|{tuned}|torch {torch.__version__}|"
+            f"{hardware(model.device)}|prefix {prefix_len}")
+
+
+def default_cache_file() -> Path:
+    return cache_root() / CACHE_FILE_NAME
+
+
+def _file(cache_file) -> Path | None:
+    return default_cache_file() if cache_file == DEFAULT else cache_file
+
+
+def profile(model: LoadedModel, sizes=SIZES, prefix_len: int = PREFIX_LEN, budget_s: float = BUDGET_S,
+            cache_file: Path | str | None = DEFAULT, refresh: bool = False,
+            timer: Timer | None = None) -> CostProfile:
+    """The cost profile of `model` as loaded: from memory, else from `cache_file`, else timed now.
+
+    `timer(n)` replaces the real pass (tests); `cache_file=None` keeps the result in memory only.
+    """
+    sizes = sorted(set(int(n) for n in sizes) | {1})
+    key = f"{cache_key(model, prefix_len)}|sizes {','.join(map(str, sizes))}"
+    if not refresh and (hit := _cached(key, _file(cache_file), CostProfile.from_dict)) is not None:
+        return hit
+    times, spent = measure(timer or pass_timer(model, prefix_len), sizes, budget_s)
+    dtype = str(model.dtype).removeprefix("torch.")
+    prof = CostProfile(model=model.name, device=str(model.device), dtype=dtype, prefix_len=prefix_len,
+                       step_s=times[1], v={n: times[n] / times[1] for n in sizes},
+                       hardware=hardware(model.device), speedups=speedups.applied(model.model),
+                       measured_at=_now(), measure_s=round(spent, 3))
+    _store(key, prof, _file(cache_file))
+    return prof
+
+
+def pass_timer(model: LoadedModel, prefix_len: int) -> Timer:
+    """Times real passes of `model` over n new tokens on one shared `prefix_len`-token cache."""
+    cache = prefix_cache(model, prefix_len)
+    feeds: dict[int, torch.Tensor] = {}
+
+    def one_pass(n: int) -> float:
+        if n not in feeds:
+            feeds[n] = filler_ids(model, 1, n, offset=prefix_len)
+        return timed_pass(model, cache, feeds[n], prefix_len)
+    return one_pass
+
+
+def measure(timer: Timer, sizes: list[int], budget_s: float = BUDGET_S) -> tuple[dict[int, float], float]:
+    """The fastest pass per size, and the pass time spent; suspect sizes are timed again.
+
+    After a warm-up pass of the largest size (which allocates what every smaller pass needs),
+    each size is timed once. Each round then re-times the one-token pass (every v divides by it)
+    and every size slower than some larger size; rounds stop when, after the first, no size is
+    out of order, or when the budget is spent, or after MAX_ROUNDS.
+    """
+    spent = timer(sizes[-1])
+    best = {}
+    for n in sizes:
+        best[n] = timer(n)
+        spent += best[n]
+    for round_ in range(MAX_ROUNDS):
+        again = _suspects(best, sizes)
+        if spent >= budget_s or (round_ and again == sizes[:1]):
+            break
+        for n in again:
+            t = timer(n)
+            spent += t
+            best[n] = min(best[n], t)
+    return best, spent
+
+
+def _suspects(best: dict[int, float], sizes: list[int]) -> list[int]:
+    """The one-token pass and every size whose pass took longer than a larger size's."""
+    later = [min(best[m] for m in sizes[i + 1:]) for i in range(len(sizes) - 1)] + [float("inf")]
+    return [sizes[0]] + [n for n, floor in zip(sizes[1:], later[1:]) if best[n] > floor]
+
+
+@dataclass
+class DtypeChoice:
+    """What `pick_dtype` chose and the fastest pass times (seconds) that chose it."""
+    dtype: str
+    times: dict[str, dict[int, float]]
+    hardware: str = ""
+    measured_at: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "DtypeChoice | None":
+        try:
+            times = {dt: {int(n): float(t) for n, t in ts.items()} for dt, ts in d["times"].items()}
+            return cls(dtype=str(d["dtype"]), times=times, hardware=d.get("hardware", ""),
+                       measured_at=d.get("measured_at", ""))
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return None
+
+
+def pick_dtype(model: LoadedModel, timer: Callable[[torch.dtype, int], float] | None = None,
+               native: bool | None = None, cache_file: Path | str | None = DEFAULT,
+               refresh: bool = False) -> torch.dtype:
+    """float32 or bfloat16 for a float32 `model` on a CPU (other devices keep their dtype).
+
+    bfloat16 only where the CPU has it natively (`native`, detected when None) and its passes of
+    DTYPE_SIZES tokens all take under BF16_MARGIN of float32's. `timer(dtype, n)` replaces the
+    real passes (tests). The choice is cached like a profile.
+    """
+    if model.device.type != "cpu" or model.dtype != torch.float32:
+        return model.dtype
+    if not (speedups.native_bf16() if native is None else native):
+        return torch.float32
+    key = f"dtype|{cache_key(model, DTYPE_PREFIX)}"
+    choice = None if refresh else _cached(key, _file(cache_file), DtypeChoice.from_dict)
+    if choice is None:
+        times = _time_dtypes(timer or _dtype_timer(model))
+        faster = all(times["bfloat16"][n] < BF16_MARGIN * times["float32"][n] for n in DTYPE_SIZES)
+        choice = DtypeChoice("bfloat16" if faster else "float32", times, hardware(model.device), _now())
+        _store(key, choice, _file(cache_file))
+    return getattr(torch, choice.dtype)
+
+
+def _time_dtypes(timer: Callable[[torch.dtype, int], float], repeats: int = 3) -> dict[str, dict[int, float]]:
+    """Fastest pass per dtype and size, interleaved, after one warm-up round."""
+    best: dict[str, dict[int, float]] = {"float32": {}, "bfloat16": {}}
+    for r in range(repeats + 1):
+        for name, ts in best.items():
+            for n in DTYPE_SIZES:
+                t = timer(getattr(torch, name), n)
+                if r:
+                    ts[n] = min(ts.get(n, t), t)
+    return best
+
+
+def _dtype_timer(model: LoadedModel) -> Callable[[torch.dtype, int], float]:
+    """Real passes of `model` and of a bfloat16 copy of it (the original is not touched)."""
+    twin = replace(model, model=copy.deepcopy(model.model).to(torch.bfloat16), dtype=torch.bfloat16)
+    timers = {torch.float32: pass_timer(model, DTYPE_PREFIX), torch.bfloat16: pass_timer(twin, DTYPE_PREFIX)}
+    return lambda dtype, n: timers[dtype](n)
+
+
+def _cached(key: str, path: Path | None, parse):
+    with _LOCK:
+        hit = _MEMORY.get(key)
+    if hit is None and path is not None:
+        hit = parse(read_cache_file(path).get(key) or {})
+        if hit is not None:
+            with _LOCK:
+                _MEMORY[key] = hit
+    if hit is not None and hasattr(hit, "cached"):
+        hit = copy.copy(hit)
+        hit.cached = True
+    return hit
+
+
+def _store(key: str, value, path: Path | None) -> None:
+    with _LOCK:
+        _MEMORY[key] = value
+    if path is not None:
+        write_cache_entry(path, key, value)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def forget_cached() -> None:
+    """Empty the in-memory cache (files stay)."""
+    with _LOCK:
+        _MEMORY.clear()

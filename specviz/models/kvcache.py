@@ -1,0 +1,91 @@
+"""KV caches and the one rollback function every model's cache goes through.
+
+Our caches keep every position in every layer, sliding-window layers included: the model's
+own mask applies the window, and a rollback can always return to any earlier length. (A
+transformers sliding layer keeps only its window, so once full it cannot be cropped: the
+verify pass it just saw has pushed out positions the rolled-back cache needs again.)
+
+`rollback` also takes caches whose layers hold different lengths: layers a layer-skip draft
+never runs stay empty, and a transformers sliding layer that records its past
+(`activate_past_recording`) holds only its window plus the latest pass.
+"""
+from __future__ import annotations
+
+import torch
+from transformers import DynamicCache
+
+FULL, SLIDING = "full_attention", "sliding_attention"
+
+
+def new_cache(config=None) -> DynamicCache:
+    """An empty cache whose layers keep every position (see the module docstring for why).
+
+    `config` is accepted for symmetry with transformers; the layer kinds it names only change
+    the mask, which the model builds from its own config.
+    """
+    return DynamicCache()
+
+
+def cache_len(cache: DynamicCache | None) -> int:
+    """Positions the cache has seen: its longest layer (skipped or windowed layers hold fewer)."""
+    if cache is None:
+        return 0
+    return max((int(layer.get_seq_length()) for layer in cache.layers), default=0)
+
+
+def layer_kinds(config) -> list[tuple[str, int | None]]:
+    """(kind, sliding window or None) per decoder layer, as the model's config declares them."""
+    cfg = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
+    window = getattr(cfg, "sliding_window", None)
+    kinds = getattr(cfg, "layer_types", None)
+    if kinds is None:  # no per-layer list: the whole model slides when it has a window (as Mistral)
+        kinds = [SLIDING if window else FULL] * int(cfg.num_hidden_layers)
+    return [(kind, window if kind == SLIDING else None) for kind in kinds]
+
+
+def rollback(cache: DynamicCache, keep: int | list[int]) -> None:
+    """Keep the first `keep` positions, or exactly the positions listed in `keep` (in order).
+
+    A list is how a tree cycle keeps only its accepted path. Each layer is cut by slicing, not
+    with transformers' `crop`, which refuses positive lengths and full sliding layers.
+    """
+    n = cache_len(cache)
+    if isinstance(keep, int):
+        keep = min(keep, n)  # still visit every layer: a recording sliding layer trims to its window
+    elif keep == list(range(len(keep))):  # a prefix: slicing is cheaper than a gather
+        keep = len(keep)
+    for layer in cache.layers:
+        if getattr(layer, "keys", None) is not None and layer.keys.numel() > 0:
+            _keep_in_layer(layer, n, keep)
+
+
+def _keep_in_layer(layer, n: int, keep: int | list[int]) -> None:
+    """Cut one layer, which holds the last `held` of the cache's `n` positions."""
+    held = layer.keys.shape[-2]
+    first = n - held  # first position this layer still holds
+    if first and not getattr(layer, "is_sliding", False):
+        raise ValueError(f"a cache layer holds {held} positions but the cache has seen {n}: "
+                         "only sliding-window layers may hold fewer")
+    if isinstance(keep, int):
+        total = keep
+        end = max(keep - first, 0)
+        keys, values = layer.keys[..., :end, :], layer.values[..., :end, :]
+    else:
+        total = len(keep)
+        index = torch.tensor([p - first for p in keep if p >= first], device=layer.keys.device)
+        keys, values = layer.keys.index_select(-2, index), layer.values.index_select(-2, index)
+    _store(layer, keys, values, total)
+
+
+def _store(layer, keys: torch.Tensor, values: torch.Tensor, total: int) -> None:
+    """Put the cut states back; a sliding layer keeps its window and must still have all of it."""
+    window = getattr(layer, "sliding_window", None) if getattr(layer, "is_sliding", False) else None
+    need = total if window is None else min(total, window - 1)
+    if keys.shape[-2] < need:
+        raise ValueError("this cache cannot be rolled back: a sliding-window layer has already dropped "
+                         "positions the shorter context needs again. Build caches with "
+                         "specviz.models.kvcache.new_cache, or call activate_past_recording() on this one.")
+    if window is not None:
+        keys, values = keys[..., keys.shape[-2] - need:, :], values[..., values.shape[-2] - need:, :]
+        layer.cumulative_length = total
+    layer.keys, layer.values = keys, values

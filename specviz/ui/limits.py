@@ -1,0 +1,134 @@
+"""Deployment limits, read from environment variables (documented in the README).
+
+A session keeps at most max_new_tokens cycles, since every cycle commits at least one token;
+that is the cap on a session's trace. The defaults suit a free CPU Space (2 vCPU, 16 GB): a 1.7 B fp32 model fits in memory, and
+a run of 256 tokens at ~15 tokens/s finishes in well under a minute.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from specviz.models.loader import HUB_ID
+
+
+def _int(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return int(float(raw))
+    except ValueError:
+        raise ValueError(f"environment variable {name} must be a number, got {raw!r}") from None
+
+
+def _flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_prompt_tokens: int = 2048  # SPECVIZ_MAX_PROMPT_TOKENS: prefill cost grows with it
+    max_new_tokens: int = 256  # SPECVIZ_MAX_NEW_TOKENS
+    max_k: int = 16  # SPECVIZ_MAX_K: beyond this a verify pass costs more than it wins on CPU
+    max_params: int = 2_000_000_000  # SPECVIZ_MAX_MODEL_PARAMS, checked from the config before loading
+    allowed_models: frozenset[str] = field(default_factory=frozenset)  # SPECVIZ_ALLOWED_MODELS (comma list; empty = any)
+    allow_local: bool = False  # SPECVIZ_ALLOW_LOCAL_MODELS=1 lets users name folders on the server
+    session_idle_s: int = 1800  # SPECVIZ_SESSION_IDLE_S: a session's run state is dropped after this
+    cache_idle_s: int = 120  # SPECVIZ_CACHE_IDLE_S: an untouched run's KV caches are freed after this
+    concurrency: int = 1  # SPECVIZ_CONCURRENCY: model events running at once (2 CPU cores: 1)
+
+    @classmethod
+    def from_env(cls) -> "Limits":
+        allowed = os.environ.get("SPECVIZ_ALLOWED_MODELS", "")
+        return cls(
+            max_prompt_tokens=_int("SPECVIZ_MAX_PROMPT_TOKENS", cls.max_prompt_tokens),
+            max_new_tokens=_int("SPECVIZ_MAX_NEW_TOKENS", cls.max_new_tokens),
+            max_k=_int("SPECVIZ_MAX_K", cls.max_k),
+            max_params=_int("SPECVIZ_MAX_MODEL_PARAMS", cls.max_params),
+            allowed_models=frozenset(s.strip() for s in allowed.split(",") if s.strip()),
+            allow_local=_flag("SPECVIZ_ALLOW_LOCAL_MODELS"),
+            session_idle_s=_int("SPECVIZ_SESSION_IDLE_S", cls.session_idle_s),
+            cache_idle_s=_int("SPECVIZ_CACHE_IDLE_S", cls.cache_idle_s),
+            concurrency=_int("SPECVIZ_CONCURRENCY", cls.concurrency),
+        )
+
+
+
+
+def check_model_spec(spec: str, limits: Limits) -> str:
+    """Refuse a model spec a public user should not be able to ask for; return it stripped."""
+    spec = (spec or "").strip()
+    if not spec:
+        raise ValueError("Choose a model: the model box is empty.")
+    if "\x00" in spec or len(spec) > 200:
+        raise ValueError("That model name is not valid: use a Hugging Face id like 'owner/name'.")
+    if spec == "bundled" or spec.startswith("tiny-random"):
+        return spec
+    if limits.allowed_models and spec not in limits.allowed_models:
+        raise ValueError(f"'{spec}' is not on this server's model list. Allowed: "
+                         + ", ".join(sorted(limits.allowed_models)))
+    looks_local = spec.startswith(("/", ".", "~")) or "\\" in spec or Path(spec).is_dir()
+    if looks_local:
+        if not limits.allow_local:
+            raise ValueError("Local folders are not allowed on this server; use a Hugging Face model id "
+                             "(the admin can set SPECVIZ_ALLOW_LOCAL_MODELS=1).")
+        return spec
+    if not HUB_ID.match(spec):
+        raise ValueError(f"'{spec}' is not a valid Hugging Face model id: use 'owner/name' with letters, "
+                         "digits, '.', '_' or '-'.")
+    return spec
+
+
+def count_params_from_config(config) -> int:
+    """Parameters a model would have, built on the meta device (no memory, no weights)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    return sum(p.numel() for p in model.parameters())
+
+
+def check_model_size(spec: str, limits: Limits) -> None:
+    """Refuse a hub model over the parameter limit, reading only its config."""
+    if spec == "bundled" or spec.startswith("tiny-random"):
+        return
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(spec, trust_remote_code=False)
+    except Exception:
+        return  # the loader gives the better message (not found, offline, …)
+    n = count_params_from_config(config)
+    if n > limits.max_params:
+        raise ValueError(f"'{spec}' has {n / 1e9:.1f} B parameters; this server allows at most "
+                         f"{limits.max_params / 1e9:.1f} B (SPECVIZ_MAX_MODEL_PARAMS).")
+
+
+def check_prompt_text(prompt: str, limits: Limits) -> None:
+    """Refuse text no tokenizer should see: NUL bytes, broken UTF-8, or far too much of it."""
+    if "\x00" in prompt:
+        raise ValueError("The prompt contains NUL characters (\\x00); remove them and try again.")
+    try:
+        prompt.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("The prompt is not valid UTF-8 text (it has broken characters); "
+                         "paste it again as plain text.") from None
+    # a token is rarely under one character, so this refuses a huge paste before tokenising it
+    if len(prompt) > 8 * limits.max_prompt_tokens:
+        raise ValueError(f"The prompt is {len(prompt):,} characters; this server takes about "
+                         f"{limits.max_prompt_tokens} tokens (SPECVIZ_MAX_PROMPT_TOKENS). Shorten it.")
+
+
+def check_run_settings(limits: Limits, k: int, max_new_tokens: int, prompt_tokens: int | None = None) -> None:
+    """The server's caps on top of the engine's own checks."""
+    if k > limits.max_k:
+        raise ValueError(f"K = {k} is above this server's limit of {limits.max_k} (SPECVIZ_MAX_K).")
+    if max_new_tokens > limits.max_new_tokens:
+        raise ValueError(f"max new tokens = {max_new_tokens} is above this server's limit of "
+                         f"{limits.max_new_tokens} (SPECVIZ_MAX_NEW_TOKENS).")
+    if prompt_tokens is not None and prompt_tokens > limits.max_prompt_tokens:
+        raise ValueError(f"The prompt is {prompt_tokens} tokens; this server takes at most "
+                         f"{limits.max_prompt_tokens} (SPECVIZ_MAX_PROMPT_TOKENS). Shorten it.")

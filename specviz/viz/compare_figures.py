@@ -1,0 +1,246 @@
+"""The Compare table and chart, the theory curve with the measured point, the cost profile v(n)
+and the batch-size curve.
+
+Built from plain data only: Comparison row dicts, a theory.Analysis, a costs.CostProfile and a
+batch_effect.BatchEffect. Configuration labels are typed by people, model names may be too, and
+token texts come from models, so all of them are escaped.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import plotly.graph_objects as go
+
+from specviz.models.cost_profile import as_planned
+from specviz.viz.style import BLUE, GREEN, GREY, ORANGE, VERMILLION, base_layout, esc, esc_plot, note_figure, num, quote
+
+if TYPE_CHECKING:  # data types only: the modules that make them time models (transformers)
+    from specviz.measure.batch_effect import BatchEffect
+    from specviz.measure.theory import Analysis
+    from specviz.models.cost_profile import CostProfile
+
+TABLE_HEAD = ("#", "configuration", "tokens/s", "× AR", "mean accepted tokens", "α", "cycles", "wall s",
+              "output check")
+
+
+# -- the table -----------------------------------------------------------------------------------
+def _check_cell(row: dict) -> str:
+    if row.get("method") == "ar":
+        return "reference"  # the AR run is what the others are checked against
+    if row.get("lossless") is True:
+        return '<span class="sv-badge sv-badge-ok" title="same tokens as the AR run">lossless ✓</span>'
+    if row.get("lossless") is False:
+        return f'<span class="sv-badge sv-badge-alarm">⚠ differs at token {row["differs_at"]}</span>'
+    if row.get("greedy"):
+        return "–"
+    return '<span class="sv-badge sv-badge-na" title="sampled runs differ by design">sampled</span>'
+
+
+def _cells(row: dict) -> list[str]:
+    speed = row.get("speedup")
+    return [str(row["index"]) if row["index"] > 0 else "AR", esc(row["label"]),
+            num(row.get("tokens_per_s")), "–" if speed is None else f"{num(speed)}×",
+            num(row.get("mean_accepted_tokens")), num(row.get("alpha")),
+            "–" if row.get("cycles") is None else str(row["cycles"]), num(row.get("wall_s")), _check_cell(row)]
+
+
+def _alarm(row: dict) -> str:
+    text = (f"⚠ Row {row['index']} is greedy but its output differs from the AR run at token {row['differs_at']}: "
+            f"{quote(row.get('run_token', ''))} here, {quote(row.get('ar_token', ''))} in the AR run. Greedy "
+            "speculative decoding must match plain greedy decoding token for token, so this is a bug or a "
+            "near-tie that the two pass shapes round differently.")
+    return f'<tr class="sv-cmp-alarm-row" role="alert"><td colspan="{len(TABLE_HEAD)}">{esc(text)}</td></tr>'
+
+
+def _row_html(row: dict) -> str:
+    if row.get("error"):
+        label = f"{esc(row['label'])}: " if row.get("label") else ""
+        return (f'<tr class="sv-cmp-row sv-cmp-error"><td>{row["index"]}</td>'
+                f'<td colspan="{len(TABLE_HEAD) - 1}">✕ {label}{esc(row["error"])}</td></tr>')
+    if row.get("pending"):
+        return (f'<tr class="sv-cmp-row sv-cmp-pending"><td>{row["index"]}</td><td>{esc(row["label"])}</td>'
+                f'<td colspan="{len(TABLE_HEAD) - 2}">waiting…</td></tr>')
+    alarm = row.get("lossless") is False
+    cls = "sv-cmp-row sv-cmp-alarm" if alarm else "sv-cmp-row"
+    html = f'<tr class="{cls}">' + "".join(f"<td>{c}</td>" for c in _cells(row)) + "</tr>"
+    return html + (_alarm(row) if alarm else "")
+
+
+def compare_table_html(rows: list[dict], baselines: list[dict] = ()) -> str:
+    """Configurations first (one tbody row each, alarms right below), then the AR baselines."""
+    if not rows:
+        return '<p class="sv-cmp-empty">No configurations yet: fill the rows above and press Compare.</p>'
+    head = "".join(f"<th>{h}</th>" for h in TABLE_HEAD)
+    body = "".join(_row_html(r) for r in rows)
+    base = "".join(f'<tr class="sv-cmp-baseline">{"".join(f"<td>{c}</td>" for c in _cells(b))}</tr>'
+                   for b in baselines if not b.get("error") and not b.get("pending"))
+    return (f'<table class="sv-cmp-table"><thead><tr>{head}</tr></thead><tbody class="sv-cmp-configs">{body}'
+            f'</tbody><tbody class="sv-cmp-baselines">{base}</tbody></table>')
+
+
+def speedup_figure(rows: list[dict]) -> go.Figure:
+    """One bar per measured configuration; the dotted line at 1× is its AR baseline."""
+    done = [r for r in rows if r.get("speedup") is not None and not r.get("error")]
+    title = "Speedup over plain (AR) decoding, same target and temperature"
+    if not done:
+        return note_figure(title, "No measured configuration yet.")
+    names = [esc_plot(f"#{r['index']} {r['label']}") for r in done]
+    ys = [r["speedup"] for r in done]
+    fig = go.Figure(go.Bar(x=names, y=ys, marker_color=[BLUE if y >= 1 else VERMILLION for y in ys],
+                           marker_pattern_shape=["" if y >= 1 else "/" for y in ys],
+                           text=[f"{y:.2f}×" for y in ys], textposition="outside", cliponaxis=False,
+                           hovertemplate="%{x}<br>%{y:.2f}× AR<extra></extra>"))
+    fig.add_hline(y=1.0, line_dash="dot", line_color=GREY, annotation_text="AR = 1×")
+    base_layout(fig, title, "", "× AR tokens/s")
+    fig.update_yaxes(rangemode="tozero")
+    return fig
+
+
+# -- theory ---------------------------------------------------------------------------------------
+def theory_figure(a: Analysis) -> go.Figure:
+    """S(K) predicted for K = 1…16, with the run's measured point, its prediction and the best K."""
+    ks, ss = zip(*a.curve)
+    axis = "tree depth K" if a.kind == "tree" else "K (draft tokens per cycle)"
+    fig = go.Figure(go.Scatter(x=ks, y=ss, mode="lines+markers", name="predicted S(K)", line_color=BLUE,
+                               hovertemplate="K=%{x}: %{y:.2f}× predicted<extra></extra>"))
+    fig.add_scatter(x=[a.k], y=[a.predicted], mode="markers", name=f"predicted at K={a.k}",
+                    marker=dict(symbol="circle-open", size=14, color=BLUE, line_width=2))
+    if a.measured is not None:
+        fig.add_scatter(x=[a.k], y=[a.measured], mode="markers", name="measured",
+                        marker=dict(symbol="star", size=16, color=VERMILLION),
+                        hovertemplate="measured: %{y:.2f}×<extra></extra>")
+    fig.add_scatter(x=[a.best[0]], y=[a.best[1]], mode="markers+text", name=f"best K={a.best[0]}",
+                    marker=dict(symbol="diamond", size=13, color=GREEN), text=[f"best K={a.best[0]}"],
+                    textposition="top center")
+    fig.add_hline(y=1.0, line_dash="dot", line_color=GREY, annotation_text="plain decoding")
+    title = f"Theory against measurement: {esc_plot(a.method)}, " + (
+        f"E[accepted] = {a.expected_len:.2f}" if a.kind == "tree" else f"α = {a.alpha:.2f}") + f", c = {num(a.c)}"
+    base_layout(fig, title, axis, "speedup over plain decoding (×)")
+    fig.update_yaxes(rangemode="tozero")
+    return fig
+
+
+def _why_off(a: Analysis) -> str:
+    """Why the measured point sits off the curve, or that it does not."""
+    if a.measured is None:
+        return ""
+    ratio = a.measured / a.predicted if a.predicted > 0 else 1.0
+    if 0.9 <= ratio <= 1.1:
+        return f" and the run measured {a.measured:.2f}×, close to it"
+    lower = ratio < 0.9
+    v_gap = a.v_run is not None and (a.v_run > 1.1 * a.v_k if lower else a.v_run < a.v_k / 1.1)
+    if v_gap:  # the timed v and the run's own verify passes disagree: that alone moves the point
+        cause = f"its verify passes cost {a.v_run:.2f}× a step in the run rather than the {a.v_k:.2f}× timed alone"
+    elif lower:
+        cause = (f"{a.overhead_share:.0%} of its time went to work outside the model passes (acceptance, "
+                 "rollback, prefill), which the formula leaves out")
+    else:
+        cause = "timings on a shared machine are noisy"
+    return f" and the run measured {a.measured:.2f}×, {'lower' if lower else 'higher'} because {cause}"
+
+
+def theory_sentence(a: Analysis) -> str:
+    """One sentence: why the measured point sits where it does, and what K theory would pick."""
+    if a.kind == "tree":
+        gain = (f"Per-depth acceptance gives an expected accepted length of {a.expected_len:.2f} tokens per cycle, "
+                f"while verifying the tree's {a.verify_tokens:.0f} nodes costs {a.v_k:.2f}× a plain step")
+    else:
+        gain = (f"With α = {a.alpha:.2f}, a cycle of K = {a.k} commits {a.expected_len + 1:.2f} tokens on average, "
+                f"while a verify pass of {a.k + 1} tokens costs {a.v_k:.2f}× a plain step")
+    draft = f" and drafting adds {a.k} × {num(a.c)}" if a.c >= 0.005 else " and drafting costs almost nothing"
+    best = ("; no K beats plain decoding here, since every cycle costs more than the tokens it wins"
+            if a.best[1] < 1 else f"; the best K is {a.best[0]}, at {a.best[1]:.2f}×")
+    return f"{gain}{draft}, so theory predicts {a.predicted:.2f}× at K = {a.k}{_why_off(a)}{best}."
+
+
+def theory_html(a: Analysis) -> str:
+    """The measured quantities in a small table, then the sentence."""
+    first = (("expected accepted length", f"{a.expected_len:.2f}") if a.kind == "tree"
+             else ("α (acceptance per position)", num(a.alpha)))
+    items = [first, ("c (draft step / target step)", num(a.c)),
+             (f"v: pass of {a.verify_tokens + 1:.0f} tokens / one token (timed)", num(a.v_k)),
+             ("v in the run's own verify passes", num(a.v_run)),
+             (f"predicted S at K = {a.k}", f"{num(a.predicted)}×"),
+             ("measured speedup", "–" if a.measured is None else f"{num(a.measured)}×"),
+             ("best K (predicted)", f"{a.best[0]} ({num(a.best[1])}×)")]
+    rows = "".join(f"<tr><th scope='row'>{esc(k)}</th><td>{v}</td></tr>" for k, v in items)
+    return (f'<table class="sv-theory-table">{rows}</table>'
+            f'<p class="sv-narration sv-theory-why">{esc(theory_sentence(a))}</p>')
+
+
+# -- the cost profile -------------------------------------------------------------------------------
+COST_CAPTION = ("This is the curve the planner uses to decide how many draft tokens to send: it sends the "
+                "first m draft nodes that give the most expected tokens per unit of time, (1 + Σ P) / v(m + 1), "
+                "and none when a plain step is cheaper.")
+
+
+def cost_source(prof: CostProfile) -> str:
+    """Where the curve came from: read back from a cache, measured now, or a fixed prior never timed."""
+    if not prof.measured_at:
+        return "a fixed prior, not measured here"
+    return f"{'read from the cache' if prof.cached else 'measured now'} (timed {prof.measured_at})"
+
+
+def cost_figure(prof: CostProfile, run_tokens: float | None = None) -> go.Figure:
+    """v(n) at every measured n, seconds per pass in the hover; `run_tokens` marks a verify pass of
+    that many tokens (a run's drafts plus its newest token) on the curve. Where a timing came out
+    cheaper than a smaller pass's, a dashed line shows what the planner counts instead (cost_profile.as_planned)."""
+    title = "Cost of a target pass, v(n)"
+    if not prof.v:
+        return note_figure(title, "This cost profile has no measured pass.")
+    ns = sorted(prof.v)
+    fig = go.Figure(go.Scatter(
+        x=ns, y=[prof.v[n] for n in ns], mode="lines+markers", name="measured v(n)", line_color=BLUE,
+        customdata=[[prof.step_s * prof.v[n] * 1e3] for n in ns],
+        hovertemplate="%{x} tokens: %{y:.2f}× a one-token pass, %{customdata[0]:.1f} ms<extra></extra>"))
+    planner_v = as_planned(prof, ns[-1])  # the planner never takes a pass as cheaper than a smaller one
+    if any(planner_v[n - 1] > prof.v[n] * (1 + 1e-9) for n in ns):  # noise made some pass look cheaper
+        fig.add_scatter(x=list(range(1, ns[-1] + 1)), y=planner_v, mode="lines", name="as the planner reads it",
+                        line=dict(color=ORANGE, dash="dash", shape="hv"),
+                        hovertemplate="%{x} tokens: the planner counts %{y:.2f}×<extra></extra>")
+    if run_tokens is not None and run_tokens >= 1:
+        fig.add_scatter(x=[run_tokens], y=[prof(run_tokens)], mode="markers", name="this run's verify pass",
+                        marker=dict(symbol="star", size=15, color=VERMILLION),
+                        hovertemplate="%{x:.1f} tokens: %{y:.2f}×<extra></extra>")
+    fig.add_hline(y=1.0, line_dash="dot", line_color=GREY, annotation_text="one-token pass")
+    where = " · ".join(esc_plot(x) for x in (prof.model, prof.device, prof.dtype, prof.hardware) if x)
+    detail = (f"{esc_plot(cost_source(prof))}; one-token pass {prof.step_s * 1e3:.1f} ms, "
+              f"cache of {prof.prefix_len} tokens")
+    base_layout(fig, f"{title}: {where}<br><span style='font-size:11px'>{detail}</span>",
+                "n, tokens in the pass", "× one-token pass")
+    fig.update_xaxes(type="log", tickvals=ns, ticktext=[str(n) for n in ns])
+    fig.update_yaxes(rangemode="tozero")
+    return fig
+
+
+def cost_caption_html() -> str:
+    """The one-line caption under the cost figure: what the planner does with the curve."""
+    return f'<p class="sv-narration sv-cost-caption">{esc(COST_CAPTION)}</p>'
+
+
+# -- batch size -----------------------------------------------------------------------------------
+def batch_figure(effect: BatchEffect) -> go.Figure:
+    """verify(K+1 tokens) / step(1 token) per batch size; K+1 is where a pass is fully compute-bound."""
+    fig = go.Figure(go.Scatter(
+        x=effect.batch_sizes, y=effect.ratio, mode="lines+markers", name=f"verify {effect.k + 1} tokens / 1 step",
+        line_color=BLUE, customdata=[[s * 1e3, v * 1e3] for s, v in zip(effect.step_s, effect.verify_s)],
+        hovertemplate="batch %{x}: %{y:.2f}×<br>step %{customdata[0]:.1f} ms, verify %{customdata[1]:.1f} ms"
+                      "<extra></extra>"))
+    fig.add_hline(y=1.0, line_dash="dot", line_color=GREEN, annotation_text="free verify (memory-bound)")
+    fig.add_hline(y=effect.k + 1, line_dash="dash", line_color=ORANGE, annotation_text="compute-bound: K+1×")
+    title = f"Cost of verifying K+1 = {effect.k + 1} tokens by batch size: {esc_plot(effect.model)}"
+    base_layout(fig, title, "batch size", "× one plain step")
+    fig.update_xaxes(type="log", tickvals=effect.batch_sizes, ticktext=[str(b) for b in effect.batch_sizes])
+    fig.update_yaxes(rangemode="tozero")
+    return fig
+
+
+def batch_html(effect: BatchEffect) -> str:
+    """Where and when it was measured, and what the two ends of the curve say."""
+    r = effect.ratio
+    where = (f"{effect.model} · {effect.dtype} · {effect.hardware} · cache of {effect.prefix_len} tokens · "
+             f"{'cached result from ' if effect.cached else 'measured '}{effect.measured_at}")
+    text = (f"At batch {effect.batch_sizes[0]} a verify pass of {effect.k + 1} tokens costs {r[0]:.2f}× a plain "
+            f"step; at batch {effect.batch_sizes[-1]} it costs {r[-1]:.2f}×. The closer this gets to "
+            f"{effect.k + 1}×, the less idle compute is left for speculative decoding to use.")
+    return f'<p class="sv-batch-where">{esc(where)}</p><p class="sv-narration">{esc(text)}</p>'
