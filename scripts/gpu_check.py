@@ -29,9 +29,9 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from specviz.measure import batch_effect
-from specviz.measure import bench
-from specviz.models import costs
+from specviz.measure import batch_effect  # noqa: E402
+from specviz.measure import bench  # noqa: E402
+from specviz.models import costs, timing  # noqa: E402
 from specviz.measure import theory  # noqa: E402
 from specviz.models.loader import _wrap, derive_draft, load, tiny_random  # noqa: E402
 
@@ -121,7 +121,7 @@ def batch_curve(model, batches) -> dict:
 
 def big_pair(target, draft, k_max: int) -> dict:
     prof = costs.profile(target, sizes=range(1, k_max + 2), cache_file=None, refresh=True)  # v(n), n = K + 1
-    t_draft = batch_effect.pass_times(draft, [1], prefix_len=prof.prefix_len)
+    t_draft = timing.pass_times(draft, [1], prefix_len=prof.prefix_len)
     c = t_draft[1] / prof.step_s
     predicted = {a: {k: theory.speedup(a, k, c, prof(k + 1)) for k in range(1, k_max + 1)} for a in ALPHAS}
     return {"c": c, "v": prof.v, "target_step_ms": 1000 * prof.step_s, "draft_step_ms": 1000 * t_draft[1],

@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from specviz import Decoder, load
+from specviz import Decoder, load  # noqa: E402
 from specviz.decoding import tracefile  # noqa: E402
 from specviz.ui.lessons import LESSON_DIR, LESSONS  # noqa: E402
 

@@ -25,9 +25,9 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from specviz import load
-from specviz.measure import batch_effect
-from specviz.models import costs
+from specviz import load  # noqa: E402
+from specviz.measure import batch_effect  # noqa: E402
+from specviz.models import costs  # noqa: E402
 from specviz.measure import theory  # noqa: E402
 from specviz.measure.comparison import Comparison, Config, Shared, parse_rows  # noqa: E402
 from specviz.ui.compare_tab import BATCH_K, DEFAULT_PROMPT, DEFAULT_ROWS, MAX_NEW_DEFAULT  # noqa: E402
