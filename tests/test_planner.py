@@ -44,6 +44,22 @@ def test_a_middling_source_is_cut_where_it_stops_paying():
     assert _planner_with(0.6).prune(CHAIN).tokens == CHAIN.tokens
 
 
+def test_a_likely_branch_goes_ahead_of_an_unlikely_one_before_it():
+    """A tree whose first branch is a 6-token retrieval chain accepted 20 % of the time and whose
+    second is a 3-token head chain accepted 90 %: with v(n) = 0.7 + 0.3 n the planner sends the head
+    chain, not a prefix of the tree (which would have to start with the unlikely chain)."""
+    retrieval = DraftTree.chain([5, 6, 7, 8, 9, 10], sources=["lookup 3-gram"] * 6)
+    head = DraftTree.chain([11, 12, 13], sources=["head"] * 3)
+    tree = DraftTree(retrieval.tokens + head.tokens, retrieval.parents + [-1, 6, 7],
+                     sources=retrieval.sources + head.sources)
+    planner = Planner(greedy=False, v=lambda n: 0.7 + 0.3 * n)
+    for depth in range(1, 9):
+        planner.counts[f"lookup 3-gram|{depth}"] = [10.0, 50.0]
+        planner.counts[f"head|{depth}"] = [45.0, 50.0]
+    sent = planner.prune(tree)
+    assert sent.tokens == [11, 12, 13] and sent.parents == [-1, 0, 1]
+
+
 def test_a_pruned_source_is_tried_again_later():
     """Counts of a source offered but not sent shrink towards the prior, until it is sent again."""
     planner = _planner_with(0.1, reached=10)

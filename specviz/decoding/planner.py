@@ -73,22 +73,27 @@ class Planner:
 
     # -- choices -----------------------------------------------------------------------------------
     def prune(self, tree: DraftTree) -> DraftTree:
-        """The nodes worth verifying: the first m in tree order (parents first), m chosen to give
-        the most expected tokens per unit of time (m = 0: send nothing)."""
+        """The nodes worth verifying: the m nodes most likely to be reached, m chosen to give the
+        most expected tokens per unit of time (m = 0: send nothing).
+
+        A node's chance to be reached and accepted is the product of its path's estimates; every
+        estimate is below 1, so a node always ranks after its parent and any best-m set is a tree.
+        Ranking across branches lets a likely head chain go ahead of a long, unlikely retrieval
+        branch that precedes it in tree order."""
         if not len(tree):
             return tree
-        depths, path, order = tree.depths, {}, []
+        depths, path = tree.depths, {}
         for i in range(len(tree)):
             par = tree.parents[i]
             path[i] = self.est(self.keys(tree, i, depths[i])[-1]) * (path[par] if par >= 0 else 1.0)
-            order.append(i)
+        order = sorted(range(len(tree)), key=lambda i: (-path[i], i))
         best_m, best, gain = 0, 1.0, 1.0
         for m, i in enumerate(order, start=1):
             gain += path[i]
             rate = gain / self.v(m + 1)
             if rate > best:
                 best_m, best = m, rate
-        pruned = tree.subset(order[:best_m])
+        pruned = tree.subset(sorted(order[:best_m]))
         pruned.retrieval_hit = tree.retrieval_hit
         return pruned
 
