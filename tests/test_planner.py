@@ -60,6 +60,18 @@ def test_a_likely_branch_goes_ahead_of_an_unlikely_one_before_it():
     assert sent.tokens == [11, 12, 13] and sent.parents == [-1, 0, 1]
 
 
+def test_a_model_draft_beside_a_reliable_retrieval_chain_drafts_nothing():
+    """Beside a 4-token retrieval chain accepted 95 % of the time, a head accepted 60 % whose step
+    costs 0.1 target steps drafts nothing (its tokens would rank last and not pay their drafting);
+    with nothing beside it, it drafts."""
+    planner = Planner(greedy=False, c=0.1, v=lambda n: 0.7 + 0.3 * n)
+    for depth in range(1, 9):
+        planner.counts[f"lookup 3-gram|{depth}"] = [95.0, 100.0]
+        planner.counts[f"head|{depth}"] = [60.0, 100.0]
+    assert planner.depth("head", 8, beside=CHAIN) == 0
+    assert planner.depth("head", 8) >= 1
+
+
 def test_a_pruned_source_is_tried_again_later():
     """Counts of a source offered but not sent shrink towards the prior, until it is sent again."""
     planner = _planner_with(0.1, reached=10)

@@ -72,38 +72,52 @@ class Planner:
         return (acc + PRIOR[0]) / (reached + PRIOR[0] + PRIOR[1])
 
     # -- choices -----------------------------------------------------------------------------------
+    def path_values(self, tree: DraftTree) -> list[float]:
+        """Each node's chance to be reached and accepted: the product of its path's estimates."""
+        depths, path = tree.depths, []
+        for i in range(len(tree)):
+            par = tree.parents[i]
+            path.append(self.est(self.keys(tree, i, depths[i])[-1]) * (path[par] if par >= 0 else 1.0))
+        return path
+
+    def best_send(self, values: list[float], draft_cost: float = 0.0) -> tuple[int, float]:
+        """(m, rate): how many of `values` (sorted high to low) to verify for the most expected tokens
+        per unit of time, (1 + the m largest) / (draft_cost + v(m + 1)); m = 0 sends nothing."""
+        best_m, best, gain = 0, 1.0 / (draft_cost + 1.0), 1.0
+        for m, value in enumerate(values, start=1):
+            gain += value
+            rate = gain / (draft_cost + self.v(m + 1))
+            if rate > best:
+                best_m, best = m, rate
+        return best_m, best
+
     def prune(self, tree: DraftTree) -> DraftTree:
         """The nodes worth verifying: the m nodes most likely to be reached, m chosen to give the
         most expected tokens per unit of time (m = 0: send nothing).
 
-        A node's chance to be reached and accepted is the product of its path's estimates; every
-        estimate is below 1, so a node always ranks after its parent and any best-m set is a tree.
-        Ranking across branches lets a likely head chain go ahead of a long, unlikely retrieval
-        branch that precedes it in tree order."""
+        Every estimate is below 1, so a node always ranks after its parent and any best-m set is a
+        tree. Ranking across branches lets a likely head chain go ahead of a long, unlikely
+        retrieval branch that precedes it in tree order."""
         if not len(tree):
             return tree
-        depths, path = tree.depths, {}
-        for i in range(len(tree)):
-            par = tree.parents[i]
-            path[i] = self.est(self.keys(tree, i, depths[i])[-1]) * (path[par] if par >= 0 else 1.0)
+        path = self.path_values(tree)
         order = sorted(range(len(tree)), key=lambda i: (-path[i], i))
-        best_m, best, gain = 0, 1.0, 1.0
-        for m, i in enumerate(order, start=1):
-            gain += path[i]
-            rate = gain / self.v(m + 1)
-            if rate > best:
-                best_m, best = m, rate
+        best_m, _ = self.best_send([path[i] for i in order])
         pruned = tree.subset(sorted(order[:best_m]))
         pruned.retrieval_hit = tree.retrieval_hit
         return pruned
 
-    def depth(self, source: str, k_max: int) -> int:
-        """K for a model that drafts `source`, before it drafts: the K with most tokens per unit of time."""
-        best_k, best, p, gain = 0, 1.0, 1.0, 1.0
+    def depth(self, source: str, k_max: int, beside: DraftTree | None = None) -> int:
+        """K for a model that drafts `source`, before it drafts: the K with most tokens per unit of
+        time, its chain verified with the best part of `beside` (nodes offered already, e.g. the
+        hybrid's retrieval), each draft step costing c target steps."""
+        base = self.path_values(beside) if beside is not None else []
+        best_k, best = 0, self.best_send(sorted(base, reverse=True))[1]
+        chain, p = [], 1.0
         for k in range(1, k_max + 1):
             p *= self.est(f"{source}|{min(k, MAX_DEPTH_KEY)}")
-            gain += p
-            rate = gain / (self.c * k + self.v(k + 1))
+            chain.append(p)
+            rate = self.best_send(sorted(base + chain, reverse=True), self.c * k)[1]
             if rate > best:
                 best_k, best = k, rate
         return best_k

@@ -63,7 +63,8 @@ class HybridProposer(Proposer):
         tree = self.retrieval.propose(ctx)
         if self.head is None:
             return tree
-        k = ctx.planner.depth(self.head.label, ctx.k) if ctx.planner is not None else min(HEAD_K, ctx.k)
+        # the head drafts only as deep as pays beside what retrieval already offers
+        k = ctx.planner.depth(self.head.label, ctx.k, tree) if ctx.planner is not None else min(HEAD_K, ctx.k)
         if k < 1:
             return tree
         return join(tree, self.head.propose(dataclasses.replace(ctx, k=k)))
