@@ -199,17 +199,18 @@ def test_load_models_reports_the_pair(client):
     assert "sv-status-ok" in out["status"] and "shares its tokenizer" in out["status"]
 
 
-def test_default_run_drafts_with_the_trained_head(client, bundled_target):
-    """With only a prompt, Step starts classic draft→verify with the trained head (q from the head),
-    and a Run gives exactly specviz.generate(method='head')'s text."""
+def test_default_run_is_the_hybrid(client, bundled_target):
+    """With only a prompt, Step starts the hybrid (retrieval and the trained head in one tree), and
+    a Run gives exactly specviz.generate(method='hybrid')'s text at the page's starting settings."""
     first = call(client, "/step", prompt=PROMPT, max_new_tokens=24)
-    assert "trained draft head" in first["status"], first["status"]
+    assert "Hybrid" in first["status"], first["status"]
     job = client.submit(api_name="/run", prompt=PROMPT, max_new_tokens=24)
     job.result(timeout=STREAM_TIMEOUT_S)
     final = named(job.outputs()[-1])
     from specviz.ui.layout import initial_settings
 
     s = initial_settings()  # what the page's controls start on: the example run's settings
-    expected = specviz.generate(bundled_target, PROMPT, method="head", k=s.k, temperature=s.temperature,
+    assert s.method == "hybrid"
+    expected = specviz.generate(bundled_target, PROMPT, method="hybrid", k=s.k, temperature=s.temperature,
                                 top_p=s.top_p, seed=s.seed, max_new_tokens=24)
     assert final["plain_text"] == expected.text

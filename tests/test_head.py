@@ -140,14 +140,14 @@ def test_head_greedy_equals_plain_greedy(bundled_target, k):
 # -- wiring: the head is the bundled target's default draft ---------------------------------------
 def test_head_is_the_bundled_targets_default_draft():
     """The draft picker offers the head first for the bundled target only, and the app's default
-    settings (only a prompt given) run method 'head' without loading a draft model."""
+    settings for the draft-model method run method 'head' without loading a draft model."""
     from specviz.ui.presets import draft_choices
     from specviz.ui.settings import from_inputs
 
     assert draft_choices("bundled")[0][1] == "head"
     assert "head" not in [v for _, v in draft_choices("HuggingFaceTB/SmolLM2-360M-Instruct")]
     assert "head" not in [v for _, v in draft_choices("tiny-random:shares-bundled-tokenizer")]
-    s = from_inputs({"prompt": "Hello"})
+    s = from_inputs({"prompt": "Hello", "method": "draft"})
     assert (s.method, s.draft, s.engine_method, s.draft_spec) == ("draft", "head", "head", None)
     assert s.decode().method == "head" and "trained draft head" in s.describe()
     other = from_inputs({"prompt": "Hello", "method": "draft", "draft": "bundled"})

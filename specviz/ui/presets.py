@@ -47,8 +47,11 @@ METHODS = [
     ("Hybrid (lookup + LogitSpec + head)", "hybrid"),
 ]
 METHOD_LABELS = {value: label for label, value in METHODS}
-# Classic draft → verify with a real q: on the bundled target the draft defaults to the trained head.
-DEFAULT_METHOD = "draft"
+# The hybrid: prompt lookup, LogitSpec's candidates and (on the bundled target) the trained head's
+# chain in one tree, cut by the planner. On the app's five examples at the app's settings it is the
+# only method at ≥ 1.2× plain decoding on every one (docs/BENCHMARKS.md, "The app's default").
+# Picking "Draft model" instead gives classic draft → verify, with the trained head first.
+DEFAULT_METHOD = "hybrid"
 
 # Ranges of the sliders follow the server's limits (SPECVIZ_MAX_K, SPECVIZ_MAX_NEW_TOKENS).
 _LIMITS = Limits.from_env()
