@@ -23,7 +23,8 @@ from specviz.ui.state import BASELINES, LIMITS, load_with_progress, session_of
 from specviz.ui.views import status_html
 from specviz.ui import errors, recorded, work
 
-DEFAULT_ROWS = [[BUNDLED, "pld", "", 16, 0.0], [BUNDLED, "logitspec", "", 16, 0.0],
+DEFAULT_ROWS = [[BUNDLED, "hybrid", "", 16, 0.0],  # the app's default method first
+                [BUNDLED, "pld", "", 16, 0.0], [BUNDLED, "logitspec", "", 16, 0.0],
                 [BUNDLED, "draft", BUNDLED, 8, 0.0]]  # the last: a perfect draft that costs a whole target
 DEFAULT_PROMPT = "Write the days of the week, one per line, then the months of the year, one per line."
 MAX_NEW_DEFAULT = 48  # every configuration and its baseline decode this many: ~4 s each on a 2-core CPU
