@@ -169,9 +169,9 @@ def theory_html(a: Analysis) -> str:
 
 
 # -- the cost profile -------------------------------------------------------------------------------
-COST_CAPTION = ("This is the curve the planner uses to decide how many draft tokens to send: it sends the "
-                "first m draft nodes that give the most expected tokens per unit of time, (1 + Σ P) / v(m + 1), "
-                "and none when a plain step is cheaper.")
+COST_CAPTION = ("This is the curve the planner uses to decide how many draft tokens to send: it ranks the "
+                "draft nodes by their chance P to be accepted and sends the m most likely, m giving the most "
+                "expected tokens per unit of time, (1 + Σ P) / v(m + 1), and none when a plain step is cheaper.")
 
 
 def cost_source(prof: CostProfile) -> str:
