@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 from dataclasses import asdict
 from datetime import datetime, timezone
@@ -28,6 +27,7 @@ import torch  # noqa: E402
 from specviz import load  # noqa: E402
 from specviz.measure import batch_effect  # noqa: E402
 from specviz.models import costs  # noqa: E402
+from specviz.models.timing import cpu_name  # noqa: E402
 from specviz.measure import theory  # noqa: E402
 from specviz.measure.comparison import Comparison, Config, Shared, parse_rows  # noqa: E402
 from specviz.ui.compare_tab import BATCH_K, DEFAULT_PROMPT, DEFAULT_ROWS, MAX_NEW_DEFAULT  # noqa: E402
@@ -48,17 +48,6 @@ def rounded(x):
     if isinstance(x, dict):
         return {k: rounded(v) for k, v in x.items()}
     return x
-
-
-def cpu_name() -> str:
-    """The CPU's model name from /proc/cpuinfo, else what platform knows."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def machine(target) -> str:

@@ -17,6 +17,7 @@ from typing import Iterator
 
 import torch
 
+from specviz.models.timing import sync
 from specviz.models.kvcache import cache_len, new_cache, rollback
 from specviz.models.loader import LoadedModel, check_tokenizers
 from specviz.proposers import make_proposer
@@ -300,8 +301,7 @@ class Decoder:
 
     def _sync(self) -> None:
         """Wait for the device, so that a timer read after this covers the work queued before it."""
-        if self.target.device.type == "cuda":
-            torch.cuda.synchronize(self.target.device)
+        sync(self.target.device)
 
     def trace(self) -> RunTrace:
         return self.state().trace()

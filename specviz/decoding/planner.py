@@ -4,8 +4,9 @@ A verify pass over n tokens costs v(n) plain steps (v(1) = 1), from the target's
 (costs.py: measured once per model, device and dtype, then cached).
 A node i is accepted, if its parent was, with a probability estimated from running counts per
 source (`est`): its path probability P(i) is the product along its path, and a cycle commits
-1 + Σ P(i) tokens on average. Nodes are taken in tree order, and the first m are sent, m chosen to give the most
-expected tokens per unit of time, (1 + Σ P) / v(m + 1). The kept tree may be empty: a plain
+1 + Σ P(i) tokens on average. Nodes are ranked by P(i) (a node always after its parent), and the
+m most likely are sent, m chosen to give the most expected tokens per unit of time,
+(1 + Σ P) / v(m + 1). The kept tree may be empty: a plain
 step is then cheaper than any draft on offer.
 
 Exactness: the rule never looks at the drafted tokens themselves. Under sampling a node's
@@ -16,7 +17,8 @@ confidence, max q, when the node has a q. Costs come from a fixed profile, never
 run's timings, so a seed gives the same run every time.
 
 Models that draft (draft model, head) pay c target steps per draft step, so `depth` picks
-their K before drafting, the same way, from the per-depth estimates.
+their K before drafting, the same way, from the per-depth estimates and beside any nodes
+offered already (the hybrid's retrieval).
 """
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ MAX_DEPTH_KEY = 8  # deeper positions share one estimate: they are rare
 # v(n) for models too small to be worth profiling (the tests' tiny ones): an AVX2 CPU's shape
 # (DESIGN.md: bundled model, fp32, one thread, 200-token cache)
 PRIOR_V = CostProfile(model="prior (DESIGN.md, AVX2 CPU)", device="cpu", dtype="float32", prefix_len=200,
-                            step_s=0.073, v={1: 1.0, 2: 1.41, 4: 1.48, 8: 1.53, 16: 2.22, 32: 3.0})
+                      step_s=0.073, v={1: 1.0, 2: 1.41, 4: 1.48, 8: 1.53, 16: 2.22, 32: 3.0})
 PROFILE_MIN_PARAMS = 10_000_000  # below this a model gets PRIOR_V: timing it would cost seconds per test
 
 

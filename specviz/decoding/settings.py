@@ -48,22 +48,24 @@ class DecodeSettings:
         check_settings(self.temperature, self.top_p)
 
     @classmethod
+    def _split(cls, kw: dict, knobs=()) -> tuple[dict, tuple]:
+        """(fields, knobs): `kw`'s fields by name; its `knobs` and every other keyword over `knobs`."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        merged = {**dict(knobs), **dict(kw.get("knobs", ())), **{n: v for n, v in kw.items() if n not in names}}
+        return {n: v for n, v in kw.items() if n in names and n != "knobs"}, tuple(merged.items())
+
+    @classmethod
     def of(cls, **kw) -> "DecodeSettings":
         """From keyword arguments: fields by name, anything else is a proposer knob."""
-        fields = {f.name for f in dataclasses.fields(cls)}
-        knobs = dict(kw.pop("knobs", ()))
-        knobs.update({n: kw.pop(n) for n in list(kw) if n not in fields})
-        return cls(**kw, knobs=tuple(knobs.items()))
+        fields, knobs = cls._split(kw)
+        return cls(**fields, knobs=knobs)
 
     def replace(self, **changes) -> "DecodeSettings":
         """A copy with `changes`; a changed method without a K gets that method's default K."""
         if "method" in changes and "k" not in changes and changes["method"] != self.method:
             changes["k"] = None
-        knobs = dict(self.knobs)
-        knobs.update(dict(changes.pop("knobs", ())))
-        fields = {f.name for f in dataclasses.fields(self)}
-        knobs.update({n: changes.pop(n) for n in list(changes) if n not in fields})
-        return dataclasses.replace(self, **changes, knobs=tuple(knobs.items()))
+        fields, knobs = self._split(changes, self.knobs)
+        return dataclasses.replace(self, **fields, knobs=knobs)
 
     @property
     def greedy(self) -> bool:
