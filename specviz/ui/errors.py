@@ -12,10 +12,12 @@ from __future__ import annotations
 import logging
 
 from specviz.models.loader import ModelLoadError
+from specviz.ui.zerogpu import GpuCallFailed
 
 log = logging.getLogger(__name__)
 
-USER_ERRORS = (ValueError, ModelLoadError)  # TokenizerMismatch is a ValueError
+# TokenizerMismatch is a ValueError; GpuCallFailed says what to do after a GPU worker ended unanswered
+USER_ERRORS = (ValueError, ModelLoadError, GpuCallFailed)
 # what to do after an unexpected error, by where it happened
 RUN_HINT = "The session still works: press Reset, or change a setting and try again."  # the main view
 TAB_HINT = "Try again, or change a setting."  # Compare and Theory & hardware: nothing there to reset

@@ -13,7 +13,7 @@ from specviz.proposers import HEAD_DRAFT
 from specviz.ui.presets import (DEFAULT_METHOD, K_RANGE, KNOBS, MAX_NEW_RANGE, METHOD_LABELS, METHODS, TARGETS,
                       TEMPERATURE_RANGE, TOP_P_RANGE, Knob, draft_choices, k_default)
 from specviz.ui.settings import BASE_INPUTS, RunSettings
-from specviz.ui.state import LIMITS, start_sweeper
+from specviz.ui import state
 from specviz.ui.views import ASSETS
 from specviz.ui.compare_tab import build_compare_tabs
 
@@ -26,9 +26,12 @@ THEME = gr.themes.Default(
     primary_hue="blue",
     font=[gr.themes.Font(f) for f in ("system-ui", "Segoe UI", "Roboto", "sans-serif")],
     font_mono=[gr.themes.Font(f) for f in ("ui-monospace", "Menlo", "Consolas", "monospace")])
-# Every event that runs a model shares one queue slot group; 1 (the default) keeps timings honest
-# on a 2-core CPU, and SPECVIZ_CONCURRENCY raises it on bigger hardware.
-DECODE = dict(concurrency_id="decode", concurrency_limit=LIMITS.concurrency)
+
+
+def decode_events(limits) -> dict:
+    """Every event that runs a model shares one queue slot group; 1 (the default on a CPU) keeps
+    timings honest on 2 cores, and SPECVIZ_CONCURRENCY raises it (ZeroGPU's default is higher)."""
+    return dict(concurrency_id="decode", concurrency_limit=limits.concurrency)
 
 
 def launch_kwargs() -> dict:
@@ -149,7 +152,10 @@ def timing_column(first: dict) -> dict:
 
 
 def build_demo() -> gr.Blocks:
-    start_sweeper()  # idle runs' KV caches are freed even when no request comes
+    limits = state.LIMITS
+    state.preload(limits.preload)  # on ZeroGPU: before any worker forks, in the main thread
+    state.start_sweeper()  # idle runs' KV caches are freed even when no request comes
+    decode = decode_events(limits)
     run, ar = views.example()
     first = views.full(views.example_status(run), "info", run, ar)
     settings = initial_settings()
@@ -167,27 +173,29 @@ def build_demo() -> gr.Blocks:
                         timing = timing_column(first)
             with gr.Tab("Learn", id="learn", elem_id="sv-tab-learn"):
                 learn.build_learn_tab()
-            build_compare_tabs(DECODE)  # the Compare and Theory & hardware tabs
+            build_compare_tabs(decode)  # the Compare and Theory & hardware tabs
         if run is not None and run.cycles:  # the slider starts on the cycle the views show
             centre["cycle"].value = views.index_on_screen(run, None)
             centre["cycle"].maximum = max(len(run.cycles) - 1, 1)
         comps = {**centre, **timing, **lesson_comps}
-        wire(demo, inputs, groups, comps)
+        wire(demo, inputs, groups, comps, decode)
         explain.wire_explain(comps)
         replay.wire_export(comps)
         lessons.wire_lessons(comps, inputs)
+    # An explicit size on every hardware: left unset, Gradio on ZeroGPU holds one waiting event in all.
+    demo.queue(max_size=limits.queue_size)
     return demo
 
 
-def wire(demo: gr.Blocks, inputs: dict, groups: list, comps: dict) -> None:
+def wire(demo: gr.Blocks, inputs: dict, groups: list, comps: dict, decode: dict) -> None:
     """Connect the buttons, the slider and the settings to the handlers."""
     settings = {k: v for k, v in inputs.items() if k in BASE_INPUTS or k in {kn.key for kn in KNOBS}}
     outputs = [comps[name] for name in views.OUTPUTS]
     common = dict(inputs_kwargs=settings, outputs=outputs, show_progress_on=[comps["status"]])
-    comps["step_btn"].click(callbacks.step, api_name="step", trigger_mode="multiple", **common, **DECODE)
-    run_event = comps["run_btn"].click(callbacks.run, api_name="run", **common, **DECODE)
-    measure = comps["measure_btn"].click(callbacks.measure_baseline, api_name="measure_ar", **common, **DECODE)
-    inputs["load"].click(callbacks.load_models, api_name="load_models", **common, **DECODE)
+    comps["step_btn"].click(callbacks.step, api_name="step", trigger_mode="multiple", **common, **decode)
+    run_event = comps["run_btn"].click(callbacks.run, api_name="run", **common, **decode)
+    measure = comps["measure_btn"].click(callbacks.measure_baseline, api_name="measure_ar", **common, **decode)
+    inputs["load"].click(callbacks.load_models, api_name="load_models", **common, **decode)
     comps["stop_btn"].click(callbacks.stop, outputs=outputs, cancels=[run_event, measure], api_name="stop",
                             show_progress="hidden")
     comps["reset_btn"].click(callbacks.reset, outputs=outputs, cancels=[run_event, measure], api_name="reset",

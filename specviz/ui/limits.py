@@ -11,6 +11,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specviz.models.loader import HUB_ID
+from specviz.ui.zerogpu import on_zero_gpu
+
+
+# On ZeroGPU each call runs in its own worker on its own GPU slice and mostly waits for one, so
+# several at once serve several visitors' Steps side by side; on 2 CPU cores one at a time is fastest.
+ZERO_GPU_CONCURRENCY = 4
+ZERO_GPU_PRELOAD = ("bundled",)  # ZeroGPU documents loading models at start-up, in the main process
 
 
 def _int(name: str, default: int) -> int:
@@ -21,6 +28,14 @@ def _int(name: str, default: int) -> int:
         return int(float(raw))
     except ValueError:
         raise ValueError(f"environment variable {name} must be a number, got {raw!r}") from None
+
+
+def _list(name: str, default: tuple[str, ...]) -> tuple[str, ...]:
+    """A comma-separated list; unset means `default`, set but empty means none."""
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    return tuple(s.strip() for s in raw.split(",") if s.strip())
 
 
 def _flag(name: str) -> bool:
@@ -38,10 +53,15 @@ class Limits:
     session_idle_s: int = 1800  # SPECVIZ_SESSION_IDLE_S: a session's run state is dropped after this
     cache_idle_s: int = 120  # SPECVIZ_CACHE_IDLE_S: an untouched run's KV caches are freed after this
     concurrency: int = 1  # SPECVIZ_CONCURRENCY: model events running at once (2 CPU cores: 1)
+    # SPECVIZ_QUEUE_SIZE: events waiting at once, for every visitor together. A class of 30 pressing
+    # Step and Run fits four times over; Gradio on ZeroGPU would otherwise hold one (blocks.queue()).
+    queue_size: int = 128
+    preload: tuple[str, ...] = ()  # SPECVIZ_PRELOAD: models loaded at start-up, in the main thread
 
     @classmethod
     def from_env(cls) -> "Limits":
         allowed = os.environ.get("SPECVIZ_ALLOWED_MODELS", "")
+        zero = on_zero_gpu()
         return cls(
             max_prompt_tokens=_int("SPECVIZ_MAX_PROMPT_TOKENS", cls.max_prompt_tokens),
             max_new_tokens=_int("SPECVIZ_MAX_NEW_TOKENS", cls.max_new_tokens),
@@ -51,7 +71,9 @@ class Limits:
             allow_local=_flag("SPECVIZ_ALLOW_LOCAL_MODELS"),
             session_idle_s=_int("SPECVIZ_SESSION_IDLE_S", cls.session_idle_s),
             cache_idle_s=_int("SPECVIZ_CACHE_IDLE_S", cls.cache_idle_s),
-            concurrency=_int("SPECVIZ_CONCURRENCY", cls.concurrency),
+            concurrency=_int("SPECVIZ_CONCURRENCY", ZERO_GPU_CONCURRENCY if zero else cls.concurrency),
+            queue_size=_int("SPECVIZ_QUEUE_SIZE", cls.queue_size),
+            preload=_list("SPECVIZ_PRELOAD", ZERO_GPU_PRELOAD if zero else ()),
         )
 
 

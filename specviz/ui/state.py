@@ -6,6 +6,7 @@ model must be loaded once. Sessions are keyed by Gradio's session hash instead.
 """
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -19,11 +20,12 @@ from specviz.decoding.runstate import LIVE, RunState
 from specviz.decoding.trace import RunTrace
 from specviz.decoding.tracefile import TraceFile
 from specviz.ui.settings import RunSettings
-from specviz.ui.zerogpu import model_device
+from specviz.ui.zerogpu import model_device, on_zero_gpu
 
 if TYPE_CHECKING:
     from specviz.measure.comparison import Comparison
 
+log = logging.getLogger(__name__)
 LIMITS = Limits.from_env()
 LIVE.idle_s = LIMITS.cache_idle_s
 MODEL_CAPACITY = 3  # models kept in memory; a 7B target plus its draft already fill a small GPU
@@ -57,9 +59,10 @@ class ModelCache:
             check_model_size(spec, LIMITS)
             where = {"device": model_device()} if model_device() else {}
             loaded = self.loader(spec, progress=progress, allow_local=LIMITS.allow_local, **where)
-            if progress is not None and loaded.n_params >= PROFILE_MIN_PARAMS:
-                progress(f"Timing {spec}'s passes on this machine (once; cached)…")
-            verify_cost(loaded)  # the planner's v(n): measured now, at load, not in the first Step
+            if not on_zero_gpu():  # there the main process has no GPU: a worker times it (once; on disk)
+                if progress is not None and loaded.n_params >= PROFILE_MIN_PARAMS:
+                    progress(f"Timing {spec}'s passes on this machine (once; cached)…")
+                verify_cost(loaded)  # the planner's v(n): measured now, at load, not in the first Step
             self.put(spec, loaded)
             return loaded
 
@@ -214,6 +217,17 @@ def load_with_progress(spec: str, progress=None) -> models.LoadedModel:
         if progress is not None:
             progress(None, desc=msg)
     return MODELS.get(spec, say)
+
+
+def preload(specs) -> None:
+    """Load `specs` now (SPECVIZ_PRELOAD; on ZeroGPU the bundled model), in the calling thread:
+    at start-up, before any GPU worker forks. A failure is logged and the page still opens; the
+    first Step that needs the model tries again and says what went wrong."""
+    for spec in specs:
+        try:
+            MODELS.get(spec, log.info)
+        except Exception:  # noqa: BLE001 -- start-up must not fail on a model; the Step reports it
+            log.exception("Could not preload model %r at start-up", spec)
 
 
 def start_sweeper(every_s: float = 30.0) -> None:

@@ -15,11 +15,11 @@ from specviz.decoding import planner
 from specviz.measure.comparison import Comparison
 from specviz.models.costs import CostProfile
 from specviz.decoding.engine import Decoder
-from specviz.models.loader import LoadedModel, ModelLoadError
+from specviz.models.loader import LoadedModel
 from specviz.decoding.runstate import RunState
 from specviz.decoding.trace import RunTrace
 from specviz.ui.state import MODELS
-from specviz.ui.zerogpu import on_gpu
+from specviz.ui.zerogpu import ModelNotInWorker, on_gpu
 
 FRAME_S = 0.12  # least time between streamed frames: faster than the eye needs, cheap to send
 # GPU seconds asked for. ZeroGPU serves short requests first, so ask for what the work needs:
@@ -29,12 +29,13 @@ MAX_S = 240  # beyond this ZeroGPU refuses anonymous visitors' requests anyway
 
 
 def model(spec: str | None) -> LoadedModel | None:
-    """A model the main process loaded before this call; never loaded here."""
+    """A model the main process loaded before this call; never loaded here. On ZeroGPU a worker
+    forked before that load lacks it: zerogpu.on_gpu then calls again in a fresh worker."""
     if spec is None:
         return None
     loaded = MODELS.peek(spec)
     if loaded is None:
-        raise ModelLoadError(f"Model '{spec}' is not loaded in this process any more (the model cache "
+        raise ModelNotInWorker(f"Model '{spec}' is not loaded in this process any more (the model cache "
                              "made room for another): press the button again to reload it.")
     return loaded
 
