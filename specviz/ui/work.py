@@ -22,9 +22,13 @@ from specviz.ui.state import MODELS
 from specviz.ui.zerogpu import ModelNotInWorker, on_gpu
 
 FRAME_S = 0.12  # least time between streamed frames: faster than the eye needs, cheap to send
-# GPU seconds asked for. ZeroGPU serves short requests first, so ask for what the work needs:
-STEP_S = 20  # one cycle, plus one prefill if this worker has no cache for the run
-PER_TOKEN_S = 0.25  # generous per new token for the preset models on a ZeroGPU slice
+# GPU seconds asked for. ZeroGPU admits a call only if the visitor's quota left covers the request
+# and serves short requests first, so ask for what the work needs, measured (docs/ZEROGPU.md,
+# scripts/gpu_call_costs.py): in a forked worker on one CPU thread a Step took 0.4-1.1 s, a fresh
+# worker's Step on a 2048-token prompt 9.5 s, a Run 0.015-0.065 s a token; a GPU is faster. A
+# worker still busy zerogpu.DEADLINE_MARGIN_S past its request ends itself.
+STEP_S = 10  # one cycle, plus one prefill if this worker has no cache for the run
+PER_TOKEN_S = 0.1  # per new token to decode
 MAX_S = 240  # beyond this ZeroGPU refuses anonymous visitors' requests anyway
 
 
