@@ -121,3 +121,33 @@ def test_rng_state_round_trips():
         a.step()
     b = Decoder.resume(target, pickle.loads(pickle.dumps(a.state())), live=LiveCaches())
     assert torch.equal(torch.rand(4, generator=a.sampling.generator), torch.rand(4, generator=b.sampling.generator))
+
+
+@pytest.mark.parametrize("method", ["pld", "draft"])
+def test_a_new_run_is_made_from_tokenizers_alone(method):
+    """engine.new_state runs no model and reads no weight (the models' weights are on the meta device,
+    where reading a value fails, and a forward pass fails the test), and a run resumed from it
+    decodes exactly as Decoder's own start does, draw for draw."""
+    from specviz.decoding.engine import new_state
+    from specviz.decoding.settings import DecodeSettings
+
+    target, draft = pair(noise=0.3, vocab=48, layers=3)
+    settings = DecodeSettings.of(method=method, k=4, temperature=1.0, top_p=0.9, seed=7, max_new_tokens=N,
+                                 chat=False)
+    prompt = PROMPTS[2] * 3
+    hollow_target, hollow_draft = pair(noise=0.3, vocab=48, layers=3)
+    for hollow in (hollow_target, hollow_draft):
+        hollow.model.to("meta")
+        hollow.model.register_forward_pre_hook(lambda *a: pytest.fail("new_state ran a model"))
+    start = new_state(hollow_target, prompt, settings, hollow_draft if method == "draft" else None)
+    assert start.ids == start.prompt_ids == target.encode(prompt, chat=False) and not start.started
+    state = start
+    while not state.done:
+        decoder = Decoder.resume(target, state.light(), draft=draft if method == "draft" else None,
+                                 live=LiveCaches())
+        decoder.step()
+        state = state.merge(decoder.state())
+    straight = specviz.generate(target, prompt, settings, draft=draft if method == "draft" else None)
+    assert state.ids[len(state.prompt_ids):] == straight.token_ids
+    assert _draws(state) == [([(n.token, n.status, n.r) for n in c.nodes], c.committed,
+                              c.new_token.token if c.new_token else None) for c in straight.cycles]

@@ -32,6 +32,21 @@ from specviz.decoding.tree import DraftTree
 from specviz.decoding.verify import verify
 
 
+def new_state(target: LoadedModel, prompt, settings: DecodeSettings, draft: LoadedModel | None = None) -> RunState:
+    """A run before its prefill, as data: a pure function of the models' tokenizers, the prompt and
+    the settings. It checks them and encodes the prompt but runs no model and reads no weight, so
+    the main process can start a run on ZeroGPU; the first Step builds the proposer in its worker."""
+    if draft is not None and settings.method == "draft":
+        check_tokenizers(target, draft)
+    prompt_ids = target.encode(prompt, settings.chat)
+    options = settings.options()
+    shown = dict(target=target.name, draft=None if draft is None else draft.name,
+                 **{n: v for n, v in options.items() if n != "record"})
+    rng = Sampling(settings.temperature, settings.top_p, settings.seed).generator.get_state()
+    return RunState(run_id=uuid.uuid4().hex, options=options, settings=shown, prompt_ids=list(prompt_ids),
+                    ids=list(prompt_ids), k=int(settings.k), rng=rng.numpy().tobytes())
+
+
 class Decoder:
     """Speculative (or plain) decoding of one prompt, one cycle per `step()`."""
 
@@ -47,28 +62,25 @@ class Decoder:
             settings = DecodeSettings.of(**kw)
         elif kw:
             settings = settings.replace(**kw)
-        self.config = settings
         method = settings.method
+        start = new_state(target, prompt, settings, draft)  # checks and encodes; runs no model
         self.sampling = Sampling(settings.temperature, settings.top_p, settings.seed)
         self.vocab = target.vocab_size
         if draft is not None and method == "draft":
-            self.vocab = check_tokenizers(target, draft)
-        self.prompt_ids = target.encode(prompt, settings.chat)
+            self.vocab = check_tokenizers(target, draft)  # already checked: read from its cache
+        self.prompt_ids = start.prompt_ids
         if isinstance(ready, Proposer):
             self.proposer = ready
         else:
             self.proposer = None if method == "ar" else make_proposer(method, target, draft, **dict(settings.knobs))
-        self.target, self.method, self.record = target, method, settings.record
+        self.target, self.record = target, settings.record
         # cost-aware drafting (planner.py): on by default; plan=False verifies every offered node
         self.planner = None
         if settings.plan and self.proposer is not None:
             self.planner = Planner(self.sampling.greedy, verify_cost(target), self.proposer.step_cost)
         self.k = self.k_max = int(settings.k)
         self.adaptive_k, self.max_new_tokens = settings.adaptive_k, int(settings.max_new_tokens)
-        self.options = settings.options()
-        self.settings = dict(target=target.name, draft=None if draft is None else draft.name,
-                             **{n: v for n, v in self.options.items() if n != "record"})
-        self.run_id = uuid.uuid4().hex
+        self.options, self.settings, self.run_id = start.options, start.settings, start.run_id
         self.ids = list(self.prompt_ids)
         self.origins: list[str] = []
         self.cycle_of: list[int] = []

@@ -11,7 +11,7 @@ from typing import Callable, Iterator
 
 import gradio as gr
 
-from specviz.decoding.engine import Decoder
+from specviz.decoding.engine import new_state
 from specviz.decoding.runstate import RunState
 from specviz.ui.limits import check_model_spec, check_prompt_text, check_run_settings
 from specviz.models.loader import EMPTY_PROMPT, check_tokenizers
@@ -83,18 +83,18 @@ def specs(settings: RunSettings) -> tuple[str, str | None]:
 def ensure_run(session: Session, settings: RunSettings, progress) -> str | None:
     """Start a new run unless the session's run already has these settings; say why.
 
-    Models load here, in the main process, never inside a GPU call. Building the Decoder
-    checks every setting and encodes the prompt; it runs no model.
+    Models load here, in the main process, never inside a GPU call. The run's first state is
+    made from the tokenizers alone (engine.new_state): no model runs outside ui/work.py.
     """
     if session.state is not None and session.settings == settings:
         return None
     check_early(settings)
     target = load_with_progress(settings.target, progress)
     draft = load_with_progress(settings.draft_spec, progress) if settings.draft_spec else None
-    decoder = Decoder(target, settings.prompt, settings.decode(), draft)
-    check_run_settings(LIMITS, settings.k, settings.max_new_tokens, len(decoder.prompt_ids))
+    state = new_state(target, settings.prompt, settings.decode(), draft)
+    check_run_settings(LIMITS, settings.k, settings.max_new_tokens, len(state.prompt_ids))
     restarted = session.state is not None
-    session.replace(decoder.state(), settings)
+    session.replace(state, settings)
     head = "Settings changed, so a new run started" if restarted else "New run"
     if draft is not None and draft.n_params > target.n_params:
         head += (f" (note: the draft, {draft.n_params / 1e6:.0f} M parameters, is larger than the target, "
