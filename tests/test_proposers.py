@@ -33,7 +33,7 @@ def logits_ranking(order):
 
 
 def cycle(n_nodes, n_accepted):
-    return types.SimpleNamespace(nodes=[None] * n_nodes, accepted=list(range(n_accepted)))
+    return types.SimpleNamespace(nodes=list(range(n_nodes)), accepted=list(range(n_accepted)))
 
 
 # -- the n-gram index ------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from specviz.models.loader import LoadedModel, check_tokenizers
 from specviz.proposers import make_proposer
 from specviz.proposers.base import ProposeContext, Proposer
 from specviz.decoding.planner import Planner, verify_cost
-from specviz.decoding.recorder import record_cycle
+from specviz.decoding.recorder import record_counts, record_cycle
 from specviz.decoding.runstate import LIVE, LiveCaches, RunState
 from specviz.decoding.sampling import Sampling
 from specviz.decoding.settings import DecodeSettings
@@ -225,10 +225,8 @@ class Decoder:
         kept = self._commit(new, kinds, cycle.index)
         if self.record:
             record_cycle(cycle, tree, verdict, logits, self.sampling, self.target.token_text)
-        else:
-            cycle.accepted, cycle.rejected = list(verdict.accepted), verdict.rejected
-            cycle.nodes = [None] * len(tree)  # counts only, for the metrics
-            cycle.retrieval_hit = tree.retrieval_hit  # feeds the retrieval_success metric
+        else:  # the same shape, without what costs time to read
+            record_counts(cycle, tree, verdict)
         cycle.committed = new[:kept]
         cycle.committed_text = self.token_texts[len(self.token_texts) - kept:] if self.record and kept else []
         cycle.origins = kinds[:kept]

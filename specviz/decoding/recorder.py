@@ -1,4 +1,8 @@
-"""Turns one cycle's tree and verdict into a CycleTrace (texts, top lists, statuses)."""
+"""Turns one cycle's tree and verdict into a CycleTrace (texts, top lists, statuses).
+
+Recorded or not, a cycle has the same shape: one NodeTrace per node sent, with its status and
+draw. Unrecorded (record=False, for timing) it leaves out only what costs time to read: texts,
+q, top lists and the replacement's probability."""
 from __future__ import annotations
 
 import torch
@@ -59,5 +63,21 @@ def record_cycle(cycle: CycleTrace, tree: DraftTree, verdict: Verdict, logits: t
     if drawn_from is None:
         drawn_from = sampling.display_probs(logits[verdict.final_row])
     cycle.new_token = Alt(verdict.new_token, text(verdict.new_token), float(drawn_from[verdict.new_token]))
+    cycle.new_kind = verdict.new_kind
+    cycle.retrieval_hit = tree.retrieval_hit
+
+
+def record_counts(cycle: CycleTrace, tree: DraftTree, verdict: Verdict) -> None:
+    """The cheap part of record_cycle: statuses, draws and what verification already read."""
+    depths, nodes = tree.depths, []
+    for i, tok in enumerate(tree.tokens):
+        judged = verdict.nodes.get(i)
+        node = NodeTrace(i, tok, "", tree.parents[i], depths[i], source=tree.source_of(i))
+        if judged is not None:
+            node.status, node.r, node.p, node.q = judged.status, judged.r, judged.p, judged.q
+            node.accept_prob = judged.accept_prob
+        nodes.append(node)
+    cycle.nodes = nodes
+    cycle.accepted, cycle.rejected = list(verdict.accepted), verdict.rejected
     cycle.new_kind = verdict.new_kind
     cycle.retrieval_hit = tree.retrieval_hit

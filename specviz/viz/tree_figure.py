@@ -15,8 +15,8 @@ LABEL_CHARS = 10  # on-node label length: neighbours one depth apart must not ov
 
 
 def nodes_of(cycle: CycleTrace) -> list[NodeTrace]:
-    """The recorded nodes (an unrecorded run keeps placeholders of None for the counts)."""
-    return [n for n in cycle.nodes if n is not None]
+    """The cycle's draft nodes (an unrecorded cycle has them too, without texts or q)."""
+    return cycle.nodes
 
 
 def is_tree(cycle: CycleTrace) -> bool:
