@@ -33,7 +33,7 @@ from specviz.measure import batch_effect  # noqa: E402
 from specviz.measure import bench  # noqa: E402
 from specviz.models import costs, timing  # noqa: E402
 from specviz.measure import theory  # noqa: E402
-from specviz.models.loader import _wrap, derive_draft, load, tiny_random  # noqa: E402
+from specviz.models.loader import derive_draft, load, tiny_random, wrap  # noqa: E402
 
 PROMPTS = ROOT.parent / "shared" / "bench" / "prompts.json"
 METHODS = ("hf", "hf_pld", "ar", "pld", "logitspec", "head")
@@ -80,7 +80,7 @@ def big_target(smoke: bool, small):
     config = LlamaConfig(**SMOLLM2_17B)
     with torch.device(small.device):
         model = LlamaForCausalLM(config).to(small.dtype)
-    return _wrap(model, small.tokenizer, "random SmolLM2-1.7B shape"), small
+    return wrap(model, small.tokenizer, "random SmolLM2-1.7B shape"), small
 
 
 # -- part 1: speed against HF generate --------------------------------------------------------------

@@ -57,8 +57,7 @@ def in_process(method: str, steps: int, rebuild: bool = False) -> tuple[list[flo
         before = SESSIONS.get(request.session_hash).state
         rebuild_before = before.rebuild_s if before is not None else 0.0
         t0 = time.perf_counter()
-        for _ in callbacks.step(request, progress=None, **values):
-            pass
+        callbacks.step(request, progress=None, **values)
         wall = time.perf_counter() - t0
         state = SESSIONS.get(request.session_hash).state
         if state is None or not state.cycles:

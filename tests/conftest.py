@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from specviz.browser import CHROMIUM, launch_chromium
+from specviz.browser import CHROMIUM, launch_chromium, serve
+from tests.app_client import HeldRun
 
 # ../shared/bench/prompts.json beside the repository, where CI and developers find it.
 BENCH_PROMPTS = Path(__file__).resolve().parents[1].parent / "shared" / "bench" / "prompts.json"
@@ -70,6 +71,31 @@ def bundled_target():
     import specviz
 
     return specviz.load("bundled")
+
+
+@pytest.fixture(scope="module")
+def app_url(bundled_target):
+    """The app served in-process on a free port, its model cache primed with the session's bundled
+    model (so the app and `specviz.generate` use the very same weights); one per test module."""
+    from specviz.ui.state import MODELS
+
+    MODELS.put("bundled", bundled_target)
+    demo, url = serve()
+    yield url
+    demo.close()
+
+
+@pytest.fixture
+def held_run(monkeypatch):
+    """The in-process app's Run streams a cycle per frame and holds after its first frame until the
+    test calls `held_run.release()` (tests/app_client.py: HeldRun). The app runs in this process,
+    so patching specviz.ui.work.run reaches the thread that serves the Run."""
+    from specviz.ui import work
+
+    held = HeldRun(work.run)
+    monkeypatch.setattr(work, "run", held)
+    yield held
+    held.release()  # never leave the app's thread waiting on a failed test
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""What decoding must produce, worked out independently of specviz.decoding.sampling.
+"""What decoding must produce, worked out independently of specviz.drafting.sampling.
 
 numpy in float64 and the nucleus by its textbook definition (the smallest set of most likely
 tokens whose mass reaches top-p), so an error in `probs_from_logits` cannot hide in the

@@ -1,73 +1,28 @@
 """The app driven through its public API with gradio_client, on the bundled model.
 
-The app runs in-process on a free port; its model cache is primed with the session's bundled
+The app runs in-process on a free port (conftest.py's `app_url`); its model cache is primed with the session's bundled
 model, so the app and `specviz.generate` use the very same weights.
 """
 from __future__ import annotations
 
 import re
-import time
 
 import huggingface_hub.constants
 import pytest
 
 import specviz
-from specviz.browser import serve
 from specviz.models.loader import EMPTY_PROMPT
+from tests.app_client import PROMPT, SHORT, STREAM_TIMEOUT_S, call, cycle_no, named, wait_for
 
 pytestmark = [pytest.mark.bundled, pytest.mark.slow]
 
 gradio_client = pytest.importorskip("gradio_client")
-
-PROMPT = "Write the days of the week, one per line: Monday, Tuesday, Wednesday."
-# K and top-p explicit: the page's own defaults follow the example run it opens on (sampled)
-SHORT = dict(prompt=PROMPT, max_new_tokens=24, method="pld", k=4, top_p=1.0)
-STREAM_TIMEOUT_S = 600  # a cycle can take seconds on a busy 2-core machine
-
-
-@pytest.fixture(scope="module")
-def app_url(bundled_target):
-    from specviz.ui.state import MODELS
-
-    MODELS.put("bundled", bundled_target)
-    demo, url = serve()
-    yield url
-    demo.close()
 
 
 @pytest.fixture
 def client(app_url):
     """A fresh client: its own Gradio session, so its own decoder."""
     return gradio_client.Client(app_url, verbose=False)
-
-
-def named(values) -> dict:
-    from specviz.ui.views import OUTPUTS
-
-    return dict(zip(OUTPUTS, values))
-
-
-def call(client, api_name: str, **kw) -> dict:
-    return named(client.predict(api_name=api_name, **kw))
-
-
-def cycle_no(out: dict) -> int:
-    match = re.search(r"Cycle (\d+)", out["narration"])
-    assert match, f"no cycle in the narration: {out['narration']!r}"
-    return int(match.group(1))
-
-
-def wait_for(job, predicate, timeout: float = STREAM_TIMEOUT_S):
-    """Poll a submitted job's streamed outputs until one satisfies `predicate`."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        for values in job.outputs():
-            if predicate(named(values)):
-                return named(values)
-        if job.done():
-            break
-        time.sleep(0.2)
-    raise AssertionError("no streamed output matched")
 
 
 def test_step_runs_one_cycle_each(client):
@@ -108,21 +63,30 @@ def test_run_streams_cycles_and_matches_generate(client, bundled_target, method,
     assert BASELINES.get(from_inputs(kw).ar_key()) is baseline  # not measured again
 
 
-def test_stop_interrupts_run_and_step_continues(client):
-    """Stop ends a streaming Run; the same run then continues with Step."""
+def test_stop_interrupts_run_and_step_continues(client, held_run):
+    """Stop ends a streaming Run after the cycle it is in, before the run is finished, and says so;
+    the same run then continues with Step at the next cycle. `held_run` keeps the Run waiting after
+    its first cycle until the Stop has arrived, so a fast machine cannot finish it first."""
     kw = dict(prompt="Tell me a long story about a dragon and a knight.", method="layerskip",
               max_new_tokens=250)  # within SPECVIZ_MAX_NEW_TOKENS (256 by default)
     job = client.submit(api_name="/run", **kw)
-    seen = wait_for(job, lambda o: "Running" in o["status"])
+    first = wait_for(job, lambda o: "Running" in o["status"])
+    assert cycle_no(first) == 0
     stopped = call(client, "/stop")
     assert "Stopped" in stopped["status"]
-    end = time.monotonic() + 120
-    while not job.done() and time.monotonic() < end:
-        time.sleep(0.2)
-    assert job.done(), "Run did not stop"
+    held_run.release()
+    job.result(timeout=STREAM_TIMEOUT_S)
+    assert held_run.closed.wait(STREAM_TIMEOUT_S), "the Run's decoding did not end"
+    frames = [named(v) for v in job.outputs()]
+    assert "Stopped" in frames[-1]["status"], frames[-1]["status"]
+    assert not any("Run finished" in f["status"] for f in frames)
+    # the cycle under way when Stop came, and no more: the run is far from its 250 tokens
+    assert len(held_run.states) == 2
+    last = held_run.states[-1]
+    assert not last.done and len(last.origins) < kw["max_new_tokens"]
     out = call(client, "/step", **kw)
-    assert "sv-status-ok" in out["status"] and "New run" not in out["status"]
-    assert cycle_no(out) > cycle_no(seen)
+    assert "sv-status-ok" in out["status"] and "New run" not in out["status"], out["status"]
+    assert cycle_no(out) == last.n_cycles  # the stopped run's last cycle + 1
 
 
 def test_reset_clears_the_run(client):

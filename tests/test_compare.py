@@ -1,7 +1,7 @@
 """The Compare and Theory & hardware tabs driven through gradio_client, on the bundled model.
 
 The app runs in-process on a free port with its model cache primed with the session's bundled
-model, as in test_app_api.py.
+model (conftest.py's `app_url`).
 """
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import pytest
 
 from specviz.measure.comparison import Comparison, Config, Shared, parse_rows
 from specviz.viz.compare_figures import compare_table_html
-from tests.test_app_api import app_url  # noqa: F401 -- the same in-process app, with the bundled model in its cache
 
 gradio_client = pytest.importorskip("gradio_client")
 

@@ -1,6 +1,6 @@
 """The chain rule of verify.py, on its own, follows the target's distribution exactly.
 
-The expectation comes from tests/reference.py, not from specviz.decoding.sampling; the same test fails
+The expectation comes from tests/reference.py, not from specviz.drafting.sampling; the same test fails
 when the replacement is drawn from p instead of the residual (tests/twins.py). The whole engine,
 chains and trees, every proposer kind and every broken twin, is checked in test_exactness.py.
 """
@@ -10,9 +10,9 @@ import torch
 
 import specviz
 import specviz.decoding.verify as verify_mod
-from specviz.decoding.sampling import Sampling, probs_from_logits
+from specviz.drafting.sampling import Sampling, probs_from_logits
 from specviz.teach.toy import chi_square_p_value, tv, tv_threshold
-from specviz.decoding.tree import DraftTree
+from specviz.drafting.tree import DraftTree
 from tests import twins
 from tests.reference import nucleus
 from tests.tiny import pair

@@ -2,7 +2,7 @@
 
 Checked at T = 0.7 with top-p = 0.9 (and at T = 1) for chains and trees, with a draft model,
 the draft head, and deterministic drafts. The expectation comes from tests/reference.py (numpy,
-the nucleus by its definition), never from specviz.decoding.sampling. The same check must fail for every
+the nucleus by its definition), never from specviz.drafting.sampling. The same check must fail for every
 broken twin of verify.py's rules (tests/twins.py): that is how we know it can fail.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ from specviz.proposers.draft_model import DraftModelProposer
 from specviz.proposers.head import HeadProposer
 from specviz.teach.toy import chi_square_p_value
 from specviz.decoding.trace import BONUS, FROM_DRAFT, RESAMPLED
-from specviz.head.train import new_head
+from specviz.training.head_train import new_head
 from tests import twins
 from tests.reference import exact_joint
 from tests.tiny import FixedTreeProposer, TwoChains

@@ -21,9 +21,8 @@ from specviz.models.families import FAMILIES, derive_draft, family_of, tiny_rand
 from specviz.models.kvcache import cache_len, new_cache, rollback
 from specviz.models.loader import ModelLoadError, TokenizerMismatch, load
 from specviz.proposers.layer_skip import self_draft
-from specviz.decoding.tree import DraftTree
-from tests.test_models import word_tokenizer
-from tests.tiny import hf_greedy
+from specviz.drafting.tree import DraftTree
+from tests.tiny import hf_greedy, word_tokenizer
 
 TESTED = ("llama", "qwen2", "gemma3", "gpt2")  # families with twin tests below; presets must stay inside
 METHODS = ("ar", "draft", "pld", "logitspec", "layerskip")  # "head" fits the bundled model only
@@ -109,7 +108,7 @@ def sampling_pair(family: str):
 @torch.inference_mode()
 def exact_second_token(target, ids) -> torch.Tensor:
     """p(t2) = Σ p(t1) p(t2 | t1), by full forwards with no cache (the model's own masks)."""
-    from specviz.decoding.sampling import probs_from_logits
+    from specviz.drafting.sampling import probs_from_logits
 
     p1 = probs_from_logits(target.model(torch.tensor([ids])).logits[0, -1], SAMPLE_T, 1.0)
     batch = torch.tensor([ids + [t] for t in range(SAMPLE_V)])
@@ -197,7 +196,7 @@ def test_rolled_back_cache_equals_fresh_prefill(family):
     """After 14 tree and chain cycles of accepts and rejects, the target's cache gives the logits
     of a fresh prefill (max diff ≤ 1e-4), the context having grown past several windows."""
     model = twin(family)[0].model
-    cache = new_cache(model.config)
+    cache = new_cache()
     seq = cycles(model, cache)
     assert len(seq) >= 3 * WINDOW
     assert cached_vs_fresh(model, cache, seq) <= 1e-4
@@ -226,7 +225,7 @@ def test_layer_skip_cache_with_empty_layers_rolls_back(family):
     """A layer-skip draft's cache, where skipped layers stay empty, rolls back through chain cycles
     to the logits of a fresh prefill of the same skipping model."""
     shell = self_draft(twin(family)[0].model, [0, 2])
-    cache = new_cache(shell.config)
+    cache = new_cache()
     seq = cycles(shell, cache, trees=False, seed=2)
     assert sorted(layer.get_seq_length() for layer in cache.layers) == [0, len(seq) - 1, len(seq) - 1]
     assert cached_vs_fresh(shell, cache, seq) <= 1e-4
@@ -238,7 +237,7 @@ def test_rollback_check_catches_a_tree_mask_without_the_window(monkeypatch):
     real = kvcache_mod.layer_kinds  # only tree masks read it: DraftTree.model_mask
     monkeypatch.setattr(kvcache_mod, "layer_kinds", lambda config: [(kind, None) for kind, _ in real(config)])
     model = twin("gemma3")[0].model
-    cache = new_cache(model.config)
+    cache = new_cache()
     seq = cycles(model, cache)
     assert cached_vs_fresh(model, cache, seq) > 1e-3
 

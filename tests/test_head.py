@@ -11,14 +11,14 @@ from specviz.head.model import DEFAULT_PATH, load_head, save_head
 from specviz.models.loader import ModelLoadError, tiny_random
 from specviz.proposers.base import ProposeContext
 from specviz.proposers.head import HeadProposer
-from specviz.head.train import collect, new_head, train, vocab_subset
+from specviz.training.head_train import collect, new_head, train, vocab_subset
 
 PROMPT = [1, 2, 3]
 SUBSET = 4  # of the tiny vocabulary's 6 tokens: q is 0 on the other two
 
 
 class CheckedHeadProposer(HeadProposer):
-    """Checks, at every proposal, that the head reads the hidden state the engine's state implies.
+    """Checks, at every proposal, that the hidden state the engine hands over (ctx.last_hidden) is the one its state implies.
 
     1. Through the target's LM head it gives ctx.last_logits (the row the newest token came from).
     2. It equals the target's final-norm output at that position computed from scratch, in one
@@ -29,10 +29,10 @@ class CheckedHeadProposer(HeadProposer):
     def propose(self, ctx):
         model = self.target_model
         with torch.inference_mode():
-            logits = model.get_output_embeddings()(self.f)[: ctx.last_logits.shape[-1]]
+            logits = model.get_output_embeddings()(ctx.last_hidden)[: ctx.last_logits.shape[-1]]
             scratch = model.base_model(torch.tensor([ctx.ids[:-1]])).last_hidden_state[0, -1]
         torch.testing.assert_close(logits, ctx.last_logits, atol=1e-4, rtol=1e-4)
-        torch.testing.assert_close(self.f, scratch, atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(ctx.last_hidden, scratch, atol=1e-4, rtol=1e-4)
         type(self).checks += 1
         return super().propose(ctx)
 
@@ -73,7 +73,8 @@ def test_tiny_head_q_is_zero_off_its_subset(tiny_head):
     proposer = HeadProposer(head, target.model)
     dec = Decoder(target, PROMPT, method=proposer, k=3, temperature=1.0, chat=False)
     dec.prefill()
-    tree = proposer.propose(ProposeContext(dec.ids, dec.last_logits, 3, dec.sampling, len(PROMPT)))
+    tree = proposer.propose(ProposeContext(dec.ids, dec.last_logits, 3, dec.sampling, len(PROMPT),
+                                           last_hidden=dec.last_hidden))
     off = [t for t in range(6) if t not in head.vocab_ids.tolist()]
     for q, x in zip(tree.q, tree.tokens):
         assert abs(float(q.sum()) - 1) < 1e-5 and float(q[off].sum()) == 0 and q[x] > 0
@@ -89,11 +90,11 @@ def test_shipped_head_loads_offline():
 
 def test_missing_or_corrupt_file_says_what_to_do(tmp_path):
     """A missing file and a file of garbage both raise ModelLoadError naming the file and the fix."""
-    with pytest.raises(ModelLoadError, match=r"no draft head at .*nothing\.safetensors.*head\.train"):
+    with pytest.raises(ModelLoadError, match=r"no draft head at .*nothing\.safetensors.*training\.head_train"):
         load_head(tmp_path / "nothing.safetensors")
     bad = tmp_path / "bad.safetensors"
     bad.write_bytes(b"\x00not a safetensors file" * 10)
-    with pytest.raises(ModelLoadError, match=r"bad\.safetensors.*head\.train"):
+    with pytest.raises(ModelLoadError, match=r"bad\.safetensors.*training\.head_train"):
         load_head(bad)
 
 
@@ -110,7 +111,7 @@ def test_wrong_shape_says_what_to_do(tiny_head, tmp_path):
     tensors = load_file(str(path))
     tensors["fc.weight"] = tensors["fc.weight"][:, :-1].contiguous()
     save_file(tensors, str(path), metadata=meta)
-    with pytest.raises(ModelLoadError, match=r"head\.safetensors.*shape.*head\.train"):
+    with pytest.raises(ModelLoadError, match=r"head\.safetensors.*shape.*training\.head_train"):
         load_head(path)
 
 

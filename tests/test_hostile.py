@@ -12,7 +12,7 @@ import pytest
 
 import specviz
 from specviz.models.loader import EMPTY_PROMPT, tiny_random
-from tests.test_app_api import SHORT, app_url, call, cycle_no, named, wait_for  # noqa: F401
+from tests.app_client import SHORT, call, cycle_no, named, wait_for
 
 pytestmark = [pytest.mark.bundled, pytest.mark.slow]
 gradio_client = pytest.importorskip("gradio_client")
@@ -62,7 +62,7 @@ CASES = [  # (id, change to the SHORT settings, expected text in the status, or 
 
 
 @pytest.fixture(scope="module")
-def offline_app(app_url, bundled_target):  # noqa: F811
+def offline_app(app_url, bundled_target):
     from specviz.ui.state import MODELS
 
     # a tiny target with the bundled tokenizer, so the bundled model is a (larger) valid draft
@@ -145,7 +145,7 @@ def test_raw_http_inputs_get_a_message(offline_app, name, patch, expected):
     assert "sv-status-ok" in after["status"]
 
 
-def test_eight_concurrent_sessions_get_their_own_output(app_url, bundled_target):  # noqa: F811
+def test_eight_concurrent_sessions_get_their_own_output(app_url, bundled_target):
     """8 clients run at once with different prompts and seeds; each gets exactly what
     specviz.generate gives alone for its prompt and seed."""
     jobs = [dict(prompt=f"Name {n} animals that live in the sea.", seed=n, method="pld", temperature=0.8,
@@ -163,7 +163,7 @@ def test_eight_concurrent_sessions_get_their_own_output(app_url, bundled_target)
         assert text == alone.text
 
 
-def test_memory_stays_flat_over_200_runs(app_url):  # noqa: F811
+def test_memory_stays_flat_over_200_runs(app_url):
     """200 short runs in one session: resident memory after run 200 is within 10 % of run 20."""
     client = gradio_client.Client(app_url, verbose=False)
     process = psutil.Process()
@@ -176,9 +176,10 @@ def test_memory_stays_flat_over_200_runs(app_url):  # noqa: F811
     assert rss[200] <= 1.10 * rss[20], rss
 
 
-def test_stop_mid_run_leaves_consistent_caches(app_url):  # noqa: F811
+def test_stop_mid_run_leaves_consistent_caches(app_url, held_run):
     """After Stop in the middle of a Run the session steps again at once, and the target cache
-    parked for its run holds exactly its committed tokens but the newest."""
+    parked for its run holds exactly its committed tokens but the newest. (`held_run` keeps the Run
+    going until the Stop has arrived, so it is stopped mid-run on any machine.)"""
     from specviz.ui.state import SESSIONS
 
     client = gradio_client.Client(app_url, verbose=False)
@@ -186,7 +187,9 @@ def test_stop_mid_run_leaves_consistent_caches(app_url):  # noqa: F811
     job = client.submit(api_name="/run", **kw)
     wait_for(job, lambda o: "Running" in o["status"])
     call(client, "/stop")
+    held_run.release()
     job.result(timeout=300)
+    assert held_run.closed.wait(300) and not held_run.states[-1].done
     out = call(client, "/step", **kw)
     assert "sv-status-ok" in out["status"]
     from specviz.decoding.runstate import LIVE

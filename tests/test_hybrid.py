@@ -13,7 +13,7 @@ from specviz.proposers.head import HeadProposer
 from specviz.proposers.hybrid import HybridProposer
 from specviz.proposers.logitspec import LogitSpecProposer
 from specviz.teach.toy import chi_square_p_value
-from specviz.head.train import new_head
+from specviz.training.head_train import new_head
 from tests.reference import exact_joint
 from tests.tiny import PROMPTS, hf_greedy
 
@@ -42,20 +42,27 @@ def test_nodes_carry_their_sources_true_q(models):
     sources = set()
     for cycle in decoder:
         for node in cycle.nodes:
-            sources.add(node.source.split(" ")[0])
+            sources.add(node.source)
             assert (node.q is None) == (node.source != "head")
-    assert {"head", "root", "cand"} <= sources
+    assert {"head", "root", "candidate"} <= sources
 
 
 def test_greedy_hybrid_is_lossless():
-    """Greedy hybrid decoding, with the planner on or off, gives HF generate's tokens."""
+    """Greedy hybrid decoding, with the planner on or off, gives HF generate's tokens; every run
+    verified draft nodes and accepted some, and the planner, when on, cut some of what was offered
+    (off, it sends all): a planner that sends nothing fails this."""
     target = tiny_random(vocab_size=48, layers=3, seed=4)
     head = new_head(target.model, torch.arange(48), seed=1, intermediate=32)
     for plan in (True, False):
+        cut = 0
         for prompt in PROMPTS:
             run = specviz.generate(target, prompt * 3, method=_hybrid(target, head), k=6, max_new_tokens=30,
                                    chat=False, plan=plan)
             assert run.token_ids == hf_greedy(target, prompt * 3, 30)
+            assert sum(len(c.nodes) for c in run.cycles) > 0, (plan, prompt)
+            assert sum(len(c.accepted) for c in run.cycles) > 0, (plan, prompt)
+            cut += sum(c.offered - len(c.nodes) for c in run.cycles)
+        assert (cut > 0) if plan else (cut == 0)
 
 
 def test_without_a_trained_head_the_tree_is_logitspec_alone():

@@ -1,5 +1,7 @@
-"""The package's folders are its layers, and imports only go down: models → decoding → measure
-and teach → viz → ui → tools. The README's architecture section names the same folders."""
+"""The package's folders are its layers, each with a rank of its own, and imports only go down:
+models → head → proposers → decoding → measure → teach → viz → ui → training → tools. No two
+modules import each other, however indirectly. The README's architecture section names the
+same folders in the same order."""
 import ast
 import re
 import subprocess
@@ -11,31 +13,37 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "specviz"
 
-# Rank of each layer; a module may import its own rank or lower. Proposers and the draft head
-# are decoding: the engine makes proposers, proposers draft with the head.
-LAYERS = {
-    "models": 0,
-    "decoding": 1, "proposers": 1, "head": 1,
-    "measure": 2, "teach": 2,
-    "viz": 3,
-    "ui": 4,
-}
-TOOLS = 5  # top-level modules: cli, browser, __main__, and the package's own __init__
+# Lowest first; a module may import its own folder or one listed before it. The head is a network
+# over a target model; drafting is what a draft is (its tree, its sampling rules), which proposers
+# return and sample with; the engine (decoding) builds proposers by name; measure and teach run the
+# engine or its rules; viz draws their results; ui shows them; training evaluates the head it trains
+# with the engine.
+LAYERS = ("models", "head", "drafting", "proposers", "decoding", "measure", "teach", "viz", "ui", "training")
+RANK = {name: i for i, name in enumerate(LAYERS)}
+TOOLS = len(LAYERS)  # top-level modules: cli, browser, __main__, and the package's own __init__
 
 
-def layer_of(module: str) -> int:
+def layer_of(module: str) -> float:
     parts = module.split(".")
-    if len(parts) < 2 or parts[1] not in LAYERS:
+    if len(parts) < 2 or parts[1] not in RANK:
         return TOOLS
-    return LAYERS[parts[1]]
+    return RANK[parts[1]]
 
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+def module_name(path: Path, root: Path = ROOT) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imported_modules(path: Path, module: str) -> list[tuple[int, str]]:
+def _target_of(node: ast.ImportFrom, package: list[str]) -> str:
+    """The module a `from … import` reads from, relative imports resolved against `package`."""
+    if not node.level:
+        return node.module or ""
+    base = package[: len(package) - node.level + 1]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def imported_modules(path: Path, module: str, root: Path = ROOT) -> list[tuple[int, str]]:
     """(line, module) for every specviz module the file imports, at any depth of its code;
     `module` is the file's dotted name, which relative imports start from."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -46,17 +54,13 @@ def imported_modules(path: Path, module: str) -> list[tuple[int, str]]:
         if isinstance(node, ast.Import):
             found += [(node.lineno, a.name) for a in node.names if a.name.split(".")[0] == "specviz"]
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package[: len(package) - node.level + 1]
-                target = ".".join(base + ([node.module] if node.module else []))
-            else:
-                target = node.module or ""
+            target = _target_of(node, package)
             if target.split(".")[0] != "specviz":
                 continue
             # `from specviz.x import y` may name a module y: count the deeper one when it exists
             for a in node.names:
                 sub = f"{target}.{a.name}"
-                as_path = ROOT / sub.replace(".", "/")
+                as_path = root / sub.replace(".", "/")
                 found.append((node.lineno, sub if as_path.with_suffix(".py").exists() or as_path.is_dir()
                               else target))
     return found
@@ -66,6 +70,67 @@ def upward_imports(path: Path, module: str) -> list[str]:
     mine = layer_of(module)
     return [f"{module}:{line} imports {target}" for line, target in imported_modules(path, module)
             if layer_of(target) > mine]
+
+
+def import_graph(package: Path, root: Path = ROOT) -> dict[str, set[str]]:
+    """Module → the other modules of the package it imports, deferred imports included."""
+    graph = {}
+    for path in sorted(package.rglob("*.py")):
+        name = module_name(path, root)
+        graph[name] = {t for _, t in imported_modules(path, name, root) if t != name}
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle (a path that ends where it starts) per group of modules that reach each other."""
+    return [_cycle_through(sorted(group)[0], group, graph) for group in _strong_components(graph)
+            if len(group) > 1]
+
+
+def _strong_components(graph: dict[str, set[str]]) -> list[set[str]]:
+    """Tarjan's algorithm: modules grouped so that each group's members all reach one another."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[set[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:  # v is the first of its group reached: the group is on the stack above it
+            group = set(stack[stack.index(v):])
+            del stack[stack.index(v):]
+            groups.append(group)
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(groups, key=sorted)
+
+
+def _cycle_through(start: str, group: set[str], graph: dict[str, set[str]]) -> list[str]:
+    """The shortest path from `start` back to itself inside `group` (breadth first)."""
+    came_from: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        reached = []
+        for v in frontier:
+            if start in graph[v]:
+                path = [v]
+                while path[-1] != start:
+                    path.append(came_from[path[-1]])
+                return [*reversed(path), start]
+            for w in sorted(graph[v] & group - came_from.keys() - {start}):
+                came_from[w] = v
+                reached.append(w)
+        frontier = reached
+    raise AssertionError(f"{start} is in a group of modules that reach each other but on no cycle")
 
 
 def test_every_module_imports_only_its_own_layer_or_below():
@@ -78,12 +143,75 @@ def test_every_module_imports_only_its_own_layer_or_below():
 
 def test_the_walker_catches_upward_imports_in_any_form(tmp_path):
     """A decoding module that imports viz relatively, ui absolutely, or cli inside a function is
-    reported three times; its imports of models and of its own layer are not."""
+    reported three times; its imports of models, proposers and of its own layer are not."""
     fake = tmp_path / "fake.py"
     fake.write_text("from ..viz import tree_figure\nimport specviz.ui.state\nfrom ..models import kvcache\n"
-                    "from . import trace\ndef f():\n    from specviz import cli\n")
+                    "from . import trace\nfrom specviz.proposers import base\ndef f():\n    from specviz import cli\n")
     found = upward_imports(fake, "specviz.decoding.fake")
     assert [f.split(" imports ")[1] for f in found] == ["specviz.viz.tree_figure", "specviz.ui.state", "specviz.cli"]
+
+
+def test_each_folder_has_a_rank_of_its_own(tmp_path):
+    """Folders once ranked alike are now ordered: the head may not import proposers, proposers may
+    not import the engine, measure may not import teach, drafting may not import proposers; a
+    proposer may import the draft tree and sampling rules, which rank below it, and the training
+    code may import the engine."""
+    fake = tmp_path / "fake.py"
+    fake.write_text("from specviz.proposers import base\n")
+    assert upward_imports(fake, "specviz.head.fake") != []
+    fake.write_text("from specviz.decoding import engine\nimport specviz.decoding.settings\n")
+    assert len(upward_imports(fake, "specviz.proposers.fake")) == 2
+    fake.write_text("from specviz.teach import toy\n")
+    assert upward_imports(fake, "specviz.measure.fake") != []
+    fake.write_text("from specviz.drafting.tree import DraftTree\nfrom ..drafting import sampling\n")
+    assert upward_imports(fake, "specviz.proposers.fake") == []
+    fake.write_text("from specviz.proposers import base\n")
+    assert upward_imports(fake, "specviz.drafting.fake") != []
+    fake.write_text("from specviz.decoding.engine import generate\nfrom specviz.proposers.head import HeadProposer\n")
+    assert upward_imports(fake, "specviz.training.fake") == []
+    assert len({RANK[name] for name in LAYERS}) == len(LAYERS)
+
+
+def test_no_two_modules_import_each_other():
+    """The package's import graph, deferred imports included, has no cycle: no module reaches
+    itself through the modules it imports."""
+    graph = import_graph(PACKAGE)
+    assert len(graph) > 40
+    assert import_cycles(graph) == []
+
+
+def _plant(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root / "specviz"
+
+
+def test_the_cycle_check_finds_planted_cycles(tmp_path):
+    """A temporary package with a two-module cycle closed by a deferred relative import, and a
+    three-module cycle through an attribute import, is reported with both cycles and nothing
+    else: a module that only imports into a cycle is not part of one."""
+    package = _plant(tmp_path, {
+        "specviz/__init__.py": "",
+        "specviz/alpha/__init__.py": "",
+        "specviz/alpha/a.py": "from specviz.alpha import b\n",
+        "specviz/alpha/b.py": "def later():\n    from . import a\n",
+        "specviz/alpha/outside.py": "import specviz.alpha.a\n",
+        "specviz/beta/__init__.py": "",
+        "specviz/beta/c.py": "import specviz.beta.d\n",
+        "specviz/beta/d.py": "from specviz.beta.e import THING\n",
+        "specviz/beta/e.py": "THING = 1\nfrom .c import *\n",
+    })
+    cycles = import_cycles(import_graph(package, tmp_path))
+    assert cycles == [["specviz.alpha.a", "specviz.alpha.b", "specviz.alpha.a"],
+                      ["specviz.beta.c", "specviz.beta.d", "specviz.beta.e", "specviz.beta.c"]]
+
+
+def test_the_cycle_check_passes_an_acyclic_graph():
+    """A graph where imports fan out and meet again, without returning, has no cycle."""
+    graph = {"a": {"b", "c"}, "b": {"d"}, "c": {"d"}, "d": set()}
+    assert import_cycles(graph) == []
 
 
 @pytest.mark.parametrize("package", ["specviz.viz", "specviz.teach", "specviz.teach.toy", "specviz.decoding.trace"])
@@ -96,13 +224,14 @@ def test_drawing_and_teaching_do_not_import_transformers(package):
 
 
 def test_the_readme_names_every_folder_of_the_package():
-    """The README's architecture section lists each layer folder and each top-level module."""
+    """The README's architecture section lists each layer folder, in the layers' order, and each
+    top-level module."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     section = readme.split("## Architecture", 1)[1].split("\n## ", 1)[0]
     folders = sorted(p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists())
     assert folders == sorted(LAYERS)
-    for name in folders:
-        assert re.search(rf"`specviz/{name}/`", section), name
+    assert re.findall(r"^\d+\. `specviz/(\w+)/`", section, flags=re.M) == list(LAYERS)
+    assert " → ".join(LAYERS) in section
     for path in PACKAGE.glob("*.py"):
         if path.name not in ("__init__.py", "__main__.py"):
             assert f"`{path.name}`" in section or f"`specviz/{path.name}`" in section, path.name

@@ -12,31 +12,14 @@ from specviz.models import bundled as bundled_mod
 from specviz.models import loader as models
 from specviz.models.loader import (EMPTY_PROMPT, ModelLoadError, TokenizerMismatch, check_tokenizers,
                             derive_draft, load, tiny_random)
+from tests.tiny import word_tokenizer
 
 PROMPT = [1, 5, 9, 2, 7, 7, 3]
-CHAT = ("{% for m in messages %}<user> {{ m['content'] }} {% endfor %}"
-        "{% if add_generation_prompt %}<assistant>{% endif %}")
 
 
 def logits(loaded, ids=PROMPT):
     with torch.no_grad():
         return loaded.model(torch.tensor([ids])).logits[0]
-
-
-def word_tokenizer(n=40, swap=None):
-    """A word-level tokenizer: specials at 0-3, then 'w4'..'w{n-1}'; `swap` exchanges two ids."""
-    from tokenizers import Tokenizer, models as tmodels, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    vocab = {"<unk>": 0, "<eos>": 1, "<user>": 2, "<assistant>": 3, **{f"w{i}": i for i in range(4, n)}}
-    if swap:
-        a, b = swap
-        vocab[f"w{a}"], vocab[f"w{b}"] = b, a
-    backend = Tokenizer(tmodels.WordLevel(vocab, unk_token="<unk>"))
-    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tok = PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="<unk>", eos_token="<eos>")
-    tok.chat_template = CHAT
-    return tok
 
 
 @pytest.fixture(scope="module")

@@ -8,20 +8,21 @@ import torch
 import specviz
 from specviz.decoding.engine import Decoder
 from specviz.models.loader import derive_draft, tiny_random
-from specviz.decoding.planner import PRIOR_V, PROFILE_MIN_PARAMS, Planner, verify_cost
+from specviz.decoding.planner import PRIOR_V, PROFILE_MIN_PARAMS, Planner, key, verify_cost
 from specviz.proposers.draft_model import DraftModelProposer
 from specviz.teach.toy import chi_square_p_value
-from specviz.decoding.tree import DraftTree
+from specviz.drafting.tree import DraftTree, Source, SourceKind
 from tests.reference import exact_joint
 from tests.tiny import PROMPTS, hf_greedy
 
-CHAIN = DraftTree.chain([5, 6, 7, 8], sources=["lookup 3-gram"] * 4)
+LOOKUP, HEAD = Source(SourceKind.LOOKUP, ngram=3), Source(SourceKind.HEAD)
+CHAIN = DraftTree.chain([5, 6, 7, 8], sources=[LOOKUP] * 4)
 
 
 def _planner_with(rate: float, reached: int = 50, v=PRIOR_V) -> Planner:
     planner = Planner(greedy=True, v=v)
     for depth in range(1, 9):
-        planner.counts[f"lookup 3-gram|{depth}"] = [rate * reached, float(reached)]
+        planner.counts[key(LOOKUP, depth)] = [rate * reached, float(reached)]
     return planner
 
 
@@ -48,14 +49,14 @@ def test_a_likely_branch_goes_ahead_of_an_unlikely_one_before_it():
     """A tree whose first branch is a 6-token retrieval chain accepted 20 % of the time and whose
     second is a 3-token head chain accepted 90 %: with v(n) = 0.7 + 0.3 n the planner sends the head
     chain, not a prefix of the tree (which would have to start with the unlikely chain)."""
-    retrieval = DraftTree.chain([5, 6, 7, 8, 9, 10], sources=["lookup 3-gram"] * 6)
-    head = DraftTree.chain([11, 12, 13], sources=["head"] * 3)
+    retrieval = DraftTree.chain([5, 6, 7, 8, 9, 10], sources=[LOOKUP] * 6)
+    head = DraftTree.chain([11, 12, 13], sources=[HEAD] * 3)
     tree = DraftTree(retrieval.tokens + head.tokens, retrieval.parents + [-1, 6, 7],
                      sources=retrieval.sources + head.sources)
     planner = Planner(greedy=False, v=lambda n: 0.7 + 0.3 * n)
     for depth in range(1, 9):
-        planner.counts[f"lookup 3-gram|{depth}"] = [10.0, 50.0]
-        planner.counts[f"head|{depth}"] = [45.0, 50.0]
+        planner.counts[key(LOOKUP, depth)] = [10.0, 50.0]
+        planner.counts[key(HEAD, depth)] = [45.0, 50.0]
     sent = planner.prune(tree)
     assert sent.tokens == [11, 12, 13] and sent.parents == [-1, 0, 1]
 
@@ -66,10 +67,10 @@ def test_a_model_draft_beside_a_reliable_retrieval_chain_drafts_nothing():
     with nothing beside it, it drafts."""
     planner = Planner(greedy=False, c=0.1, v=lambda n: 0.7 + 0.3 * n)
     for depth in range(1, 9):
-        planner.counts[f"lookup 3-gram|{depth}"] = [95.0, 100.0]
-        planner.counts[f"head|{depth}"] = [60.0, 100.0]
-    assert planner.depth("head", 8, beside=CHAIN) == 0
-    assert planner.depth("head", 8) >= 1
+        planner.counts[key(LOOKUP, depth)] = [95.0, 100.0]
+        planner.counts[key(HEAD, depth)] = [60.0, 100.0]
+    assert planner.depth(HEAD, 8, beside=CHAIN) == 0
+    assert planner.depth(HEAD, 8) >= 1
 
 
 def test_a_pruned_source_is_tried_again_later():
@@ -88,9 +89,9 @@ def test_model_drafts_choose_k_before_drafting():
     costly, cheap = Planner(greedy=True, c=1.0), Planner(greedy=True, c=0.05)
     for planner in (costly, cheap):
         for depth in range(1, 9):
-            planner.counts[f"head|{depth}"] = [45.0, 50.0]
-    assert costly.depth("head", 8) == 0
-    assert cheap.depth("head", 8) >= 2
+            planner.counts[key(HEAD, depth)] = [45.0, 50.0]
+    assert costly.depth(HEAD, 8) == 0
+    assert cheap.depth(HEAD, 8) >= 2
 
 
 def test_small_models_plan_with_the_prior_and_real_ones_with_their_profile(monkeypatch):
@@ -106,14 +107,26 @@ def test_small_models_plan_with_the_prior_and_real_ones_with_their_profile(monke
 
 
 def test_planned_greedy_runs_stay_lossless():
-    """With the planner choosing what to send, every method still gives HF's greedy tokens."""
+    """With the planner choosing what to send, every method still gives HF's greedy tokens, and
+    the planner did send drafts (some accepted) and cut some: a planner that sends nothing, or no
+    planner at all, fails this."""
     target = tiny_random(vocab_size=48, layers=3, seed=4)
     draft = derive_draft(target, noise=0.2, seed=5, layers=1)
+    cut = 0
     for method in ("draft", "pld", "logitspec"):
+        sent = accepted = 0
         for prompt in PROMPTS:
-            run = specviz.generate(target, prompt * 3, method=method, draft=draft, k=4, max_new_tokens=30,
-                                   chat=False)
+            # The draft model declared cheap (c = 0.05): at its true cost here (0.37 target steps,
+            # its embeddings as big as the target's) the planner rightly never drafts with it,
+            # and its runs would be plain decoding.
+            proposer = _proposer((target, draft)) if method == "draft" else method
+            run = specviz.generate(target, prompt * 3, method=proposer, k=4, max_new_tokens=30, chat=False)
             assert run.token_ids == hf_greedy(target, prompt * 3, 30)
+            sent += sum(len(c.nodes) for c in run.cycles)
+            accepted += sum(len(c.accepted) for c in run.cycles)
+            cut += sum(c.offered - len(c.nodes) for c in run.cycles)
+        assert sent > 0 and accepted > 0, (method, sent, accepted)
+    assert cut > 0  # the planner chose: some offered nodes were not sent
 
 
 # -- exactness under sampling, with its twin -----------------------------------------------------------

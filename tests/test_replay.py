@@ -142,7 +142,7 @@ def test_every_lesson_recording_replays_with_its_settings():
             narrate(run.cycles[0]), tree_figure(run.cycles[-1])
     rescue = lesson_trace("logitspec-rescue")
     focus = rescue.run.cycles[rescue.meta["focus_cycle"]]
-    assert focus.nodes[focus.accepted[0]].source.startswith("cand")
+    assert focus.nodes[focus.accepted[0]].source == "candidate"
 
 
 def test_a_lesson_loads_its_settings_and_plays_every_cycle(monkeypatch):

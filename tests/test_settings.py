@@ -45,7 +45,7 @@ def test_decoder_from_settings_equals_decoder_from_keywords():
     kw = dict(method="pld", k=3, temperature=0.0, max_new_tokens=10, chat=False)
     a = Decoder(target, [1, 5, 9, 2, 7, 1, 5, 9], DecodeSettings(**kw))
     b = Decoder(target, [1, 5, 9, 2, 7, 1, 5, 9], **kw)
-    assert a.options == b.options and a.config == b.config
+    assert a.options == b.options and a.settings == b.settings
     assert a.run().token_ids == b.run().token_ids
 
 

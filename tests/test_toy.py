@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from specviz.teach import toy
-from specviz.decoding.tree import DraftTree
+from specviz.drafting.tree import DraftTree
 from specviz.decoding.verify import verify_sampling
 from tests import twins
 

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from specviz.models.kvcache import cache_len, new_cache
-from specviz.decoding.tree import DraftTree
+from specviz.drafting.tree import DraftTree
 from tests.tiny import pair
 
 PREFIX = [3, 17, 9, 25, 4, 11, 30, 2]
@@ -35,7 +35,7 @@ def random_tree(depth: int, branching: int, vocab: int, seed: int) -> DraftTree:
 @torch.inference_mode()
 def tree_pass(model, tree: DraftTree, masked: bool = True) -> torch.Tensor:
     """Logits for [root] + nodes from one pass over a cached prefix, as the engine's verify pass runs it."""
-    cache = new_cache(model.config)
+    cache = new_cache()
     model(input_ids=torch.tensor([PREFIX[:-1]]), past_key_values=cache, use_cache=True)
     past = cache_len(cache)
     mask = tree.attention_mask(past, torch.float32) if masked else None
@@ -47,7 +47,7 @@ def tree_pass(model, tree: DraftTree, masked: bool = True) -> torch.Tensor:
 @torch.inference_mode()
 def branch_in_sequence(model, path: list[int]) -> torch.Tensor:
     """Logits of decoding the root and then `path` one token at a time with a KV cache."""
-    cache = new_cache(model.config)
+    cache = new_cache()
     model(input_ids=torch.tensor([PREFIX[:-1]]), past_key_values=cache, use_cache=True)
     rows = [model(input_ids=torch.tensor([[tok]]), past_key_values=cache, use_cache=True).logits[0, -1]
             for tok in [PREFIX[-1]] + path]

@@ -404,7 +404,7 @@ def test_narration_says_who_proposed_and_what_the_planner_left_out():
     """A mixed tree's sentence counts nodes per proposer; a cycle the planner cut says how many it sent."""
     from specviz.decoding.trace import NodeTrace
     cycle = chain_reject()
-    cycle.nodes = [NodeTrace(0, 5, "a", -1, 1, source="root lookup 3-gram", status="accepted"),
+    cycle.nodes = [NodeTrace(0, 5, "a", -1, 1, source="root", ngram=3, status="accepted"),
                    NodeTrace(1, 6, "b", -1, 1, q=0.4, source="head", status="rejected")]
     cycle.accepted, cycle.rejected, cycle.offered = [0], None, 9
     text = narrate(cycle)

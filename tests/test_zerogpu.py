@@ -123,31 +123,45 @@ def test_a_model_missing_in_the_worker_is_a_clear_error(forked):
         work.step(("tiny-random:vocab=32,seed=99", None), state.light())
 
 
-# -- the draft head on the bundled model: caches dropped after every cycle ---------------------------
+# -- the draft head and the hybrid on the bundled model: caches dropped after every cycle -------------
+def _decisions(cycles) -> list:
+    """Every decision of a run: each node's token, status and draw r, what was committed, the new token."""
+    return [([(n.token, n.status, n.r) for n in c.nodes], c.committed, c.new_token.token if c.new_token else None)
+            for c in cycles]
+
+
 @pytest.mark.bundled
 @pytest.mark.slow
 @pytest.mark.parametrize("temperature", [0.0, 0.8])
-def test_head_with_caches_dropped_every_cycle(bundled_target, temperature):
-    """The trained head's run, resumed from its pickled state with no cache after every cycle, gives
-    the tokens and draws of an uninterrupted run (its hidden state travels in the state)."""
-    kw = dict(method="head", k=4, temperature=temperature, seed=11, max_new_tokens=24)
-    prompt = "List three colours of the rainbow."
+@pytest.mark.parametrize("method", ["head", "hybrid"])
+def test_head_with_caches_dropped_every_cycle(bundled_target, method, temperature):
+    """The trained head's run, and the hybrid's (the app's default: retrieval beside the head),
+    resumed from its pickled state with no cache after every cycle, gives the tokens and every draw
+    of an uninterrupted run (the head's hidden state travels in the state), head nodes included."""
+    kw = dict(method=method, k=4, temperature=temperature, seed=11, max_new_tokens=24)
+    prompt = "List three colours of the rainbow. Red, orange, yellow: list three colours of the rainbow."
     state = Decoder(bundled_target, prompt, **kw).state()
-    live = LiveCaches()
+    live = LiveCaches()  # never parked into: each resume finds no cache and rebuilds it
     while not state.done:
         decoder = Decoder.resume(bundled_target, pickle.loads(pickle.dumps(state.light())), live=live)
         decoder.step()
         state = state.merge(decoder.state())
     straight = specviz.generate(bundled_target, prompt, **kw)
     assert state.ids[len(state.prompt_ids):] == straight.token_ids
-    assert [[(n.token, n.status, n.r) for n in c.nodes] for c in state.cycles] == \
-        [[(n.token, n.status, n.r) for n in c.nodes] for c in straight.cycles]
-    assert state.rebuilds == len(state.cycles) - 1
+    assert state.origins == straight.origins
+    assert _decisions(state.cycles) == _decisions(straight.cycles)
+    assert state.rebuilds == len(state.cycles) - 1 > 0
+    sources = [n.source for c in state.cycles for n in c.nodes]
+    assert "head" in sources  # the head drafted: its hidden state had to survive every resume
+    if method == "hybrid":
+        assert set(sources) - {"head"}, "no retrieval node: the run did not exercise the hybrid"
+    if temperature:
+        assert any(n.r is not None for c in state.cycles for n in c.nodes)  # draws were made and compared
 
 
 # -- the app through its API, in one process and under the forked stand-in ---------------------------
 gradio_client = pytest.importorskip("gradio_client")
-from tests.test_app_api import app_url, named  # noqa: E402,F401 -- the same in-process app fixture
+from tests.app_client import named  # noqa: E402 -- the app itself is conftest.py's app_url
 
 SHORT = dict(prompt="Write the days of the week, one per line: Monday, Tuesday, Wednesday.", max_new_tokens=24,
              method="pld")
@@ -198,12 +212,19 @@ def _scenario(url: str) -> dict:
 
 @pytest.mark.bundled
 @pytest.mark.slow
-def test_the_app_under_forked_workers_shows_what_it_shows_in_one_process(app_url, forked):  # noqa: F811
+def test_the_app_under_forked_workers_shows_what_it_shows_in_one_process(app_url, forked, monkeypatch):  # noqa: F811
     """Through the API, every view of the scenario is the same with each GPU call in a forked worker
-    as in one process, and the main process kept no KV cache of the forked runs."""
+    as in one process, and the main process kept no KV cache of the forked runs.
+
+    The planner's verify costs v(n) are fixed for both: measured, they depend on the thread count,
+    and a forked worker runs torch on one thread (zerogpu's fork fix), so a measured profile would
+    differ between the two for a reason that has nothing to do with the process boundary."""
+    from specviz.decoding import engine, planner
+
+    monkeypatch.setattr(engine, "verify_cost", lambda target: planner.PRIOR_V)
     LIVE.clear()
     under_fork = _scenario(app_url)
-    assert len(LIVE) == 0  # every cache was built, and died, in a worker
+    assert len(LIVE) == 0  # every cache was built in a worker
     names = {name for name, _ in forked}
     zerogpu.use_backend(None)
     LIVE.clear()

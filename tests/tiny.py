@@ -5,15 +5,34 @@ import torch
 
 from specviz.models.loader import derive_draft, tiny_random
 from specviz.proposers.base import Proposer
-from specviz.decoding.tree import DraftTree
+from specviz.drafting.tree import DraftTree
 
 PROMPTS = [[1, 5, 9, 2, 7], [3, 3, 3], [4, 8, 15, 16, 23, 30, 2, 11, 6]]
+# a chat template for word_tokenizer's specials
+CHAT = ("{% for m in messages %}<user> {{ m['content'] }} {% endfor %}"
+        "{% if add_generation_prompt %}<assistant>{% endif %}")
 
 
 def pair(noise: float = 0.05, vocab: int = 32, seed: int = 0, layers: int = 2):
     """A tiny target and a draft derived from it; `noise` controls how often they agree."""
     target = tiny_random(vocab_size=vocab, layers=layers, seed=seed)
     return target, derive_draft(target, noise=noise, seed=seed + 1)
+
+
+def word_tokenizer(n=40, swap=None):
+    """A word-level tokenizer: specials at 0-3, then 'w4'..'w{n-1}'; `swap` exchanges two ids."""
+    from tokenizers import Tokenizer, models as tmodels, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"<unk>": 0, "<eos>": 1, "<user>": 2, "<assistant>": 3, **{f"w{i}": i for i in range(4, n)}}
+    if swap:
+        a, b = swap
+        vocab[f"w{a}"], vocab[f"w{b}"] = b, a
+    backend = Tokenizer(tmodels.WordLevel(vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok = PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="<unk>", eos_token="<eos>")
+    tok.chat_template = CHAT
+    return tok
 
 
 def hf_greedy(target, prompt_ids, n):
@@ -59,6 +78,7 @@ class TwoChains(Proposer):
 
     def __init__(self, inner: Proposer):
         self.inner = inner
+        self.needs_hidden = inner.needs_hidden  # the engine hands the hidden state to the wrapper
 
     def start(self, ids):
         self.inner.start(ids)

@@ -19,16 +19,17 @@ import torch
 
 from specviz.models.timing import sync
 from specviz.models.kvcache import cache_len, new_cache, rollback
+from specviz.models.families import final_norm
 from specviz.models.loader import LoadedModel, check_tokenizers
 from specviz.proposers import make_proposer
 from specviz.proposers.base import ProposeContext, Proposer
 from specviz.decoding.planner import Planner, verify_cost
 from specviz.decoding.recorder import record_counts, record_cycle
 from specviz.decoding.runstate import LIVE, LiveCaches, RunState
-from specviz.decoding.sampling import Sampling
+from specviz.drafting.sampling import Sampling
 from specviz.decoding.settings import DecodeSettings
 from specviz.decoding.trace import FROM_DRAFT, NOT_REACHED, TARGET, CycleTrace, RunTrace
-from specviz.decoding.tree import DraftTree
+from specviz.drafting.tree import DraftTree
 from specviz.decoding.verify import verify
 
 
@@ -89,6 +90,10 @@ class Decoder:
         self.n_cycles = 0
         self.cache = None
         self.last_logits: torch.Tensor | None = None
+        # a proposer that reads the target's hidden state gets it from the engine's own passes
+        self._norm = final_norm(target.model) if self.proposer is not None and self.proposer.needs_hidden else None
+        self._hidden: torch.Tensor | None = None  # rows of the latest pass, after the final norm
+        self.last_hidden: torch.Tensor | None = None  # the row last_logits came from
         self.elapsed = self.prefill_s = self.rebuild_s = 0.0
         self.rebuilds = 0
         self.done = False
@@ -98,11 +103,14 @@ class Decoder:
     def state(self, since: int = 0) -> RunState:
         """This run as plain data; its trace holds the cycles from `since` on (0: all)."""
         logits = None if self.last_logits is None else self.last_logits.detach().float().to("cpu", copy=True)
+        # in its own dtype: the next draft must not depend on where the call ran
+        hidden = None if self.last_hidden is None else self.last_hidden.detach().to("cpu", copy=True)
         return RunState(
             run_id=self.run_id, options=dict(self.options), settings=dict(self.settings),
             prompt_ids=list(self.prompt_ids), ids=list(self.ids), origins=list(self.origins),
             cycle_of=list(self.cycle_of), token_texts=list(self.token_texts),
             text=self.target.decode(self.ids[len(self.prompt_ids):]), n_cycles=self.n_cycles, k=self.k,
+            last_hidden=hidden,
             rng=self.sampling.generator.get_state().numpy().tobytes(), last_logits=logits,
             proposer=self.proposer.state() if self.proposer is not None else {}, done=self.done,
             planner=self.planner.state() if self.planner is not None else {},
@@ -134,6 +142,8 @@ class Decoder:
             self.sampling.generator.set_state(torch.frombuffer(bytearray(state.rng), dtype=torch.uint8))
         if state.last_logits is not None:
             self.last_logits = state.last_logits.to(self.target.device)
+        if state.last_hidden is not None and self._norm is not None:
+            self.last_hidden = state.last_hidden.to(self.target.device)
         self.prefill_s, self.rebuild_s, self.rebuilds = state.prefill_s, state.rebuild_s, state.rebuilds
         self.elapsed = state.prefill_s + state.decode_s
         if self.proposer is not None and state.started:
@@ -153,10 +163,18 @@ class Decoder:
         # The prefill needs only the last row: skipping the LM head on the prompt saves a
         # (prompt × vocabulary) matmul, as transformers' generate does.
         extra = {"logits_to_keep": 1} if last_only else {}
-        out = self.target.model(input_ids=torch.tensor([tokens], device=device),
-                                past_key_values=self.cache, use_cache=True,
-                                position_ids=position_ids, attention_mask=mask, **extra)
+        hook = self._norm.register_forward_hook(self._keep_hidden) if self._norm is not None else None
+        try:
+            out = self.target.model(input_ids=torch.tensor([tokens], device=device),
+                                    past_key_values=self.cache, use_cache=True,
+                                    position_ids=position_ids, attention_mask=mask, **extra)
+        finally:
+            if hook is not None:
+                hook.remove()
         return out.logits[0, :, : self.vocab]
+
+    def _keep_hidden(self, module, args, output) -> None:
+        self._hidden = output[0]
 
     def _verify_pass(self, tree: DraftTree) -> torch.Tensor:
         feed = [self.ids[-1]] + tree.tokens
@@ -170,9 +188,11 @@ class Decoder:
     def prefill(self) -> None:
         """Run the prompt through the target and commit the first new token."""
         t0 = time.perf_counter()
-        self.cache = new_cache(self.target.model.config)
+        self.cache = new_cache()
         logits = self._forward(self.prompt_ids, last_only=True)
         self.last_logits = logits[-1]
+        if self._norm is not None:
+            self.last_hidden = self._hidden[-1]
         first = self.sampling.pick(self.last_logits)
         self._commit([first], [TARGET], -1)
         if self.proposer is not None and not self.done:
@@ -188,7 +208,7 @@ class Decoder:
         state, so what follows is what would have followed with the old caches.
         """
         t0 = time.perf_counter()
-        self.cache = new_cache(self.target.model.config)
+        self.cache = new_cache()
         if len(self.ids) > 1:
             self._forward(self.ids[:-1], last_only=True)
         if self.proposer is not None:
@@ -222,6 +242,8 @@ class Decoder:
         kinds = [FROM_DRAFT] * len(verdict.accepted) + [verdict.new_kind]
         self._rollback(n, tree, verdict.accepted)
         self.last_logits = logits[verdict.final_row]
+        if self._norm is not None:
+            self.last_hidden = self._hidden[verdict.final_row]
         kept = self._commit(new, kinds, cycle.index)
         if self.record:
             record_cycle(cycle, tree, verdict, logits, self.sampling, self.target.token_text)
@@ -255,10 +277,11 @@ class Decoder:
         if self.proposer is None or k < 1:
             return DraftTree(), DraftTree()
         if self.planner is not None and self.proposer.paid_per_step:  # choose K before paying for it
-            k = self.planner.depth(self.proposer.label, k)
+            k = self.planner.depth(self.proposer.source, k)
             if k < 1:
                 return DraftTree(), DraftTree()
-        ctx = ProposeContext(self.ids, self.last_logits, k, self.sampling, len(self.prompt_ids), self.planner)
+        ctx = ProposeContext(self.ids, self.last_logits, k, self.sampling, len(self.prompt_ids), self.planner,
+                             self.last_hidden)
         offered = self.proposer.propose(ctx).limit_depth(k)
         return offered, offered if self.planner is None else self.planner.prune(offered)
 

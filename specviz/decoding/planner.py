@@ -24,7 +24,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from specviz.decoding.tree import DraftTree
+from specviz.decoding.trace import ACCEPTED, REJECTED
+from specviz.drafting.tree import DraftTree, Source, SourceKind
 from specviz.models.cost_profile import CostProfile, as_planned
 
 PRIOR = (1.0, 1.0)  # Beta prior on a source's acceptance: an unseen source is tried at 0.5
@@ -46,6 +47,14 @@ def verify_cost(target) -> Callable[[int], float]:
     return costs.profile(target)
 
 
+def key(source: Source | None, depth: int) -> str:
+    """The statistics key of a node from `source` at `depth`: who proposed it and how (a candidate's
+    number, a match's length), never a display label and never a candidate's logit rank, which
+    changes every cycle."""
+    source = source or Source(SourceKind.DRAFT)
+    return f"{SourceKind(source.kind).value}|{source.branch}|{source.ngram or 0}|{min(depth, MAX_DEPTH_KEY)}"
+
+
 class Planner:
     """Running acceptance counts per source and depth, and the choice of what to send."""
 
@@ -63,7 +72,7 @@ class Planner:
     # -- estimates -------------------------------------------------------------------------------
     def keys(self, tree: DraftTree, i: int, depth: int) -> list[str]:
         """Node i's estimate keys, general first: source and depth; under greedy also max q."""
-        base = f"{tree.source_of(i) or 'draft'}|{min(depth, MAX_DEPTH_KEY)}"
+        base = key(tree.source_of(i), depth)
         q = tree.q_of(i)
         if self.greedy and q is not None:  # confidence: only where it cannot bias a draw
             return [base, f"{base}|{min(int(float(q.max()) * 5), 4)}"]
@@ -109,7 +118,7 @@ class Planner:
         pruned.retrieval_hit = tree.retrieval_hit
         return pruned
 
-    def depth(self, source: str, k_max: int, beside: DraftTree | None = None) -> int:
+    def depth(self, source: Source, k_max: int, beside: DraftTree | None = None) -> int:
         """K for a model that drafts `source`, before it drafts: the K with most tokens per unit of
         time, its chain verified with the best part of `beside` (nodes offered already, e.g. the
         hybrid's retrieval), each draft step costing c target steps."""
@@ -117,7 +126,7 @@ class Planner:
         best_k, best = 0, self.best_send(sorted(base, reverse=True))[1]
         chain, p = [], 1.0
         for k in range(1, k_max + 1):
-            p *= self.est(f"{source}|{min(k, MAX_DEPTH_KEY)}")
+            p *= self.est(key(source, k))
             chain.append(p)
             rate = self.best_send(sorted(base + chain, reverse=True), self.c * k)[1]
             if rate > best:
@@ -129,15 +138,15 @@ class Planner:
         """Count accepts among the sent nodes that verification reached."""
         depths = sent.depths
         for i, status in enumerate(statuses):
-            if status in ("accepted", "rejected"):
-                for key in self.keys(sent, i, depths[i]):
-                    counts = self.counts.setdefault(key, [0.0, 0.0])
-                    counts[0] += status == "accepted"
+            if status in (ACCEPTED, REJECTED):
+                for k in self.keys(sent, i, depths[i]):
+                    counts = self.counts.setdefault(k, [0.0, 0.0])
+                    counts[0] += status == ACCEPTED
                     counts[1] += 1
         sent_keys = {k for i in range(len(sent)) for k in self.keys(sent, i, depths[i])}
         left_out = {k for i in range(len(offered)) for k in self.keys(offered, i, offered.depths[i])} - sent_keys
-        for key in left_out & set(self.counts):  # pruned sources drift back towards the prior
-            self.counts[key] = [x * DECAY for x in self.counts[key]]
+        for k in left_out & set(self.counts):  # pruned sources drift back towards the prior
+            self.counts[k] = [x * DECAY for x in self.counts[k]]
 
     # -- as data (runstate.py) -----------------------------------------------------------------------
     def state(self) -> dict:

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import torch
 
-from specviz.decoding.sampling import Sampling
+from specviz.drafting.sampling import Sampling
 from specviz.decoding.trace import Alt, CycleTrace, NodeTrace, NOT_REACHED
-from specviz.decoding.tree import DraftTree
+from specviz.drafting.tree import DraftTree, Source, SourceKind
 from specviz.decoding.verify import Verdict
 
 TOP_N = 5  # alternatives shown per node: enough to see what the model hesitated between
@@ -20,6 +20,13 @@ def top_alts(probs: torch.Tensor | None, text, n: int = TOP_N) -> list[Alt]:
         return []
     values, ids = torch.topk(probs.float(), min(n, probs.shape[-1]))
     return [Alt(int(i), text(int(i)), float(v)) for v, i in zip(values.tolist(), ids.tolist())]
+
+
+def source_fields(source: Source | None) -> dict:
+    """A tree node's Source as NodeTrace's plain fields."""
+    if source is None:
+        return {}
+    return dict(source=SourceKind(source.kind).value, branch=source.branch, rank=source.rank, ngram=source.ngram)
 
 
 def record_nodes(tree: DraftTree, verdict: Verdict, logits: torch.Tensor,
@@ -38,7 +45,7 @@ def record_nodes(tree: DraftTree, verdict: Verdict, logits: torch.Tensor,
     for i, tok in enumerate(tree.tokens):
         q = tree.q_of(i)
         node = NodeTrace(i, tok, text(tok), tree.parents[i], depths[i],
-                         q=None if q is None else float(q[tok]), source=tree.source_of(i))
+                         q=None if q is None else float(q[tok]), **source_fields(tree.source_of(i)))
         node.q_top = top_alts(q, text)
         judged = verdict.nodes.get(i)
         if judged is not None:
@@ -72,7 +79,7 @@ def record_counts(cycle: CycleTrace, tree: DraftTree, verdict: Verdict) -> None:
     depths, nodes = tree.depths, []
     for i, tok in enumerate(tree.tokens):
         judged = verdict.nodes.get(i)
-        node = NodeTrace(i, tok, "", tree.parents[i], depths[i], source=tree.source_of(i))
+        node = NodeTrace(i, tok, "", tree.parents[i], depths[i], **source_fields(tree.source_of(i)))
         if judged is not None:
             node.status, node.r, node.p, node.q = judged.status, judged.r, judged.p, judged.q
             node.accept_prob = judged.accept_prob

@@ -41,9 +41,10 @@ class RunState:
     token_texts: list[str] = field(default_factory=list)  # per new token
     text: str = ""  # the new tokens decoded together
     n_cycles: int = 0
-    k: int = 4  # the current K (adaptive K moves it)
+    k: int = 0  # the current K: set from the settings by engine.new_state (adaptive K moves it)
     rng: bytes = b""  # torch.Generator.get_state()
     last_logits: torch.Tensor | None = None  # CPU float32: the target logits ids[-1] was chosen from
+    last_hidden: torch.Tensor | None = None  # the target's final hidden state there (for the draft head)
     proposer: dict[str, Any] = field(default_factory=dict)  # what the proposer cannot rebuild from ids
     planner: dict[str, Any] = field(default_factory=dict)  # cost-aware drafting's counts and pass costs
     done: bool = False

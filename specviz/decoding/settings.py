@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specviz.proposers import default_k
-from specviz.decoding.sampling import check_settings
+from specviz.drafting.sampling import check_settings, is_greedy
 
 MAX_K = 64  # deepest draft accepted: beyond this a verify pass costs more than it can win
 
@@ -27,6 +27,8 @@ class DecodeSettings:
     proposer (its knobs, e.g. LogitSpec's `top_m`) sit in `knobs` as sorted (name, value) pairs;
     `of(**kw)` sorts any keyword that is not a field into them.
     """
+    # the public contract's default (specviz.generate, README "Public API"); the app starts on the
+    # hybrid, its own choice, in ui/presets.DEFAULT_METHOD
     method: str = "logitspec"
     k: int | None = None
     temperature: float = 0.0
@@ -69,7 +71,7 @@ class DecodeSettings:
 
     @property
     def greedy(self) -> bool:
-        return self.temperature == 0
+        return is_greedy(self.temperature)
 
     def options(self) -> dict[str, Any]:
         """Every setting as one flat dict, knobs included: what `DecodeSettings.of` takes back."""

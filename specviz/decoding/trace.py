@@ -40,7 +40,13 @@ class NodeTrace:
     status: str = NOT_REACHED
     p_top: list[Alt] = field(default_factory=list)
     q_top: list[Alt] = field(default_factory=list)
-    source: str = ""  # which proposer branch made it (e.g. "root", "cand 2")
+    # who proposed it (tree.Source as plain fields; viz/ words it): a SourceKind value such as
+    # "lookup", "root", "candidate" or "head", LogitSpec's candidate number, a candidate's logit
+    # rank, the n-gram match length. Files from before these fields carry a label in `source`.
+    source: str = ""
+    branch: int = 0
+    rank: int | None = None
+    ngram: int | None = None
 
 
 @dataclass

@@ -37,7 +37,8 @@ NODE_FIELDS = {"index": (INT, False, True), "token": (INT, False, True), "text":
                "parent": (INT, False, True), "depth": (INT, False, True), "q": (NUM, True, False),
                "p": (NUM, True, False), "accept_prob": (NUM, True, False), "r": (NUM, True, False),
                "status": (STR, False, False), "p_top": (LIST, False, False), "q_top": (LIST, False, False),
-               "source": (STR, False, False)}
+               "source": (STR, False, False), "branch": (INT, False, False), "rank": (INT, True, False),
+               "ngram": (INT, True, False)}
 ALT_FIELDS = {"token": (INT, False, True), "text": (STR, False, True), "prob": (NUM, False, True)}
 STATUSES = (ACCEPTED, REJECTED, NOT_REACHED)
 KINDS = (RESAMPLED, BONUS, TARGET)

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from specviz.decoding.sampling import Sampling
+from specviz.drafting.sampling import Sampling
 from specviz.decoding.trace import ACCEPTED, BONUS, REJECTED, RESAMPLED, TARGET
-from specviz.decoding.tree import DraftTree
+from specviz.drafting.tree import DraftTree
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""The draft head trained for the bundled model: the network (model.py) and its training (train.py).
+"""The draft head trained for the bundled model: the network only (model.py).
 
-Part of the decoding layer: proposers/head.py drafts with it.
+proposers/head.py drafts with it; its training, which runs the engine, is specviz/training/head_train.py.
 """

@@ -29,7 +29,7 @@ from specviz.models.loader import ModelLoadError
 
 FORMAT = "specviz-draft-head/1"
 DEFAULT_PATH = Path(__file__).resolve().parents[2] / "assets" / "head" / "head.safetensors"
-RETRAIN = "rebuild it with `python -m specviz.head.train`"
+RETRAIN = "rebuild it with `python -m specviz.training.head_train`"
 
 
 @dataclass
@@ -113,7 +113,7 @@ def check_target(head: DraftHead, target_model: nn.Module, path) -> None:
         raise ValueError(f"the draft head {path} was trained for a target with hidden size {cfg.hidden} and "
                          f"vocabulary {cfg.target_vocab}{trained}, but this target has {d} and {vocab}: "
                          f"use it with that target only, or train one for this target "
-                         f"(`python -m specviz.head.train`)")
+                         f"(`python -m specviz.training.head_train`)")
 
 
 # -- files ---------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from typing import Callable, Iterator
 from specviz.decoding.engine import Decoder
 from specviz.models.loader import LoadedModel
 from specviz.proposers import METHODS, default_k, resolve_draft
-from specviz.decoding.sampling import check_settings
+from specviz.drafting.sampling import check_settings, is_greedy
 from specviz.decoding.settings import MAX_K, DecodeSettings
 from specviz.decoding.trace import RunTrace
 
@@ -46,7 +46,7 @@ class Config:
 
     @property
     def greedy(self) -> bool:
-        return self.temperature == 0
+        return is_greedy(self.temperature)
 
     def baseline(self) -> "Config":
         """The AR run this one is measured against: same target, same temperature."""

@@ -31,7 +31,8 @@ import torch
 
 from specviz.models import speedups
 from specviz.models.cost_profile import CostProfile
-from specviz.models.loader import LoadedModel, cache_root
+from specviz.models.common import cache_root
+from specviz.models.loaded import LoadedModel
 from specviz.models.timing import filler_ids, hardware, prefix_cache, read_cache_file, timed_pass, write_cache_entry
 
 SIZES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)  # up to a LogitSpec tree's 64 nodes

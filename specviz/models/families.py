@@ -19,6 +19,8 @@ import copy
 
 import torch
 
+from specviz.models.loaded import wrap
+
 FAMILIES = ("llama", "qwen2", "gemma3", "gpt2")
 # Substrings of a model spec that name its family; the picker's presets must all resolve here.
 _FAMILY_NEEDLES = {"llama": ("bundled", "smollm", "llama"), "qwen2": ("qwen2",),
@@ -78,8 +80,6 @@ def tiny_random(vocab_size=32, hidden_size=64, layers=2, heads=4, kv_heads=2, in
 
     With `draft_layers`, the twin's draft instead: the same model cut to its first layers.
     """
-    from specviz.models.loader import _wrap
-
     cfg = tiny_config(family, vocab_size, hidden_size, layers, heads, kv_heads, intermediate,
                       max_positions, window)
     torch.manual_seed(seed)
@@ -87,7 +87,7 @@ def tiny_random(vocab_size=32, hidden_size=64, layers=2, heads=4, kv_heads=2, in
 
     model = getattr(tf, _MODEL_CLASSES[family])(cfg).to(torch.float32)
     model.generation_config.eos_token_id = None
-    loaded = _wrap(model, tokenizer, name)
+    loaded = wrap(model, tokenizer, name)
     loaded.eos_ids = set(int(e) for e in eos_ids) if eos_ids else set()
     if draft_layers is not None:
         loaded = derive_draft(loaded, layers=draft_layers)
@@ -101,8 +101,6 @@ def derive_draft(target, noise: float = 0.0, layers: int | None = None, seed: in
     Noise is gaussian, scaled by `noise` times each parameter's own std, so `noise` sets how far
     the draft drifts from the target (and hence the acceptance rate) whatever the layer's scale.
     """
-    from specviz.models.loader import _wrap
-
     model = copy.deepcopy(target.model)
     if layers is not None:
         _truncate_layers(model, layers)
@@ -112,7 +110,7 @@ def derive_draft(target, noise: float = 0.0, layers: int | None = None, seed: in
     if layers is not None:
         parts.append(f"layers={layers}")
     name = f"{target.name}~draft({','.join(parts)})" if parts else f"{target.name}~copy"
-    draft = _wrap(model, target.tokenizer, name)
+    draft = wrap(model, target.tokenizer, name)
     draft.eos_ids = set(target.eos_ids)
     return draft
 
@@ -126,6 +124,16 @@ def _add_noise(model, noise: float, seed: int) -> None:
         std = p.detach().float().std()
         z = torch.randn(p.shape, generator=gen) * (noise * std.item())
         p.add_(z.to(device=p.device, dtype=p.dtype))
+
+
+def final_norm(model) -> torch.nn.Module:
+    """The norm after the last decoder layer, whose output the LM head reads (Llama, Qwen2 and
+    Gemma 3 call it `norm`, GPT-2 `ln_f`)."""
+    base = getattr(model, "base_model", model)
+    norm = getattr(base, "norm", None) or getattr(base, "ln_f", None)
+    if norm is None:
+        raise ValueError(f"{type(model).__name__} has no final norm named 'norm' or 'ln_f'")
+    return norm
 
 
 def decoder_layers(model) -> tuple[torch.nn.Module, str]:

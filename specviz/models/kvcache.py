@@ -17,12 +17,10 @@ from transformers import DynamicCache
 FULL, SLIDING = "full_attention", "sliding_attention"
 
 
-def new_cache(config=None) -> DynamicCache:
-    """An empty cache whose layers keep every position (see the module docstring for why).
-
-    `config` is accepted for symmetry with transformers; the layer kinds it names only change
-    the mask, which the model builds from its own config.
-    """
+def new_cache() -> DynamicCache:
+    """An empty cache whose layers keep every position (see the module docstring for why): no
+    config is taken, since the layer kinds a config names only change the mask, which the model
+    builds from its own config."""
     return DynamicCache()
 
 

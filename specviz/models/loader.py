@@ -20,7 +20,6 @@ import logging
 import os
 import re
 import time
-from dataclasses import dataclass, field
 
 import torch
 
@@ -29,10 +28,9 @@ from specviz.models import speedups as _speedups
 from specviz.models.common import ModelLoadError, TokenizerMismatch, cache_root, say as _say  # noqa: F401 -- re-exported
 # Tiny twins live beside the family knowledge they need; re-exported here as the public API.
 from specviz.models.families import derive_draft, parse_tiny, tiny_random  # noqa: F401
+from specviz.models.loaded import EMPTY_PROMPT, LoadedModel, wrap  # noqa: F401 -- re-exported
 
 log = logging.getLogger(__name__)
-
-EMPTY_PROMPT = "The prompt is empty: type some text to continue."
 
 # owner/name or name, the one definition (limits.py uses it too): letters, digits, '.', '_', '-';
 # no leading punctuation, no '..', at most 96 characters a part, as the hub itself allows.
@@ -40,89 +38,6 @@ HUB_ID = re.compile(r"^(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-
 CPU_DTYPE = "fp32"  # what dtype=None means on a CPU
 _DTYPES = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16,
            "half": torch.float16, "fp32": torch.float32, "float32": torch.float32, "float": torch.float32}
-
-
-@dataclass
-class LoadedModel:
-    """A causal LM in eval mode plus what decoding needs to know about it."""
-    model: "torch.nn.Module"
-    tokenizer: object | None
-    name: str
-    device: torch.device
-    dtype: torch.dtype
-    vocab_size: int
-    eos_ids: set[int]
-    max_positions: int | None
-    n_params: int
-    _texts: dict[int, str] = field(default_factory=dict, init=False, repr=False, compare=False)
-
-    def token_text(self, token_id: int) -> str:
-        """The text of one token, special tokens included; cached because the UI asks often."""
-        token_id = int(token_id)
-        text = self._texts.get(token_id)
-        if text is None:
-            if self.tokenizer is None:
-                text = f"<{token_id}>"
-            else:
-                text = self.tokenizer.decode([token_id], skip_special_tokens=False)
-            self._texts[token_id] = text
-        return text
-
-    def encode(self, prompt: str | list[int], chat: bool = True) -> list[int]:
-        """Token ids for a prompt; with chat=True the chat template and generation prompt are applied."""
-        if isinstance(prompt, (list, tuple)):
-            return self._check_ids(list(prompt))
-        if not isinstance(prompt, str) or not prompt.strip():
-            raise ValueError(EMPTY_PROMPT)
-        tok = self.tokenizer
-        if tok is None:
-            raise ValueError(f"Model '{self.name}' has no tokenizer: pass the prompt as a list of token ids.")
-        if chat and getattr(tok, "chat_template", None):
-            text = tok.apply_chat_template([{"role": "user", "content": prompt}],
-                                           add_generation_prompt=True, tokenize=False)
-            # The template already holds any BOS text; adding specials again would double it.
-            ids = tok(text, add_special_tokens=False)["input_ids"]
-        else:
-            ids = tok(prompt)["input_ids"]
-        return self._check_ids(list(ids))
-
-    def _check_ids(self, ids: list[int]) -> list[int]:
-        if not ids:
-            raise ValueError(EMPTY_PROMPT)
-        for i in ids:
-            if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < self.vocab_size:
-                raise ValueError(f"Token id {i!r} is not valid for model '{self.name}': "
-                                 f"ids must be integers from 0 to {self.vocab_size - 1}.")
-        if self.max_positions is not None and len(ids) > self.max_positions:
-            raise ValueError(f"The prompt is {len(ids)} tokens long, but model '{self.name}' handles at "
-                             f"most {self.max_positions} positions: shorten the prompt.")
-        return ids
-
-    def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
-        """Text of a token sequence; special tokens such as EOS are left out unless asked for."""
-        ids = [int(i) for i in ids]
-        if self.tokenizer is None:
-            return "".join(self.token_text(i) for i in ids)
-        return self.tokenizer.decode(ids, skip_special_tokens=skip_special_tokens)
-
-
-def _wrap(model, tokenizer, name: str) -> LoadedModel:
-    """Build a LoadedModel from an eval-mode model, reading sizes and EOS ids off it."""
-    model.eval()
-    first = model.get_input_embeddings().weight
-    out = model.get_output_embeddings()
-    vocab = out.weight.shape[0] if out is not None else model.config.vocab_size
-    eos: set[int] = set()
-    gen = getattr(model, "generation_config", None)
-    gen_eos = getattr(gen, "eos_token_id", None) if gen is not None else None
-    if gen_eos is not None:
-        eos.update(int(e) for e in (gen_eos if isinstance(gen_eos, (list, tuple, set)) else [gen_eos]))
-    if tokenizer is not None and getattr(tokenizer, "eos_token_id", None) is not None:
-        eos.add(int(tokenizer.eos_token_id))
-    max_pos = getattr(model.config, "max_position_embeddings", None)
-    n_params = sum(p.numel() for p in model.parameters())
-    return LoadedModel(model=model, tokenizer=tokenizer, name=name, device=first.device, dtype=first.dtype,
-                       vocab_size=int(vocab), eos_ids=eos, max_positions=max_pos, n_params=n_params)
 
 
 def check_tokenizers(target: LoadedModel, draft: LoadedModel) -> int:
@@ -228,9 +143,10 @@ def load(spec: str = "bundled", device=None, dtype=None, progress=None, allow_lo
 
 def _settle_dtype(loaded: LoadedModel, progress, tuned: bool) -> None:
     """dtype "auto" on a CPU: stay in float32 unless bfloat16 was timed clearly faster (cached)."""
-    from specviz.models.costs import pick_dtype  # costs imports this module
+    # Deferred: costs loads transformers (through kvcache), which importing the loader need not.
+    from specviz.models import costs
 
-    chosen = pick_dtype(loaded)
+    chosen = costs.pick_dtype(loaded)
     if chosen != loaded.dtype:
         _speedups.remove(loaded.model)  # the packed copies are float32
         loaded.model.to(chosen)
@@ -269,7 +185,7 @@ def _load_pretrained(source: str, name: str, device, dtype, progress) -> LoadedM
         raise ModelLoadError(_explain(source, e)) from e
     if not multi:
         model.to(device)
-    return _wrap(model, tokenizer, name)
+    return wrap(model, tokenizer, name)
 
 
 def _explain(source: str, err: Exception) -> str:

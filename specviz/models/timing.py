@@ -16,7 +16,7 @@ import torch
 
 from specviz.models import speedups
 from specviz.models.kvcache import new_cache, rollback
-from specviz.models.loader import LoadedModel
+from specviz.models.loaded import LoadedModel
 
 
 def hardware(device: torch.device) -> str:
@@ -48,7 +48,7 @@ def filler_ids(model: LoadedModel, batch: int, n: int, offset: int = 0) -> torch
 @torch.inference_mode()
 def prefix_cache(model: LoadedModel, prefix_len: int, batch: int = 1):
     """A KV cache holding `prefix_len` tokens per row: one prefill at batch 1, copied to every row."""
-    cache = new_cache(model.model.config)
+    cache = new_cache()
     # logits for the last row only: the prefix's own logits are never read, and the head is costly
     model.model(input_ids=filler_ids(model, 1, prefix_len), past_key_values=cache, use_cache=True,
                 logits_to_keep=1)

@@ -5,8 +5,8 @@ from dataclasses import dataclass
 
 import torch
 
-from specviz.decoding.sampling import Sampling
-from specviz.decoding.tree import DraftTree
+from specviz.drafting.sampling import Sampling
+from specviz.drafting.tree import DraftTree, Source, SourceKind
 
 
 @dataclass
@@ -23,6 +23,9 @@ class ProposeContext:
     sampling: Sampling
     prompt_len: int
     planner: object | None = None  # planner.Planner: a proposer that drafts with a model may ask it for K
+    # the target's final hidden state (after its final norm) at the position last_logits came from;
+    # only for a proposer whose needs_hidden is True, else None
+    last_hidden: torch.Tensor | None = None
 
 
 class Proposer:
@@ -32,8 +35,9 @@ class Proposer:
     `rollback` and `cache_len`. Adding a proposer is one file plus one line in REGISTRY.
     """
     name = "base"
-    label = "draft"  # the source name its nodes carry
+    source = Source(SourceKind.DRAFT)  # who its nodes say proposed them (the planner keys by it)
     paid_per_step = False  # True when each draft step runs a model: K is then chosen before drafting
+    needs_hidden = False  # True: the engine hands it ProposeContext.last_hidden
     step_cost = 0.0  # one draft step in target steps, for the planner
     KNOBS: tuple[str, ...] = ()  # the keyword options `build` takes
 

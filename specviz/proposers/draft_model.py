@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from specviz.models.kvcache import cache_len, new_cache, rollback
-from specviz.decoding.tree import DraftTree
+from specviz.drafting.tree import DraftTree, Source, SourceKind
 from specviz.proposers.base import ProposeContext, Proposer
 
 
@@ -13,9 +13,9 @@ class DraftModelProposer(Proposer):
     name = "draft"
     paid_per_step = True
 
-    def __init__(self, model: torch.nn.Module, config, vocab: int, device, label: str = "draft"):
+    def __init__(self, model: torch.nn.Module, config, vocab: int, device, source: Source = Source(SourceKind.DRAFT)):
         self.model, self.config, self.vocab, self.device = model, config, vocab, device
-        self.label = label
+        self.source = source
         self.cache = None
 
     @classmethod
@@ -28,7 +28,7 @@ class DraftModelProposer(Proposer):
         return proposer
 
     def start(self, ids: list[int]) -> None:
-        self.cache = new_cache(self.config)
+        self.cache = new_cache()
 
     @torch.inference_mode()
     def _logits(self, tokens: list[int]) -> torch.Tensor:
@@ -47,7 +47,7 @@ class DraftModelProposer(Proposer):
             qs.append(q)
             if j + 1 < ctx.k:
                 logits = self._logits([x])
-        return DraftTree.chain(tokens, qs, sources=[self.label] * len(tokens))
+        return DraftTree.chain(tokens, qs, sources=[self.source] * len(tokens))
 
     @torch.inference_mode()
     def rebuild(self, ids: list[int]) -> None:

@@ -1,42 +1,16 @@
 """The project's own draft head (specviz/head/model.py) proposes a chain, each token sampled from its own q.
 
-The head needs the target's last hidden state, which the engine's forward does not return. A
-forward hook on the target's final norm keeps that norm's latest output; the proposer reads it
-right after each target pass, in `start` (the prefill) and `observe` (the verify pass), and keeps
-the one row ctx.last_logits came from. Row j of a verify pass over [newest] + draft is the hidden
-state after feed[j], so that row is 0 when nothing was accepted, else 1 + the last accepted node.
+The head reads the target's final hidden state at the position ctx.last_logits came from. It asks
+for it with `needs_hidden`, and the engine, which ran that pass and knows which row it committed
+from, hands it over as ctx.last_hidden (and keeps it in the run's state). The head keeps nothing.
 """
 from __future__ import annotations
-
-import threading
-import weakref
 
 import torch
 
 from specviz.head.model import DEFAULT_PATH, check_target, load_head, target_parts
-from specviz.decoding.tree import DraftTree
+from specviz.drafting.tree import DraftTree, Source, SourceKind
 from specviz.proposers.base import ProposeContext, Proposer
-
-
-class _Capture(threading.local):
-    """The latest output of one module, per thread (two decoders in two threads never mix)."""
-    latest: torch.Tensor | None = None
-
-    def hook(self, module, args, output) -> None:
-        self.latest = output
-
-
-_CAPTURES: "weakref.WeakKeyDictionary[torch.nn.Module, _Capture]" = weakref.WeakKeyDictionary()
-
-
-def capture_output(module: torch.nn.Module) -> _Capture:
-    """One hook per module, shared by every proposer on that target (runs never stack hooks)."""
-    cap = _CAPTURES.get(module)
-    if cap is None:
-        cap = _Capture()
-        module.register_forward_hook(cap.hook)
-        _CAPTURES[module] = cap
-    return cap
 
 
 _HEADS: dict[tuple, torch.nn.Module] = {}  # loaded heads by (file, dtype, device); frozen, so shared
@@ -45,18 +19,18 @@ _HEADS: dict[tuple, torch.nn.Module] = {}  # loaded heads by (file, dtype, devic
 class HeadProposer(Proposer):
     """Autoregressive drafting: each draft step feeds the head its own predicted hidden state."""
     name = "head"
+    source = Source(SourceKind.HEAD)
     paid_per_step = True
+    needs_hidden = True
     step_cost = 0.07  # one head step in target steps, measured on the bundled model (docs/HEAD.md)
     KNOBS = ("path",)
 
-    def __init__(self, head, target_model: torch.nn.Module, label: str = "head"):
-        embed, norm, lm_head = target_parts(target_model)
-        self.head, self.embed, self.label = head, embed, label
+    def __init__(self, head, target_model: torch.nn.Module):
+        embed, _norm, lm_head = target_parts(target_model)
+        self.head, self.embed = head, embed
         self.vocab = lm_head.weight.shape[0]
         # the frozen target LM head, restricted to the head's vocabulary subset
         self.w = lm_head.weight.detach()[head.vocab_ids].to(next(head.parameters()).dtype)
-        self.capture = capture_output(norm)
-        self.f: torch.Tensor | None = None  # the target hidden state ctx.last_logits came from
 
     @classmethod
     def build(cls, target, draft=None, path=None, **knobs):
@@ -70,36 +44,6 @@ class HeadProposer(Proposer):
         check_target(head, target.model, path or DEFAULT_PATH)
         return cls(head, target.model)
 
-    # -- the target's hidden states ------------------------------------------------------------
-    def _rows(self, expected: int) -> torch.Tensor:
-        """Hidden states [T, d] of the target pass that just ran; T must be what the engine fed."""
-        out = self.capture.latest
-        if out is None or out.shape[0] != 1 or out.shape[1] != expected:
-            got = None if out is None else tuple(out.shape)
-            raise RuntimeError(f"the draft head expected the target's final norm to have just seen "
-                               f"{expected} positions, but it saw {got}: was the target run elsewhere "
-                               f"between the verify pass and the head?")
-        return out[0]
-
-    def start(self, ids: list[int]) -> None:
-        self.f = self._rows(len(ids) - 1)[-1]  # the prefill fed ids[:-1]; its last row chose ids[-1]
-
-    def observe(self, cycle) -> None:
-        row = 1 + cycle.accepted[-1] if cycle.accepted else 0  # the engine's verdict.final_row
-        self.f = self._rows(1 + len(cycle.nodes))[row]
-
-    # The hidden state travels as data: a rebuilt cache's prefill would give it again, but
-    # only up to float rounding, and the next draft must not depend on where the call ran.
-    def state(self) -> dict:
-        return {"f": None if self.f is None else self.f.detach().to("cpu", copy=True)}
-
-    def set_state(self, state: dict) -> None:
-        f = state.get("f")
-        self.f = None if f is None else f.to(self.embed.weight.device)
-
-    def rebuild(self, ids: list[int]) -> None:
-        """Nothing to rebuild: the head keeps no cache, and its one hidden state comes with the state."""
-
     # -- drafting ------------------------------------------------------------------------------
     def _q(self, pred: torch.Tensor, sampling) -> tuple[int, torch.Tensor]:
         """(x, q): q is the processed head distribution over the whole vocabulary, 0 off the subset."""
@@ -112,7 +56,10 @@ class HeadProposer(Proposer):
 
     @torch.inference_mode()
     def propose(self, ctx: ProposeContext) -> DraftTree:
-        f, x = self.f, ctx.ids[-1]
+        f, x = ctx.last_hidden, ctx.ids[-1]
+        if f is None:
+            raise RuntimeError("the draft head needs ctx.last_hidden: the engine hands it over to "
+                               "proposers whose needs_hidden is True")
         tokens, qs = [], []
         for _ in range(ctx.k):
             pred = self.head(f, self.embed(torch.tensor(x, device=f.device)).to(f.dtype))
@@ -120,4 +67,4 @@ class HeadProposer(Proposer):
             tokens.append(x)
             qs.append(q)
             f = pred  # the next step reads the head's own guess of the hidden state
-        return DraftTree.chain(tokens, qs, sources=[self.label] * len(tokens))
+        return DraftTree.chain(tokens, qs, sources=[self.source] * len(tokens))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 
 from specviz.models.loader import ModelLoadError
-from specviz.decoding.tree import DraftTree
+from specviz.drafting.tree import DraftTree
 from specviz.proposers.base import ProposeContext, Proposer
 from specviz.proposers.head import HeadProposer
 from specviz.proposers.logitspec import LogitSpecProposer
@@ -40,6 +40,7 @@ class HybridProposer(Proposer):
     def __init__(self, retrieval: LogitSpecProposer, head: HeadProposer | None):
         self.retrieval, self.head = retrieval, head
         self.step_cost = head.step_cost if head is not None else 0.0  # what the planner's K costs
+        self.needs_hidden = head is not None
 
     @classmethod
     def build(cls, target, draft=None, **knobs):
@@ -56,33 +57,25 @@ class HybridProposer(Proposer):
 
     def start(self, ids: list[int]) -> None:
         self.retrieval.start(ids)
-        if self.head is not None:
-            self.head.start(ids)
 
     def propose(self, ctx: ProposeContext) -> DraftTree:
         tree = self.retrieval.propose(ctx)
         if self.head is None:
             return tree
         # the head drafts only as deep as pays beside what retrieval already offers
-        k = ctx.planner.depth(self.head.label, ctx.k, tree) if ctx.planner is not None else min(HEAD_K, ctx.k)
+        k = ctx.planner.depth(self.head.source, ctx.k, tree) if ctx.planner is not None else min(HEAD_K, ctx.k)
         if k < 1:
             return tree
         return join(tree, self.head.propose(dataclasses.replace(ctx, k=k)))
 
     def observe(self, cycle) -> None:
         self.retrieval.observe(cycle)
-        if self.head is not None:
-            self.head.observe(cycle)  # reads the verify pass's row of the last accepted node
 
     def state(self) -> dict:
-        return {"retrieval": self.retrieval.state(), "head": self.head.state() if self.head else {}}
+        return self.retrieval.state()  # the head keeps nothing: its hidden state is the run's
 
     def set_state(self, state: dict) -> None:
-        self.retrieval.set_state(state["retrieval"])
-        if self.head is not None:
-            self.head.set_state(state["head"])
+        self.retrieval.set_state(state)
 
     def rebuild(self, ids: list[int]) -> None:
         self.retrieval.rebuild(ids)
-        if self.head is not None:
-            self.head.rebuild(ids)

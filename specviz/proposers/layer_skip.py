@@ -9,6 +9,7 @@ import copy
 
 import torch
 
+from specviz.drafting.tree import Source, SourceKind
 from specviz.models.families import decoder_layers
 from specviz.proposers.draft_model import DraftModelProposer
 
@@ -53,7 +54,7 @@ class LayerSkipProposer(DraftModelProposer):
         layers = default_layers(n) if layers is None else [int(i) for i in layers]
         shell = self_draft(target.model, layers)
         proposer = cls(shell, target.model.config, target.vocab_size, target.device,
-                       label=f"{len(layers)}/{n} layers")
+                       source=Source(SourceKind.LAYERSKIP))
         proposer.layers = layers
         proposer.step_cost = len(layers) / n  # the layers it runs, of the target's
         return proposer

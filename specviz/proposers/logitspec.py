@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import torch
 
-from specviz.decoding.tree import DraftTree
+from specviz.drafting.tree import DraftTree, Source, SourceKind
 from specviz.proposers.base import ProposeContext, Proposer
 from specviz.proposers.ngram_index import KeepsBackoff, MissBackoff, NgramIndex
 
@@ -55,15 +55,15 @@ def branch_lengths(top_k: int, branch_len: int, decay: float) -> list[int]:
     return [branch_len] + [max(1, round(branch_len * decay ** i)) for i in range(1, top_k + 1)]
 
 
-def merge_branches(branches: list[tuple[list[int], list[str]]], capacity: int) -> DraftTree:
+def merge_branches(branches: list[tuple[list[int], list[Source]]], capacity: int) -> DraftTree:
     """Insert branches (highest priority first) into a trie of at most `capacity` nodes."""
     tokens: list[int] = []
     parents: list[int] = []
-    sources: list[str] = []
+    sources: list[Source] = []
     node_of: dict[tuple[int, int], int] = {}  # (parent, token) → node: shared prefixes merge
-    for branch, labels in branches:
+    for branch, origins in branches:
         parent = -1
-        for tok, label in zip(branch, labels):
+        for tok, origin in zip(branch, origins):
             node = node_of.get((parent, tok))
             if node is None:
                 if len(tokens) >= capacity:
@@ -71,7 +71,7 @@ def merge_branches(branches: list[tuple[list[int], list[str]]], capacity: int) -
                 node = node_of[(parent, tok)] = len(tokens)
                 tokens.append(tok)
                 parents.append(parent)
-                sources.append(label)
+                sources.append(origin)
             parent = node
     return DraftTree(tokens, parents, None, sources)
 
@@ -88,8 +88,8 @@ class LogitSpecProposer(KeepsBackoff, Proposer):
              "scaled_len", "adaptive")
 
     def __init__(self, top_k: int = 4, capacity: int = 16, branch_len: int = 16, decay: float = 0.5,
-                 max_ngram: int = MAX_NGRAM, min_ngram: int = 2, lone_cands: bool = False,
-                 scaled_len: bool = True, adaptive: bool = True):
+                 max_ngram: int = MAX_NGRAM, min_ngram: int = 1, lone_cands: bool = False,
+                 scaled_len: bool = False, adaptive: bool = False):  # CPU_DEFAULTS, what the app runs here
         if top_k < 0 or capacity < 1 or not 1 <= branch_len <= MAX_CONTINUATION or not 0 < decay <= 1:
             raise ValueError("LogitSpec needs top_k ≥ 0, capacity ≥ 1, 1 ≤ branch_len ≤ "
                              f"{MAX_CONTINUATION} and 0 < decay ≤ 1; got {top_k}, {capacity}, "
@@ -128,19 +128,19 @@ class LogitSpecProposer(KeepsBackoff, Proposer):
         return self.index.continuation(pos, length, tail), n
 
     def _branches(self, ctx: ProposeContext, depth: int) -> tuple[list, bool]:
-        """Branch 0, then one branch per candidate, as (tokens, labels); and whether retrieval hit."""
+        """Branch 0, then one branch per candidate, as (tokens, sources); and whether retrieval hit."""
         branches, hit = [], False
         cont, n = self._retrieve([], min(self.lengths[0], depth))
         if n >= self.min_ngram:
             if self.scaled_len:  # a longer match earns a longer branch (a short one misses often)
                 cont = cont[: 2 ** (n + 1)]
-            branches.append((cont, [f"root lookup {n}-gram"] * len(cont)))
+            branches.append((cont, [Source(SourceKind.ROOT, ngram=n)] * len(cont)))
             hit = True
         for i, (cand, rank) in enumerate(self.candidates(ctx.last_logits, ctx.ids[-1]), 1):
             cont, n = self._retrieve([cand], min(self.lengths[i], depth) - 1)
             if n >= self.min_ngram or self.lone_cands:  # n counts cand: 2 means [root, cand] seen
-                labels = [f"cand {i} (logit rank {rank})"] + [f"cand {i} lookup {n}-gram"] * len(cont)
-                branches.append(([cand] + cont, labels))
+                own = Source(SourceKind.CANDIDATE, branch=i, rank=rank)
+                branches.append(([cand] + cont, [own] + [Source(SourceKind.CANDIDATE, branch=i, ngram=n)] * len(cont)))
                 hit = hit or n > 0
         return branches, hit
 

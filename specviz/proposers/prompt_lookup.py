@@ -26,7 +26,7 @@ measured here (fp32, one thread, 200-token cache: 1 token 56 ms, 2: ~80, 8: 100,
 """
 from __future__ import annotations
 
-from specviz.decoding.tree import DraftTree
+from specviz.drafting.tree import DraftTree, Source, SourceKind
 from specviz.proposers.base import ProposeContext, Proposer
 from specviz.proposers.ngram_index import KeepsBackoff, MissBackoff, NgramIndex
 
@@ -67,4 +67,4 @@ class PromptLookupProposer(KeepsBackoff, Proposer):
             return DraftTree(retrieval_hit=False)
         pos, n = match
         tokens = self.index.continuation(pos, min(self.num_tokens, 2 ** n if self.scaled_len else ctx.k, ctx.k))
-        return DraftTree.chain(tokens, sources=[f"lookup {n}-gram"] * len(tokens), retrieval_hit=True)
+        return DraftTree.chain(tokens, sources=[Source(SourceKind.LOOKUP, ngram=n)] * len(tokens), retrieval_hit=True)

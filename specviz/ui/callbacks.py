@@ -15,11 +15,14 @@ from specviz.decoding.engine import new_state
 from specviz.decoding.runstate import RunState
 from specviz.ui.limits import check_model_spec, check_prompt_text, check_run_settings
 from specviz.models.loader import EMPTY_PROMPT, check_tokenizers
-from specviz.decoding.sampling import check_settings
+from specviz.drafting.sampling import check_settings
 from specviz.ui import errors, views, work
 from specviz.ui.presets import draft_choices
 from specviz.ui.settings import RunSettings, from_inputs
 from specviz.ui.state import BASELINES, LIMITS, MODELS, SESSIONS, Session, load_with_progress, session_of
+
+
+STOPPED = "Stopped. Step or Run continues this run; Reset starts again."
 
 
 def error(message: str) -> dict:
@@ -126,23 +129,30 @@ def current(session: Session) -> tuple[RunState, int]:
 
 
 # -- Step -----------------------------------------------------------------------------------------
-@guarded
-def step(request: gr.Request, progress=gr.Progress(), **values) -> Iterator[dict]:
-    """Run exactly one cycle (the first Step prefills, then runs cycle 0)."""
-    session, settings = session_of(request), from_inputs(values)
-    yield from loading_frames(settings)
+def step(request: gr.Request, progress=gr.Progress(), **values) -> tuple:
+    """Run exactly one cycle (the first Step prefills, then runs cycle 0).
+
+    A plain function, not a generator: Gradio sends a generator's last outputs twice (as its
+    last frame and as the event's result), and a Step has one frame. Loading shows in the
+    progress bar."""
+    try:
+        return views.as_tuple(_step(session_of(request), from_inputs(values), progress))
+    except Exception as e:  # noqa: BLE001 -- never let a handler take the page down
+        return views.as_tuple(error(errors.message(e, errors.RUN_HINT)))
+
+
+def _step(session: Session, settings: RunSettings, progress) -> dict:
     note = ensure_run(session, settings, progress)
     state, generation = current(session)
     if state.done:
-        yield render(session, "This run is finished. Press Reset, or change a setting, to start another.", "warn")
-        return
+        return render(session, "This run is finished. Press Reset, or change a setting, to start another.", "warn")
     later = work.step(specs(settings), state.light())
-    if not session.adopt(later, generation):
-        return  # a Reset or a settings change took over meanwhile
+    if not session.adopt(later, generation):  # a Reset or a settings change took over meanwhile
+        return render(session, "A Reset or a changed setting replaced this run while it stepped.", "info")
     done = " The run is finished." if later.done else ""
     message = note or (f"Cycle {later.n_cycles - 1} done." if later.n_cycles > state.n_cycles
                        else "The prefill chose the only token asked for.")
-    yield render(session, message + rebuild_note(state, later) + done, "ok")
+    return render(session, message + rebuild_note(state, later) + done, "ok")
 
 
 # -- Run and the AR baseline ----------------------------------------------------------------------
@@ -199,7 +209,7 @@ def run(request: gr.Request, progress=gr.Progress(), **values) -> Iterator[dict]
     if session.generation != generation:
         return  # a Reset or a settings change took over this session
     if session.stop.is_set():
-        yield render(session, "Stopped. Step or Run continues this run; Reset starts again.", "warn")
+        yield render(session, STOPPED, "warn")
         return
     yield from stream_baseline(session, settings, progress)
     if not session.stop.is_set():
@@ -229,8 +239,7 @@ def stop(request: gr.Request) -> tuple:
     """Ask a streaming Run to stop after its current cycle (the event is also cancelled)."""
     session = session_of(request)
     session.stop.set()
-    return views.as_tuple(views.only(status=views.status_html(
-        "Stopped. Step or Run continues this run; Reset starts again.", "warn")))
+    return views.as_tuple(views.only(status=views.status_html(STOPPED, "warn")))
 
 
 def reset(request: gr.Request) -> tuple:

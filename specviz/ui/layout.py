@@ -36,7 +36,10 @@ def decode_events(limits) -> dict:
 
 def launch_kwargs() -> dict:
     """Gradio 6 takes theme and CSS at launch(); app.py and the tests use the same ones."""
-    return dict(theme=THEME, css_paths=[CSS, ASSETS / "compare.css"], js=KEYS_JS.read_text(encoding="utf-8"))
+    # run_history off: Gradio 6 would keep every output in the browser and re-serialise it after each
+    # event; Export already saves a run.
+    return dict(theme=THEME, css_paths=[CSS, ASSETS / "compare.css"], js=KEYS_JS.read_text(encoding="utf-8"),
+                run_history=False)
 
 
 def initial_settings() -> RunSettings:
@@ -192,7 +195,8 @@ def wire(demo: gr.Blocks, inputs: dict, groups: list, comps: dict, decode: dict)
     settings = {k: v for k, v in inputs.items() if k in BASE_INPUTS or k in {kn.key for kn in KNOBS}}
     outputs = [comps[name] for name in views.OUTPUTS]
     common = dict(inputs_kwargs=settings, outputs=outputs, show_progress_on=[comps["status"]])
-    comps["step_btn"].click(callbacks.step, api_name="step", trigger_mode="multiple", **common, **decode)
+    # "once": clicks while a Step is pending are dropped, so an impatient click cannot queue a second
+    comps["step_btn"].click(callbacks.step, api_name="step", trigger_mode="once", **common, **decode)
     run_event = comps["run_btn"].click(callbacks.run, api_name="run", **common, **decode)
     measure = comps["measure_btn"].click(callbacks.measure_baseline, api_name="measure_ar", **common, **decode)
     inputs["load"].click(callbacks.load_models, api_name="load_models", **common, **decode)

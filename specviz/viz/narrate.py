@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from specviz.decoding.trace import BONUS, REJECTED, RESAMPLED, CycleTrace, NodeTrace
 from specviz.viz.style import num, quote
-from specviz.viz.tree_figure import is_tree, nodes_of, source_kind
+from specviz.viz.tree_figure import is_tree, nodes_of, source_kind, source_label
 
 
 def _drafted(cycle: CycleTrace) -> str:
@@ -18,7 +18,7 @@ def _drafted(cycle: CycleTrace) -> str:
         text = f"a tree of {len(nodes)} nodes drafted ({leaves} branches, depth {max(n.depth for n in nodes)})"
     kinds: dict[str, int] = {}
     for n in nodes:
-        kinds[source_kind(n.source)] = kinds.get(source_kind(n.source), 0) + 1
+        kinds[source_kind(n)] = kinds.get(source_kind(n), 0) + 1
     if len(kinds) > 1:  # a hybrid tree: say who proposed what
         text += " (" + ", ".join(f"{count} by {kind}" for kind, count in kinds.items()) + ")"
     return text
@@ -40,8 +40,8 @@ def _accepted(cycle: CycleTrace) -> str:
         return "accepted none"
     words = "accepted " + ", ".join(quote(by_index[i].text) for i in cycle.accepted)
     if is_tree(cycle):
-        source = by_index[cycle.accepted[-1]].source
-        words += f" along branch {quote(source)}" if source else ""
+        last = by_index[cycle.accepted[-1]]
+        words += f" along branch {quote(source_label(last))}" if last.source else ""
     return words
 
 

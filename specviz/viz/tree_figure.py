@@ -59,7 +59,7 @@ def node_hover(node: NodeTrace, greedy: bool) -> str:
     name = STATUS[node.status][0]
     head = f"node {node.index} · depth {node.depth}"
     if node.source:
-        head += f" · source: {esc_plot(node.source)}"
+        head += f" · source: {esc_plot(source_label(node))}"
     lines = [head, f"token {label(node.text)} (id {node.token})", f"status: <b>{name}</b>",
              "q = 1 (deterministic draft)" if node.q is None else f"q = {num(node.q)}",
              "p = – (not verified)" if node.p is None else f"p = {num(node.p)}"]
@@ -110,17 +110,31 @@ def edges(cycle: CycleTrace, pos) -> tuple[list, list, list, list]:
 SOURCE_COLOURS = {"head": PURPLE, "candidate": YELLOW, "lookup": SKY}
 
 
-def source_kind(source: str) -> str:
-    """The proposer behind a node's source label: 'head', 'candidate', 'lookup' or the label itself."""
-    if source.startswith("cand"):
-        return "candidate"
-    if "lookup" in source:
-        return "lookup"
-    return source or "draft"
+# Who proposed a node, in words: NodeTrace's source fields (drafting/tree.Source) → a label.
+KIND_WORDS = {"candidate": "candidate", "root": "lookup", "lookup": "lookup", "head": "head",
+              "draft": "draft model", "layerskip": "layer skip"}
 
 
-def source_colour(source: str, default: str) -> str:
-    return SOURCE_COLOURS.get(source_kind(source), default)
+def source_kind(node: NodeTrace) -> str:
+    """The proposer behind a node, for colours and counts: 'head', 'candidate', 'lookup', …; a file
+    from before the source fields shows its own label."""
+    return KIND_WORDS.get(node.source, node.source or "draft")
+
+
+def source_label(node: NodeTrace) -> str:
+    """The node's source as a reader sees it, e.g. 'cand 2 (logit rank 3)' or 'lookup 3-gram'."""
+    gram = f"lookup {node.ngram}-gram" if node.ngram is not None else "lookup"
+    if node.source == "candidate":
+        return f"cand {node.branch} (logit rank {node.rank})" if node.rank is not None else f"cand {node.branch} {gram}"
+    if node.source == "root":
+        return f"root {gram}"
+    if node.source == "lookup":
+        return gram
+    return KIND_WORDS.get(node.source, node.source)
+
+
+def source_colour(node: NodeTrace, default: str) -> str:
+    return SOURCE_COLOURS.get(source_kind(node), default)
 
 
 def tree_figure(cycle: CycleTrace) -> go.Figure:
@@ -155,7 +169,7 @@ def tree_figure(cycle: CycleTrace) -> go.Figure:
                 mode="markers+text", name=name, text=[label(n.text, LABEL_CHARS) for n in group],
                 hoverinfo="text", hovertext=[node_hover(n, cycle.greedy) for n in group],
                 marker=dict(symbol=symbol, size=size, color=colour,
-                            line=dict(width=3, color=[source_colour(n.source, colour) for n in group])),
+                            line=dict(width=3, color=[source_colour(n, colour) for n in group])),
                 **{"textposition": "top center", **text_style}))
     return _tree_layout(fig, cycle, pos)
 

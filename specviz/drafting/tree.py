@@ -9,9 +9,28 @@ the vocabulary), or None when the draft is deterministic (a point mass on the to
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 
 import torch
 
+
+class SourceKind(str, Enum):
+    """Which proposer (or proposer branch) made a node. A str, so it is its own JSON value."""
+    LOOKUP = "lookup"  # prompt lookup: copied after an n-gram match
+    ROOT = "root"  # LogitSpec's branch 0: the retrieved continuation of [context, root]
+    CANDIDATE = "candidate"  # LogitSpec: a next-next candidate from the last logits, and its continuation
+    HEAD = "head"  # the trained draft head
+    DRAFT = "draft"  # a draft model
+    LAYERSKIP = "layerskip"  # the target's own layer subset
+
+
+@dataclass(frozen=True)
+class Source:
+    """Who proposed a node, as data: the planner keys its statistics by it, and viz/ words it."""
+    kind: SourceKind
+    branch: int = 0  # LogitSpec's candidate number (1: the best-ranked candidate); 0 elsewhere
+    rank: int | None = None  # a candidate's own node: its rank in the last logits
+    ngram: int | None = None  # retrieved nodes: the length of the n-gram match that found them
 
 
 @dataclass
@@ -19,7 +38,7 @@ class DraftTree:
     tokens: list[int] = field(default_factory=list)
     parents: list[int] = field(default_factory=list)
     q: list[torch.Tensor | None] | None = None
-    sources: list[str] | None = None  # per node: which proposer branch made it
+    sources: list[Source] | None = None  # per node: which proposer branch made it
     retrieval_hit: bool | None = None  # for retrieval proposers: did any lookup succeed
 
     def __post_init__(self):
@@ -53,8 +72,8 @@ class DraftTree:
     def q_of(self, i: int) -> torch.Tensor | None:
         return None if self.q is None else self.q[i]
 
-    def source_of(self, i: int) -> str:
-        return "" if self.sources is None else self.sources[i]
+    def source_of(self, i: int) -> Source | None:
+        return None if self.sources is None else self.sources[i]
 
     def limit_depth(self, max_depth: int) -> "DraftTree":
         """The same tree without nodes deeper than max_depth (order is kept)."""

@@ -10,6 +10,11 @@ from dataclasses import dataclass, field
 import torch
 
 
+def is_greedy(temperature: float) -> bool:
+    """Temperature 0 means greedy decoding (argmax), the one definition every layer uses."""
+    return temperature == 0
+
+
 def check_settings(temperature: float, top_p: float) -> None:
     """Raise ValueError with an actionable message for settings no sampler can use."""
     if not isinstance(temperature, (int, float)) or math.isnan(temperature) or temperature < 0:
@@ -46,7 +51,7 @@ class Sampling:
 
     @property
     def greedy(self) -> bool:
-        return self.temperature == 0
+        return is_greedy(self.temperature)
 
     def probs(self, logits: torch.Tensor) -> torch.Tensor:
         """The distribution a token is drawn from (one-hot on the argmax under greedy)."""

@@ -1,4 +1,4 @@
-"""`python -m specviz.head.train`: train the draft head (specviz/head/model.py) for the bundled target.
+"""`python -m specviz.training.head_train`: train the draft head (specviz/head/model.py) for the bundled target.
 
 1. Data: the target's own answers to assets/head/prompts_train.txt, greedy and sampled at
    temperature 0.7, decoded in batches with left padding; the final-norm hidden state of every
@@ -27,8 +27,11 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from specviz.head.model import DEFAULT_PATH, DraftHead, config_for, save_head, target_parts
+from specviz.decoding.engine import generate
+from specviz.head.model import DEFAULT_PATH, DraftHead, config_for, load_head, save_head, target_parts
 from specviz.models.kvcache import new_cache
+from specviz.models.loader import load
+from specviz.proposers.head import HeadProposer
 
 ASSETS = DEFAULT_PATH.parent
 SAMPLED_T = 0.7  # the temperature the issue's sampling benchmark uses
@@ -51,7 +54,7 @@ def generate_batch(model, prompts: list[list[int]], max_new: int, temperature: f
     for i, p in enumerate(prompts):
         ids[i, P - len(p):], mask[i, P - len(p):] = torch.tensor(p), 1
     pos = (mask.cumsum(-1) - 1).clamp_min(0)
-    cache, feats, new = new_cache(model.config), [], []
+    cache, feats, new = new_cache(), [], []
     done = torch.zeros(B, dtype=torch.bool)
     eos_t = torch.tensor(sorted(eos) or [-1])
     h = model.base_model(input_ids=ids, attention_mask=mask, position_ids=pos,
@@ -201,9 +204,6 @@ def evaluate(target, head: DraftHead, prompts: list[str], k: int, max_new: int, 
     c = (head time per drafted token) / (target time per plain decoding step),
     both measured here, in the same process, on the same prompts.
     """
-    from specviz.decoding.engine import generate
-    from specviz.proposers.head import HeadProposer
-
     proposer = HeadProposer(head, target.model)
     out, plain_s, plain_n = {}, 0.0, 0
     for p in prompts:  # plain decoding: the target's cost of one step
@@ -242,7 +242,7 @@ def _tally(runs, subset: set[int]) -> dict:
 
 # -- the script ------------------------------------------------------------------------------------
 def parse_args(argv):
-    ap = argparse.ArgumentParser(prog="python -m specviz.head.train", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m specviz.training.head_train", description=__doc__.splitlines()[0])
     ap.add_argument("--prompts", default=str(ASSETS / "prompts_train.txt"))
     ap.add_argument("--heldout", default=str(ASSETS / "prompts_heldout.txt"))
     ap.add_argument("--out", default=str(DEFAULT_PATH), help="where the weights go; card.json beside them")
@@ -282,9 +282,6 @@ def build_data(target, args, log) -> list[dict]:
 
 
 def main(argv=None) -> int:
-    from specviz.head.model import load_head
-    from specviz.models.loader import load
-
     args = parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -1,0 +1,124 @@
+"""A class at once: N gradio_client sessions press Step S times together against a running app.
+
+    python app.py &                                    # or any SpecViz URL
+    python scripts/load_test.py http://127.0.0.1:7860/ --sessions 30 --steps 2 [--pid PID]
+
+Each session is its own Gradio session (its own run), and all of them start each round of Steps
+at the same moment. Prints the errors, p50/p95/max seconds per Step, Steps per second over the
+whole test, and, with --pid (the app's process id; found by port when left out and psutil can),
+the app's resident memory afterwards. Settings are the page's defaults unless given.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+DEFAULT_PROMPT = "Explain in three sentences why the sky is blue."
+
+
+def percentile(xs: list[float], q: float) -> float:
+    """The q-th percentile (0–100) by nearest rank; nan for no data."""
+    if not xs:
+        return float("nan")
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, max(0, round(q / 100 * len(xs) + 0.5) - 1))]
+
+
+def app_pid(url: str) -> int | None:
+    """The process listening on the URL's port, if psutil can see it."""
+    try:
+        import psutil
+        from urllib.parse import urlparse
+
+        port = urlparse(url).port
+        for conn in psutil.net_connections(kind="tcp"):
+            if conn.laddr and conn.laddr.port == port and conn.status == psutil.CONN_LISTEN:
+                return conn.pid
+    except Exception:  # noqa: BLE001 -- memory is a nicety; the test goes on without it
+        return None
+    return None
+
+
+def rss_gb(pid: int | None) -> float | None:
+    if pid is None:
+        return None
+    try:
+        import psutil
+
+        proc = psutil.Process(pid)
+        return (proc.memory_info().rss + sum(c.memory_info().rss for c in proc.children(recursive=True))) / 1e9
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def run(url: str, sessions: int, steps: int, inputs: dict) -> dict:
+    """Every session presses Step `steps` times, each round started together; returns the tallies."""
+    from gradio_client import Client
+
+    clients = [Client(url, verbose=False) for _ in range(sessions)]
+    latencies: list[float] = []
+    errors: list[str] = []
+    lock = threading.Lock()
+    start = time.perf_counter()
+    for _ in range(steps):
+        barrier = threading.Barrier(sessions)
+
+        def press(client) -> None:
+            barrier.wait()
+            t0 = time.perf_counter()
+            try:
+                out = client.predict(api_name="/step", **inputs)
+                status = str(out[0])
+                failed = "sv-status-error" in status
+            except Exception as e:  # noqa: BLE001 -- "Queue is full" and the like are what is counted
+                failed, status = True, f"{type(e).__name__}: {e}"
+            with lock:
+                latencies.append(time.perf_counter() - t0)
+                if failed:
+                    errors.append(status[:200])
+        threads = [threading.Thread(target=press, args=(c,)) for c in clients]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    wall = time.perf_counter() - start
+    return {"steps": len(latencies), "errors": errors, "wall_s": wall, "latencies": latencies}
+
+
+def report(result: dict, rss: float | None) -> str:
+    lat = result["latencies"]
+    lines = [f"Steps: {result['steps']}, errors: {len(result['errors'])}",
+             f"per Step: p50 {percentile(lat, 50):.2f} s, p95 {percentile(lat, 95):.2f} s, max {max(lat):.2f} s",
+             f"wall {result['wall_s']:.1f} s, {result['steps'] / result['wall_s']:.2f} Steps/s"]
+    if rss is not None:
+        lines.append(f"app RSS afterwards: {rss:.2f} GB")
+    lines += [f"  error: {e}" for e in result["errors"][:5]]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("url")
+    ap.add_argument("--sessions", type=int, default=30)
+    ap.add_argument("--steps", type=int, default=2)
+    ap.add_argument("--prompt", default=DEFAULT_PROMPT)
+    ap.add_argument("--max-new-tokens", type=int, default=None)
+    ap.add_argument("--pid", type=int, default=None, help="the app's process id, for its memory")
+    args = ap.parse_args()
+    inputs = {"prompt": args.prompt}
+    if args.max_new_tokens is not None:
+        inputs["max_new_tokens"] = args.max_new_tokens
+    result = run(args.url, args.sessions, args.steps, inputs)
+    print(report(result, rss_gb(args.pid or app_pid(args.url))))
+    sys.exit(1 if result["errors"] else 0)
+
+
+if __name__ == "__main__":
+    main()
