@@ -23,6 +23,7 @@ from specviz.models.families import final_norm
 from specviz.models.loader import LoadedModel, check_tokenizers
 from specviz.proposers import make_proposer
 from specviz.proposers.base import ProposeContext, Proposer
+from specviz.decoding.prefills import PREFILLS, Prefill
 from specviz.decoding.planner import Planner, verify_cost
 from specviz.decoding.recorder import record_counts, record_cycle
 from specviz.decoding.runstate import LIVE, LiveCaches, RunState
@@ -74,7 +75,7 @@ class Decoder:
             self.proposer = ready
         else:
             self.proposer = None if method == "ar" else make_proposer(method, target, draft, **dict(settings.knobs))
-        self.target, self.record = target, settings.record
+        self.target, self.record, self.share = target, settings.record, settings.share_prefill
         # cost-aware drafting (planner.py): on by default; plan=False verifies every offered node
         self.planner = None
         if settings.plan and self.proposer is not None:
@@ -94,6 +95,7 @@ class Decoder:
         self._norm = final_norm(target.model) if self.proposer is not None and self.proposer.needs_hidden else None
         self._hidden: torch.Tensor | None = None  # rows of the latest pass, after the final norm
         self.last_hidden: torch.Tensor | None = None  # the row last_logits came from
+        self.prefill_shared = False  # the prompt's prefill was another run's, copied (prefills.py)
         self.elapsed = self.prefill_s = self.rebuild_s = 0.0
         self.rebuilds = 0
         self.done = False
@@ -114,7 +116,8 @@ class Decoder:
             rng=self.sampling.generator.get_state().numpy().tobytes(), last_logits=logits,
             proposer=self.proposer.state() if self.proposer is not None else {}, done=self.done,
             planner=self.planner.state() if self.planner is not None else {},
-            prefill_s=self.prefill_s, decode_s=self.elapsed - self.prefill_s, rebuild_s=self.rebuild_s,
+            prefill_s=self.prefill_s, prefill_shared=self.prefill_shared,
+            decode_s=self.elapsed - self.prefill_s, rebuild_s=self.rebuild_s,
             rebuilds=self.rebuilds, cycles=list(self.cycles[since:]))
 
     @classmethod
@@ -145,6 +148,7 @@ class Decoder:
         if state.last_hidden is not None and self._norm is not None:
             self.last_hidden = state.last_hidden.to(self.target.device)
         self.prefill_s, self.rebuild_s, self.rebuilds = state.prefill_s, state.rebuild_s, state.rebuilds
+        self.prefill_shared = state.prefill_shared
         self.elapsed = state.prefill_s + state.decode_s
         if self.proposer is not None and state.started:
             self.proposer.set_state(state.proposer)
@@ -188,11 +192,19 @@ class Decoder:
     def prefill(self) -> None:
         """Run the prompt through the target and commit the first new token."""
         t0 = time.perf_counter()
-        self.cache = new_cache()
-        logits = self._forward(self.prompt_ids, last_only=True)
-        self.last_logits = logits[-1]
+        shared = PREFILLS.take(self.target.model, self.prompt_ids, self._norm is not None) if self.share else None
+        if shared is None:
+            self.cache = new_cache()
+            logits = self._forward(self.prompt_ids, last_only=True)
+            hidden = self._hidden[-1] if self._norm is not None else None
+            shared = Prefill(self.cache, logits[-1], hidden)
+            if self.share:
+                PREFILLS.put(self.target.model, self.prompt_ids, shared)
+        else:
+            self.cache, self.prefill_shared = shared.cache, True
+        self.last_logits = shared.logits
         if self._norm is not None:
-            self.last_hidden = self._hidden[-1]
+            self.last_hidden = shared.hidden
         first = self.sampling.pick(self.last_logits)
         self._commit([first], [TARGET], -1)
         if self.proposer is not None and not self.done:

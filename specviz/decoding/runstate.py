@@ -49,6 +49,7 @@ class RunState:
     planner: dict[str, Any] = field(default_factory=dict)  # cost-aware drafting's counts and pass costs
     done: bool = False
     prefill_s: float = 0.0  # the prompt pass that chose the first new token
+    prefill_shared: bool = False  # that pass was another run's, copied (decoding/prefills.py)
     decode_s: float = 0.0  # cycles only: no prefill, no cache rebuilds
     rebuild_s: float = 0.0  # prefills that rebuilt a cache some call found empty
     rebuilds: int = 0

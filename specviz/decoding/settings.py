@@ -39,6 +39,9 @@ class DecodeSettings:
     adaptive_k: bool = False
     record: bool = True  # keep per-cycle traces (False for timing runs)
     plan: bool = True  # cost-aware drafting (planner.py); False verifies every offered node
+    # start from a copy of another run's prefill of the same prompt (prefills.py): the app's
+    # sessions do; timing runs (bench, Compare) prefill for themselves, as HF generate does
+    share_prefill: bool = False
     knobs: tuple[tuple[str, Any], ...] = field(default=())
 
     def __post_init__(self):

@@ -27,6 +27,7 @@ class RunSettings(DecodeSettings):
     target: str = BUNDLED
     draft: str | None = HEAD_DRAFT  # read only when method is "draft"; the bundled target's default
     prompt: str = ""
+    share_prefill: bool = True  # a class on one example prompt prefills it once (decoding/prefills.py)
 
     @property
     def engine_method(self) -> str:

@@ -1,0 +1,60 @@
+"""Shared prefills: a run that starts on a prompt another run already prefilled (same model object)
+starts from a copy of that prefill, and decodes exactly as if it had prefilled itself."""
+import pytest
+import torch
+
+import specviz
+from specviz.decoding.engine import Decoder
+from specviz.decoding.prefills import PREFILLS
+from tests.tiny import PROMPTS, pair
+
+
+def _draws(run) -> list:
+    """Every decision of the run, and the cache lengths it saw (a stale cache shows there first)."""
+    return [([(n.token, n.status, n.r) for n in c.nodes], c.committed, c.cache_before) for c in run.cycles]
+
+
+@pytest.fixture(autouse=True)
+def empty_store():
+    PREFILLS.clear()
+    yield
+    PREFILLS.clear()
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_a_shared_prefill_gives_the_runs_own_tokens_and_draws(temperature):
+    """The second run on a prompt takes the first run's prefill (the store counts a hit, the model
+    runs no prompt pass) and its tokens and every draw equal a run that prefilled alone; the first
+    run's later cycles, which change its own cache, never reach the copy kept."""
+    target, _ = pair(noise=0.3, vocab=48, layers=3)
+    kw = dict(method="pld", k=4, temperature=temperature, seed=3, max_new_tokens=30, chat=False)
+    prompt = PROMPTS[2] * 3
+    alone = specviz.generate(target, prompt, **kw)  # share_prefill off: nothing kept
+    assert len(PREFILLS) == 0
+    first = specviz.generate(target, prompt, share_prefill=True, **kw)
+    calls = []
+    hook = target.model.register_forward_pre_hook(lambda m, a, kw_: calls.append(kw_["input_ids"].shape[1]),
+                                                  with_kwargs=True)
+    decoder = Decoder(target, prompt, share_prefill=True, **kw)
+    second = decoder.run()
+    hook.remove()
+    assert PREFILLS.hits == 1 and decoder.prefill_shared and decoder.state().prefill_shared
+    assert len(target.encode(prompt, chat=False)) not in calls  # no pass over the whole prompt
+    for run in (first, second):
+        assert run.token_ids == alone.token_ids and _draws(run) == _draws(alone)
+
+
+def test_another_model_or_prompt_never_hits():
+    """A prefill is kept for its model object and ids only: another model with the same name, or
+    another prompt, prefills for itself."""
+    a, _ = pair(vocab=48, layers=2, seed=1)
+    b, _ = pair(vocab=48, layers=2, seed=2)
+    assert a.name == b.name
+    kw = dict(method="ar", max_new_tokens=4, chat=False, share_prefill=True)
+    specviz.generate(a, PROMPTS[0], **kw)
+    other_model = Decoder(b, PROMPTS[0], **kw)
+    other_model.run()
+    other_prompt = Decoder(a, PROMPTS[1], **kw)
+    other_prompt.run()
+    assert PREFILLS.hits == 0 and not other_model.prefill_shared and not other_prompt.prefill_shared
+    assert torch.is_tensor(PREFILLS.take(a.model, a.encode(PROMPTS[0], chat=False), False).logits)
