@@ -104,3 +104,19 @@ def bench_prompts() -> list:
     if not BENCH_PROMPTS.is_file():
         pytest.skip(f"{BENCH_PROMPTS} is missing")
     return json.loads(BENCH_PROMPTS.read_text(encoding="utf-8"))
+
+
+@pytest.fixture
+def forked():
+    """Every GPU call of specviz.ui.work runs in a forked worker (tests/fork_gpu.py, the stand-in for
+    spaces.GPU) while the test runs; workers start fresh with the test and end with it. Yields the
+    stand-in's record of (function name, requested seconds) per call."""
+    from specviz.ui import zerogpu
+    from tests import fork_gpu
+
+    zerogpu.use_backend(fork_gpu.GPU)
+    fork_gpu.reset()
+    fork_gpu.CALLS.clear()
+    yield fork_gpu.CALLS
+    zerogpu.use_backend(None)
+    fork_gpu.reset()

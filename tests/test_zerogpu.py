@@ -24,18 +24,6 @@ TINY = "tiny-random:vocab=48,layers=3,seed=5"
 
 
 @pytest.fixture
-def forked():
-    """Every GPU call of specviz.ui.work runs in a forked worker (fork_gpu) while the test runs;
-    workers start fresh with the test and end with it."""
-    zerogpu.use_backend(fork_gpu.GPU)
-    fork_gpu.reset()
-    fork_gpu.CALLS.clear()
-    yield fork_gpu.CALLS
-    zerogpu.use_backend(None)
-    fork_gpu.reset()
-
-
-@pytest.fixture
 def fresh_workers(forked, monkeypatch):
     """As `forked`, with a new worker for every call (ZeroGPU's case when no worker was idle)."""
     monkeypatch.setattr(fork_gpu, "FRESH", True)

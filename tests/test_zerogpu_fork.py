@@ -22,17 +22,6 @@ HANG_DEADLINE_S = 3  # requested seconds + margin in the hang tests: long enough
 
 
 @pytest.fixture
-def forked():
-    """GPU calls go through the stand-in; its workers start fresh with the test and end with it."""
-    zerogpu.use_backend(fork_gpu.GPU)
-    fork_gpu.reset()
-    fork_gpu.CALLS.clear()
-    yield fork_gpu.CALLS
-    zerogpu.use_backend(None)
-    fork_gpu.reset()
-
-
-@pytest.fixture
 def two_threads():
     """torch's OpenMP pool in use, as in the app (the suite runs tiny models on one thread)."""
     before = torch.get_num_threads()
