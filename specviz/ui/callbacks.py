@@ -132,9 +132,8 @@ def current(session: Session) -> tuple[RunState, int]:
 def step(request: gr.Request, progress=gr.Progress(), **values) -> tuple:
     """Run exactly one cycle (the first Step prefills, then runs cycle 0).
 
-    A plain function, not a generator: Gradio sends a generator's last outputs twice (as its
-    last frame and as the event's result), and a Step has one frame. Loading shows in the
-    progress bar."""
+    A plain function, not a generator: a Step has one frame, so streaming it buys nothing and
+    costs Gradio's generator machinery per event. Loading shows in the progress bar."""
     try:
         return views.as_tuple(_step(session_of(request), from_inputs(values), progress))
     except Exception as e:  # noqa: BLE001 -- never let a handler take the page down
