@@ -73,11 +73,16 @@ def _record(fn, duration, args, kwargs) -> None:
     CALLS.append((fn.__name__, float(seconds)))
 
 
-def _enter_openmp() -> None:
-    """One op big enough for torch's OpenMP pool (TensorIterator's grain is 32768 elements), in this thread."""
+def _enter_openmp() -> int:
+    """One op big enough for torch's OpenMP pool (TensorIterator's grain is 32768 elements), in this
+    thread, on at least two threads, as the app's threads run (an earlier test may have set one);
+    returns the thread count to restore once the worker has forked."""
     import torch
 
+    before = torch.get_num_threads()
+    torch.set_num_threads(max(2, before))
     torch.ones(1 << 20).exp_()
+    return before
 
 
 def _spaces_error(e: BaseException):
@@ -106,10 +111,13 @@ def _serve(fn, conn) -> None:
 
 class _Worker:
     def __init__(self, fn):
-        _enter_openmp()
+        import torch
+
+        threads = _enter_openmp()
         self.conn, theirs = _FORK.Pipe()
         self.process = _FORK.Process(target=_serve, args=(fn, theirs), daemon=True)
         self.process.start()
+        torch.set_num_threads(threads)
         theirs.close()
 
     def receive(self):
