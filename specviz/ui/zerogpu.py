@@ -208,13 +208,14 @@ def on_gpu(duration: Callable[..., float] | float):
         if inspect.isgeneratorfunction(fn):
             @functools.wraps(fn)
             def stream(*args, **kwargs):
-                if gpu() is None:
+                remote_call = gpu()
+                if remote_call is None:
                     yield from fn(*args, **kwargs)
                     return
                 for attempt in (1, 2):  # a second time only after a stale worker, before any item
                     sent = False
                     try:
-                        for item in gpu()(*args, **kwargs):
+                        for item in remote_call(*args, **kwargs):
                             if isinstance(item, _Raised):
                                 raise item.error
                             sent = True
@@ -228,11 +229,12 @@ def on_gpu(duration: Callable[..., float] | float):
 
         @functools.wraps(fn)
         def call(*args, **kwargs):
-            if gpu() is None:
+            remote_call = gpu()
+            if remote_call is None:
                 return fn(*args, **kwargs)
             for attempt in (1, 2):
                 try:
-                    result = gpu()(*args, **kwargs)
+                    result = remote_call(*args, **kwargs)
                 except Exception as e:
                     if attempt == 1 and _named(e, ModelNotInWorker):
                         continue
