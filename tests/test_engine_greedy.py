@@ -54,7 +54,7 @@ def test_tree_greedy_is_lossless(tiny, depth, branching):
     target, _ = tiny
     for prompt in PROMPTS:
         proposer = FixedTreeProposer(depth, branching, vocab=target.vocab_size, seed=depth)
-        run = specviz.generate(target, prompt, method=proposer, k=depth, max_new_tokens=N, chat=False, plan=False)
+        run = specviz.generate(target, prompt, proposer=proposer, k=depth, max_new_tokens=N, chat=False, plan=False)
         assert run.token_ids == hf_greedy(target, prompt, N)
 
 
@@ -79,7 +79,7 @@ def test_caches_hold_committed_tokens_after_rejection(tiny):
 def test_tree_cache_keeps_only_accepted_path(tiny):
     """After a partial acceptance in a tree, the target cache equals a fresh pass over the committed tokens."""
     target, _ = tiny
-    dec = Decoder(target, PROMPTS[0], method=FixedTreeProposer(4, 3, vocab=32, seed=1), k=4,
+    dec = Decoder(target, PROMPTS[0], proposer=FixedTreeProposer(4, 3, vocab=32, seed=1), k=4,
                   max_new_tokens=N, chat=False, plan=False)
     partial = 0
     for cycle in dec:

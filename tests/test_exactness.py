@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from specviz.decoding.engine import Decoder
+from specviz.decoding.targets import BatchedTarget
 from specviz.models.loader import derive_draft, tiny_random
 from specviz.proposers import make_proposer
 from specviz.proposers.draft_model import DraftModelProposer
@@ -23,7 +24,7 @@ from specviz.decoding.trace import BONUS, FROM_DRAFT, RESAMPLED
 from specviz.training.head_train import new_head
 from tests import twins
 from tests.reference import exact_joint
-from tests.tiny import FixedTreeProposer, TwoChains
+from tests.tiny import FixedTreeProposer, TwoChains, run_together
 
 VOCAB = 6  # few enough tokens that the joint of three of them has 216 cells
 PROMPT = [1, 2, 3]
@@ -71,11 +72,36 @@ def run_counts(models, name: str, settings) -> tuple[np.ndarray, Counter]:
     temperature, top_p = settings
     counts, origins = np.zeros((VOCAB,) * 3), Counter()
     for seed in range(N):
-        run = Decoder(target, PROMPT, method=_proposer(models, name, seed), k=2, temperature=temperature,
+        run = Decoder(target, PROMPT, proposer=_proposer(models, name, seed), k=2, temperature=temperature,
                       top_p=top_p, seed=seed, max_new_tokens=4, chat=False, record=False, plan=False).run()
         counts[tuple(run.token_ids[1:])] += 1
         origins.update(run.origins)
     return counts, origins
+
+
+GROUP = 8  # runs decoded at once when their verify passes are batched
+
+
+def run_counts_batched(models, name: str, settings) -> tuple[np.ndarray, Counter, list[int]]:
+    """run_counts, with the N runs decoded GROUP at a time in threads whose verify passes one
+    BatchedTarget per group answers together (it waits for the whole group): the app's class at
+    once. Also returns how many requests each cycle's pass answered."""
+    target = models[0]
+    temperature, top_p = settings
+    counts, origins, shares = np.zeros((VOCAB,) * 3), Counter(), []
+    for first in range(0, N, GROUP):
+        shared = BatchedTarget(target, gather=min(GROUP, N - first), gather_s=5.0)
+
+        def make(i):
+            seed = first + i
+            return Decoder(target, PROMPT, proposer=_proposer(models, name, seed), k=2, temperature=temperature,
+                           top_p=top_p, seed=seed, max_new_tokens=4, chat=False, record=False, plan=False,
+                           verifier=shared)
+        for run in run_together(make, min(GROUP, N - first), shared):
+            counts[tuple(run.token_ids[1:])] += 1
+            origins.update(run.origins)
+            shares += [c.verify_shared for c in run.cycles]
+    return counts, origins, shares
 
 
 def p_value(models, name: str, settings) -> tuple[float, Counter]:
@@ -97,6 +123,19 @@ def test_sampled_tokens_follow_the_target(models, name, settings):
     p, origins = p_value(models, name, settings)
     assert p > ALPHA, p
     assert min(origins[FROM_DRAFT], origins[RESAMPLED], origins[BONUS]) >= N / 20, origins
+
+
+BATCHED = ["chain, draft model", "tree, draft head", "tree, logitspec"]
+
+
+@pytest.mark.parametrize("name", BATCHED)
+def test_sampled_tokens_follow_the_target_with_shared_verify_passes(models, name):
+    """The same check with the runs' verify passes shared GROUP at a time (BatchedTarget): batching
+    changes no rule, so (t2, t3, t4) still follow the target's exact joint; and passes were shared."""
+    counts, origins, shares = run_counts_batched(models, name, NUCLEUS)
+    expected = exact_joint(models[0].model, PROMPT, 4, *NUCLEUS).sum(0)
+    assert chi_square_p_value(counts, expected) > ALPHA
+    assert max(shares) == GROUP and sum(s > 1 for s in shares) > len(shares) / 2, Counter(shares)
 
 
 @pytest.mark.parametrize("twin", list(twins.TWINS))

@@ -61,7 +61,7 @@ def test_tiny_head_is_fed_the_committed_hidden_states(tiny_head):
     target, head = tiny_head
     CheckedHeadProposer.checks = 0
     for temperature, k in ((0.0, 3), (1.0, 2), (1.0, 5)):
-        run = specviz.generate(target, [1, 2, 3, 4], method=_checked(target, head), k=k,
+        run = specviz.generate(target, [1, 2, 3, 4], proposer=_checked(target, head), k=k,
                                temperature=temperature, max_new_tokens=30, chat=False)
         assert len(run.token_ids) == 30
     assert CheckedHeadProposer.checks > 20
@@ -71,7 +71,7 @@ def test_tiny_head_q_is_zero_off_its_subset(tiny_head):
     """The trace's q comes from the head: it sums to 1 over the subset and is 0 elsewhere."""
     target, head = tiny_head
     proposer = HeadProposer(head, target.model)
-    dec = Decoder(target, PROMPT, method=proposer, k=3, temperature=1.0, chat=False)
+    dec = Decoder(target, PROMPT, proposer=proposer, k=3, temperature=1.0, chat=False)
     dec.prefill()
     tree = proposer.propose(ProposeContext(dec.ids, dec.last_logits, 3, dec.sampling, len(PROMPT),
                                            last_hidden=dec.last_hidden))
@@ -132,8 +132,9 @@ def test_head_greedy_equals_plain_greedy(bundled_target, k):
                "Give me three tips for a good night's sleep."]
     for i, prompt in enumerate(prompts):
         plain = specviz.generate(bundled_target, prompt, method="ar", max_new_tokens=24, record=False)
-        method = "head" if i != 1 else _checked(bundled_target, HeadProposer.build(bundled_target).head)
-        run = specviz.generate(bundled_target, prompt, method=method, k=k, max_new_tokens=24, record=False)
+        given = dict(method="head") if i != 1 else dict(
+            proposer=_checked(bundled_target, HeadProposer.build(bundled_target).head))
+        run = specviz.generate(bundled_target, prompt, **given, k=k, max_new_tokens=24, record=False)
         assert run.token_ids == plain.token_ids
         assert run.metrics["accepted_tokens"] > 0  # the head did draft something the target kept
 

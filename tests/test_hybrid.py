@@ -37,7 +37,7 @@ def models():
 def test_nodes_carry_their_sources_true_q(models):
     """Retrieval nodes are point masses (q None); head nodes carry the head's q; they are never merged."""
     target, head = models
-    decoder = Decoder(target, PROMPT * 2, method=_hybrid(target, head), k=4, temperature=0.7, seed=0,
+    decoder = Decoder(target, PROMPT * 2, proposer=_hybrid(target, head), k=4, temperature=0.7, seed=0,
                       max_new_tokens=12, chat=False, plan=False)
     sources = set()
     for cycle in decoder:
@@ -56,7 +56,7 @@ def test_greedy_hybrid_is_lossless():
     for plan in (True, False):
         cut = 0
         for prompt in PROMPTS:
-            run = specviz.generate(target, prompt * 3, method=_hybrid(target, head), k=6, max_new_tokens=30,
+            run = specviz.generate(target, prompt * 3, proposer=_hybrid(target, head), k=6, max_new_tokens=30,
                                    chat=False, plan=plan)
             assert run.token_ids == hf_greedy(target, prompt * 3, 30)
             assert sum(len(c.nodes) for c in run.cycles) > 0, (plan, prompt)
@@ -78,7 +78,7 @@ def _p_value(models) -> float:
     target, head = models
     counts = np.zeros((VOCAB,) * 3)
     for seed in range(N):
-        run = Decoder(target, PROMPT, method=_hybrid(target, head), k=2, temperature=0.7, top_p=0.9, seed=seed,
+        run = Decoder(target, PROMPT, proposer=_hybrid(target, head), k=2, temperature=0.7, top_p=0.9, seed=seed,
                       max_new_tokens=4, chat=False, record=False, plan=False).run()
         counts[tuple(run.token_ids[1:])] += 1
     exact = exact_joint(target.model, PROMPT, 4, 0.7, 0.9).sum(axis=0)

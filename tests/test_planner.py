@@ -119,8 +119,8 @@ def test_planned_greedy_runs_stay_lossless():
             # The draft model declared cheap (c = 0.05): at its true cost here (0.37 target steps,
             # its embeddings as big as the target's) the planner rightly never drafts with it,
             # and its runs would be plain decoding.
-            proposer = _proposer((target, draft)) if method == "draft" else method
-            run = specviz.generate(target, prompt * 3, method=proposer, k=4, max_new_tokens=30, chat=False)
+            given = dict(proposer=_proposer((target, draft))) if method == "draft" else dict(method=method)
+            run = specviz.generate(target, prompt * 3, **given, k=4, max_new_tokens=30, chat=False)
             assert run.token_ids == hf_greedy(target, prompt * 3, 30)
             sent += sum(len(c.nodes) for c in run.cycles)
             accepted += sum(len(c.accepted) for c in run.cycles)
@@ -155,7 +155,7 @@ def _p_value(models) -> tuple[float, int, int]:
     target = models[0]
     counts, cut, sent = np.zeros((VOCAB,) * 3), 0, 0
     for seed in range(N):
-        decoder = Decoder(target, PROMPT, method=_proposer(models), k=6, temperature=0.7,
+        decoder = Decoder(target, PROMPT, proposer=_proposer(models), k=6, temperature=0.7,
                           top_p=0.9, seed=seed, max_new_tokens=4, chat=False, record=False)
         run = decoder.run()
         counts[tuple(run.token_ids[1:])] += 1

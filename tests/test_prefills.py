@@ -58,3 +58,57 @@ def test_another_model_or_prompt_never_hits():
     other_prompt.run()
     assert PREFILLS.hits == 0 and not other_model.prefill_shared and not other_prompt.prefill_shared
     assert torch.is_tensor(PREFILLS.take(a.model, a.encode(PROMPTS[0], chat=False), False).logits)
+
+
+def test_runs_starting_together_compute_one_prefill():
+    """Six runs that start on the same prompt at the same moment (a class pressing Step) compute the
+    prefill once: five of them wait for it and take copies, and all six give the solo tokens."""
+    import threading
+
+    from tests.tiny import run_together
+
+    target, _ = pair()
+    prompt = PROMPTS[2] * 4
+    solo = specviz.generate(target, prompt, method="pld", k=3, max_new_tokens=12, chat=False).token_ids
+    PREFILLS.clear()
+    calls, lock, real = [], threading.Lock(), target.model.forward
+
+    def counted(*args, **kw):  # count the passes over the whole prompt
+        if kw.get("input_ids") is not None and kw["input_ids"].shape[1] == len(prompt):
+            with lock:
+                calls.append(1)
+            threading.Event().wait(0.2)  # a prefill takes a while: the others arrive meanwhile
+        return real(*args, **kw)
+
+    target.model.forward = counted
+    try:
+        runs = run_together(lambda i: Decoder(target, prompt, method="pld", k=3, max_new_tokens=12, chat=False,
+                                              share_prefill=True), 6)
+    finally:
+        del target.model.forward
+    assert len(calls) == 1 and PREFILLS.hits == 5
+    assert all(r.token_ids == solo for r in runs)
+
+
+def test_a_failed_prefill_lets_the_waiting_runs_compute_their_own():
+    """When the run computing a shared prefill fails, a run waiting for it is released at once and
+    prefills by itself, rather than waiting for a result that never comes."""
+    import threading
+    import time
+
+    target, _ = pair()
+    assert PREFILLS.take(target.model, [1, 2, 3], False) is None  # this caller now computes it
+    got, took = [], []
+
+    def waiter():
+        t0 = time.perf_counter()
+        got.append(PREFILLS.take(target.model, [1, 2, 3], False))
+        took.append(time.perf_counter() - t0)
+
+    thread = threading.Thread(target=waiter)
+    thread.start()
+    time.sleep(0.2)
+    assert thread.is_alive()  # it waits for the prefill in progress
+    PREFILLS.release(target.model, [1, 2, 3])  # the computing caller failed
+    thread.join(timeout=5)
+    assert got == [None] and took[0] < 5

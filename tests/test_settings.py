@@ -45,8 +45,24 @@ def test_decoder_from_settings_equals_decoder_from_keywords():
     kw = dict(method="pld", k=3, temperature=0.0, max_new_tokens=10, chat=False)
     a = Decoder(target, [1, 5, 9, 2, 7, 1, 5, 9], DecodeSettings(**kw))
     b = Decoder(target, [1, 5, 9, 2, 7, 1, 5, 9], **kw)
-    assert a.options == b.options and a.settings == b.settings
+    assert a.options == b.options and a.shown == b.shown
     assert a.run().token_ids == b.run().token_ids
+
+
+def test_old_spellings_still_work_and_say_they_are_deprecated():
+    """For one release, `method=<a Proposer>`, `Decoder.settings` and `RunState.settings` still work:
+    each gives what its new spelling gives, with a DeprecationWarning naming the new one."""
+    from specviz.proposers.prompt_lookup import PromptLookupProposer
+    target, _ = pair()
+    prompt, kw = [1, 5, 9, 2, 7, 1, 5, 9], dict(k=3, max_new_tokens=8, chat=False)
+    new = Decoder(target, prompt, proposer=PromptLookupProposer(), **kw)
+    with pytest.warns(DeprecationWarning, match="proposer="):
+        old = Decoder(target, prompt, method=PromptLookupProposer(), **kw)
+    with pytest.warns(DeprecationWarning, match="Decoder.shown"):
+        assert old.settings == new.shown
+    with pytest.warns(DeprecationWarning, match="RunState.shown"):
+        assert old.state().settings == new.state().shown
+    assert old.options["method"] == "pld" and old.run().token_ids == new.run().token_ids
 
 
 def test_compare_rows_change_only_their_own_columns():

@@ -119,7 +119,7 @@ def test_tree_analysis_uses_per_depth_acceptance():
     """A tree run is analysed as a tree: E[accepted] from per-depth acceptance, verify size above K."""
     target, _ = pair()
     proposer = FixedTreeProposer(depth=3, branching=2, vocab=32, seed=1)
-    run = specviz.generate(target, PROMPT, method=proposer, k=3, max_new_tokens=16, chat=False)
+    run = specviz.generate(target, PROMPT, proposer=proposer, k=3, max_new_tokens=16, chat=False)
     ar = specviz.generate(target, PROMPT, method="ar", max_new_tokens=16, chat=False)
     prof = profile({1: 1.0, 2: 1.1, 9: 1.5, 64: 4.0})
     a = theory.analyse(run, ar, prof)

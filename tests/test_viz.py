@@ -379,7 +379,7 @@ def test_every_view_accepts_real_engine_traces():
     target, draft = pair(noise=0.3)
     kw = dict(max_new_tokens=10, chat=False)
     runs = [generate(target, PROMPTS[0], method="draft", draft=draft, k=4, temperature=t, **kw) for t in (0.0, 1.0)]
-    runs.append(generate(target, PROMPTS[0], method=FixedTreeProposer(), k=3, temperature=1.0, **kw))
+    runs.append(generate(target, PROMPTS[0], proposer=FixedTreeProposer(), k=3, temperature=1.0, **kw))
     ar = RunTrace.from_json(generate(target, PROMPTS[0], method="ar", **kw).to_json())
     for run in (RunTrace.from_json(r.to_json()) for r in runs):
         for c in run.cycles:

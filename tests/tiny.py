@@ -1,6 +1,8 @@
 """Shared helpers for tests on tiny random models (no network, milliseconds per forward)."""
 from __future__ import annotations
 
+import threading
+
 import torch
 
 from specviz.models.loader import derive_draft, tiny_random
@@ -100,3 +102,26 @@ class TwoChains(Proposer):
 
     def observe(self, cycle):
         self.inner.observe(cycle)
+
+
+def run_together(make, n: int, shared=None) -> list:
+    """Run the n decoders make(i) builds, each in its own thread, at once; their RunTraces in order.
+    A BatchedTarget `shared` that gathers their passes is told when each run ends."""
+    out, errors = [None] * n, []
+
+    def go(i):
+        try:
+            out[i] = make(i).run()
+        except Exception as e:  # noqa: BLE001 -- reported below, with the thread's own error
+            errors.append(e)
+        finally:
+            if shared is not None:
+                shared.leave()
+
+    threads = [threading.Thread(target=go, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors, errors
+    return out

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 import uuid
+import warnings
 from typing import Iterator
 
 import torch
@@ -23,10 +24,12 @@ from specviz.models.families import final_norm
 from specviz.models.loader import LoadedModel, check_tokenizers
 from specviz.proposers import make_proposer
 from specviz.proposers.base import ProposeContext, Proposer
+from specviz.decoding.activity import ACTIVITY
 from specviz.decoding.prefills import PREFILLS, Prefill
 from specviz.decoding.planner import Planner, verify_cost
 from specviz.decoding.recorder import record_counts, record_cycle
 from specviz.decoding.runstate import LIVE, LiveCaches, RunState
+from specviz.decoding.targets import LocalTarget, VerifyAnswer, VerifyRequest, batched
 from specviz.drafting.sampling import Sampling
 from specviz.decoding.settings import DecodeSettings
 from specviz.decoding.trace import FROM_DRAFT, NOT_REACHED, TARGET, CycleTrace, RunTrace
@@ -45,7 +48,7 @@ def new_state(target: LoadedModel, prompt, settings: DecodeSettings, draft: Load
     shown = dict(target=target.name, draft=None if draft is None else draft.name,
                  **{n: v for n, v in options.items() if n != "record"})
     rng = Sampling(settings.temperature, settings.top_p, settings.seed).generator.get_state()
-    return RunState(run_id=uuid.uuid4().hex, options=options, settings=shown, prompt_ids=list(prompt_ids),
+    return RunState(run_id=uuid.uuid4().hex, options=options, shown=shown, prompt_ids=list(prompt_ids),
                     ids=list(prompt_ids), k=int(settings.k), rng=rng.numpy().tobytes())
 
 
@@ -53,12 +56,18 @@ class Decoder:
     """Speculative (or plain) decoding of one prompt, one cycle per `step()`."""
 
     def __init__(self, target: LoadedModel, prompt, settings: DecodeSettings | None = None,
-                 draft: LoadedModel | None = None, **kw):
+                 draft: LoadedModel | None = None, *, proposer: Proposer | None = None,
+                 verifier: LocalTarget | None = None, **kw):
         """`settings`, or keyword arguments naming DecodeSettings' fields and proposer knobs (with
-        `settings` too, they change it). `method` may also be a ready-made Proposer, e.g. one under
-        test or a parked one."""
-        ready = kw.get("method")
-        if isinstance(ready, Proposer):
+        `settings` too, they change it). `proposer` is a ready-made Proposer (one under test, or a
+        parked one); its name is the run's method. `method=<a Proposer>` is its deprecated spelling.
+        `verifier` answers the verify passes (decoding/targets.py); by default the run's own
+        passes, or the model's shared BatchedTarget when `batch_verify` is set."""
+        if isinstance(kw.get("method"), Proposer):
+            warnings.warn("pass a ready-made Proposer as proposer=, not method=", DeprecationWarning, stacklevel=2)
+            proposer = kw.pop("method")
+        ready = proposer
+        if ready is not None:
             kw["method"] = ready.name
         if settings is None:
             settings = DecodeSettings.of(**kw)
@@ -71,7 +80,7 @@ class Decoder:
         if draft is not None and method == "draft":
             self.vocab = check_tokenizers(target, draft)  # already checked: read from its cache
         self.prompt_ids = start.prompt_ids
-        if isinstance(ready, Proposer):
+        if ready is not None:
             self.proposer = ready
         else:
             self.proposer = None if method == "ar" else make_proposer(method, target, draft, **dict(settings.knobs))
@@ -82,7 +91,7 @@ class Decoder:
             self.planner = Planner(self.sampling.greedy, verify_cost(target), self.proposer.step_cost)
         self.k = self.k_max = int(settings.k)
         self.adaptive_k, self.max_new_tokens = settings.adaptive_k, int(settings.max_new_tokens)
-        self.options, self.settings, self.run_id = start.options, start.settings, start.run_id
+        self.options, self.shown, self.run_id = start.options, start.shown, start.run_id
         self.ids = list(self.prompt_ids)
         self.origins: list[str] = []
         self.cycle_of: list[int] = []
@@ -93,6 +102,9 @@ class Decoder:
         self.last_logits: torch.Tensor | None = None
         # a proposer that reads the target's hidden state gets it from the engine's own passes
         self._norm = final_norm(target.model) if self.proposer is not None and self.proposer.needs_hidden else None
+        # who answers the verify passes (targets.py): this run alone, or one pass with other runs
+        self.local = LocalTarget(target)
+        self.verifier = verifier or (batched(target) if settings.batch_verify else self.local)
         self._hidden: torch.Tensor | None = None  # rows of the latest pass, after the final norm
         self.last_hidden: torch.Tensor | None = None  # the row last_logits came from
         self.prefill_shared = False  # the prompt's prefill was another run's, copied (prefills.py)
@@ -101,6 +113,12 @@ class Decoder:
         self.done = False
         self._proposer_state: dict | None = None  # set by resume; applied after a rebuild
 
+    @property
+    def settings(self) -> dict:
+        """Deprecated name of `shown` (until the next release)."""
+        warnings.warn("Decoder.settings is now Decoder.shown", DeprecationWarning, stacklevel=2)
+        return self.shown
+
     # -- the run's state as data -------------------------------------------------------------
     def state(self, since: int = 0) -> RunState:
         """This run as plain data; its trace holds the cycles from `since` on (0: all)."""
@@ -108,7 +126,7 @@ class Decoder:
         # in its own dtype: the next draft must not depend on where the call ran
         hidden = None if self.last_hidden is None else self.last_hidden.detach().to("cpu", copy=True)
         return RunState(
-            run_id=self.run_id, options=dict(self.options), settings=dict(self.settings),
+            run_id=self.run_id, options=dict(self.options), shown=dict(self.shown),
             prompt_ids=list(self.prompt_ids), ids=list(self.ids), origins=list(self.origins),
             cycle_of=list(self.cycle_of), token_texts=list(self.token_texts),
             text=self.target.decode(self.ids[len(self.prompt_ids):]), n_cycles=self.n_cycles, k=self.k,
@@ -122,13 +140,11 @@ class Decoder:
 
     @classmethod
     def resume(cls, target: LoadedModel, state: RunState, draft: LoadedModel | None = None,
-               live: LiveCaches = LIVE) -> "Decoder":
+               live: LiveCaches = LIVE, verifier: LocalTarget | None = None) -> "Decoder":
         """Go on from `state`, with this process's parked caches if they match, else rebuilt lazily."""
         parked = live.take(state.run_id, len(state.ids))
-        options = dict(state.options)
-        if parked is not None and parked.proposer is not None:
-            options["method"] = parked.proposer
-        dec = cls(target, state.prompt_ids, draft=draft, **options)
+        ready = parked.proposer if parked is not None else None
+        dec = cls(target, state.prompt_ids, draft=draft, proposer=ready, verifier=verifier, **state.options)
         dec._load(state)
         if parked is not None:
             dec.cache = parked.cache
@@ -137,7 +153,7 @@ class Decoder:
         return dec
 
     def _load(self, state: RunState) -> None:
-        self.run_id, self.settings = state.run_id, dict(state.settings)
+        self.run_id, self.shown = state.run_id, dict(state.shown)
         self.ids, self.origins, self.cycle_of = list(state.ids), list(state.origins), list(state.cycle_of)
         self.token_texts, self.cycles, self.n_cycles = list(state.token_texts), list(state.cycles), state.n_cycles
         self.k, self.done = state.k, state.done
@@ -161,32 +177,17 @@ class Decoder:
             live.put(self.run_id, len(self.ids), self.cache, self.proposer)
 
     # -- model calls -------------------------------------------------------------------
-    @torch.inference_mode()
-    def _forward(self, tokens: list[int], position_ids=None, mask=None, last_only=False) -> torch.Tensor:
-        device = self.target.device
-        # The prefill needs only the last row: skipping the LM head on the prompt saves a
-        # (prompt × vocabulary) matmul, as transformers' generate does.
-        extra = {"logits_to_keep": 1} if last_only else {}
-        hook = self._norm.register_forward_hook(self._keep_hidden) if self._norm is not None else None
-        try:
-            out = self.target.model(input_ids=torch.tensor([tokens], device=device),
-                                    past_key_values=self.cache, use_cache=True,
-                                    position_ids=position_ids, attention_mask=mask, **extra)
-        finally:
-            if hook is not None:
-                hook.remove()
-        return out.logits[0, :, : self.vocab]
+    def _forward(self, tokens: list[int], last_only: bool = False) -> torch.Tensor:
+        """A pass of this run's own (prefill, rebuild): logits, and the hidden rows if needed."""
+        logits, self._hidden = self.local.forward(tokens, self.cache, last_only=last_only,
+                                                  hidden=self._norm is not None)
+        return logits[:, : self.vocab]
 
-    def _keep_hidden(self, module, args, output) -> None:
-        self._hidden = output[0]
-
-    def _verify_pass(self, tree: DraftTree) -> torch.Tensor:
-        feed = [self.ids[-1]] + tree.tokens
-        if tree.is_chain:  # a chain is plain causal attention: no mask to build
-            return self._forward(feed)
-        past = cache_len(self.cache)
-        mask = tree.model_mask(self.cache, self.target.model.config, self.target.dtype, self.target.device)
-        return self._forward(feed, tree.position_ids(past, self.target.device), mask)
+    def _verify_pass(self, tree: DraftTree) -> VerifyAnswer:
+        request = VerifyRequest([self.ids[-1]] + tree.tokens, tree, self.cache, self.vocab, self._norm is not None)
+        answer = self.verifier.verify(request)
+        self._hidden = answer.hidden
+        return answer
 
     # -- the loop ----------------------------------------------------------------------
     def prefill(self) -> None:
@@ -195,7 +196,12 @@ class Decoder:
         shared = PREFILLS.take(self.target.model, self.prompt_ids, self._norm is not None) if self.share else None
         if shared is None:
             self.cache = new_cache()
-            logits = self._forward(self.prompt_ids, last_only=True)
+            try:
+                logits = self._forward(self.prompt_ids, last_only=True)
+            except BaseException:
+                if self.share:  # others may be waiting for this prefill: let them compute their own
+                    PREFILLS.release(self.target.model, self.prompt_ids)
+                raise
             hidden = self._hidden[-1] if self._norm is not None else None
             shared = Prefill(self.cache, logits[-1], hidden)
             if self.share:
@@ -232,6 +238,16 @@ class Decoder:
 
     def step(self) -> CycleTrace | None:
         """One cycle; None when the run has already finished."""
+        span = ACTIVITY.begin()
+        try:
+            cycle = self._step()
+        finally:
+            beside = ACTIVITY.end(span)
+        if cycle is not None:
+            cycle.beside = beside
+        return cycle
+
+    def _step(self) -> CycleTrace | None:
         if self.cache is None and not self.done:
             self.rebuild() if self.origins else self.prefill()
         if self.done:
@@ -245,9 +261,11 @@ class Decoder:
         cycle = CycleTrace(index=self.n_cycles, k=min(self.k, budget - 1), greedy=self.sampling.greedy,
                            offered=len(offered))
         cycle.cache_before = self._cache_lengths()
-        logits = self._verify_pass(tree)
+        answer = self._verify_pass(tree)
+        logits = answer.logits
         self._sync()
         t2 = time.perf_counter()
+        cycle.verify_shared, cycle.verify_pass_s = answer.shared, answer.pass_s
         verdict = verify(tree, logits, self.sampling)
         self._learn(offered, tree, verdict)
         new = [tree.tokens[i] for i in verdict.accepted] + [verdict.new_token]

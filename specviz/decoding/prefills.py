@@ -33,39 +33,62 @@ class SharedPrefills:
     """Prefills by (model, prompt ids), least recently used dropped first. Entries hold a weak
     reference to their model, so a model freed (and another loaded at its address) never hits."""
 
-    def __init__(self, capacity: int = PREFILL_CAPACITY):
-        self.capacity = capacity
+    def __init__(self, capacity: int = PREFILL_CAPACITY, wait_s: float = 60.0):
+        self.capacity, self.wait_s = capacity, wait_s
         self._items: OrderedDict[tuple, tuple[weakref.ref, Prefill]] = OrderedDict()
         self._lock = threading.Lock()
+        # prefills being computed: a class starting together computes one, the others wait for it
+        self._pending: dict[tuple, threading.Event] = {}
         self.hits = 0
 
     def take(self, model: torch.nn.Module, ids: list[int], need_hidden: bool) -> Prefill | None:
-        """A copy of the prefill of `ids` on `model`, or None (then the caller prefills and puts)."""
+        """A copy of the prefill of `ids` on `model`, or None: then the caller prefills and must
+        `put` it (or `release` on failure). While one caller computes a prefill, the others asking
+        for it wait for that one (up to `wait_s`) instead of computing it again."""
         key = (id(model), tuple(ids))
-        with self._lock:
-            found = self._items.get(key)
-            if found is None or found[0]() is not model or (need_hidden and found[1].hidden is None):
-                return None
-            self._items.move_to_end(key)
-            self.hits += 1
-            kept = found[1]
+        while True:
+            with self._lock:
+                found = self._items.get(key)
+                if found is not None and found[0]() is model and (found[1].hidden is not None or not need_hidden):
+                    self._items.move_to_end(key)
+                    self.hits += 1
+                    kept = found[1]
+                    break
+                event = self._pending.get(key)
+                if event is None:  # nobody computes it: this caller does
+                    self._pending[key] = threading.Event()
+                    return None
+            if not event.wait(self.wait_s):
+                return None  # the one computing it is slow: compute it here too
         return Prefill(copy.deepcopy(kept.cache), kept.logits.clone(),
                        None if kept.hidden is None else kept.hidden.clone())
 
     def put(self, model: torch.nn.Module, ids: list[int], prefill: Prefill) -> None:
-        """Keep a copy of `prefill` (the caller goes on mutating its own cache)."""
+        """Keep a copy of `prefill` (the caller goes on mutating its own cache); wake the waiters."""
         kept = Prefill(copy.deepcopy(prefill.cache), prefill.logits.detach().clone(),
                        None if prefill.hidden is None else prefill.hidden.detach().clone())
+        key = (id(model), tuple(ids))
         with self._lock:
-            self._items[(id(model), tuple(ids))] = (weakref.ref(model), kept)
-            self._items.move_to_end((id(model), tuple(ids)))
+            self._items[key] = (weakref.ref(model), kept)
+            self._items.move_to_end(key)
             while len(self._items) > self.capacity:
                 self._items.popitem(last=False)
+        self.release(model, ids)
+
+    def release(self, model: torch.nn.Module, ids: list[int]) -> None:
+        """The prefill this caller took on is done or failed: whoever waits for it looks again."""
+        with self._lock:
+            event = self._pending.pop((id(model), tuple(ids)), None)
+        if event is not None:
+            event.set()
 
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
+            pending, self._pending = list(self._pending.values()), {}
             self.hits = 0
+        for event in pending:
+            event.set()
 
     def __len__(self) -> int:
         return len(self._items)
@@ -77,6 +100,7 @@ PREFILLS = SharedPrefills()
 def _fresh_lock_in_child() -> None:
     """A forked GPU worker starts with only the calling thread: it gets a lock nobody holds."""
     PREFILLS._lock = threading.Lock()
+    PREFILLS._pending = {}
 
 
 os.register_at_fork(after_in_child=_fresh_lock_in_child)

@@ -16,6 +16,7 @@ import dataclasses
 import os
 import threading
 import time
+import warnings
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,7 +34,7 @@ class RunState:
     """Everything needed to continue a run (see the module docstring)."""
     run_id: str
     options: dict[str, Any]  # the Decoder's keyword arguments: method, k, temperature, ..., knobs
-    settings: dict[str, Any]  # the options as the trace shows them (model names included)
+    shown: dict[str, Any]  # the options as the trace shows them (model names included): RunTrace.settings
     prompt_ids: list[int]
     ids: list[int]  # prompt, then every committed token
     origins: list[str] = field(default_factory=list)  # per new token
@@ -56,6 +57,12 @@ class RunState:
     cycles: list[CycleTrace] = field(default_factory=list)
 
     @property
+    def settings(self) -> dict[str, Any]:
+        """Deprecated name of `shown` (until the next release): "settings" now means DecodeSettings only."""
+        warnings.warn("RunState.settings is now RunState.shown", DeprecationWarning, stacklevel=2)
+        return self.shown
+
+    @property
     def started(self) -> bool:
         """True once the prefill has committed the first new token."""
         return bool(self.origins) or self.done
@@ -73,7 +80,7 @@ class RunState:
     def trace(self) -> RunTrace:
         """The RunTrace of the run so far (no model needed)."""
         new = self.ids[len(self.prompt_ids):]
-        run = RunTrace(method=str(self.options.get("method", "")), settings=dict(self.settings),
+        run = RunTrace(method=str(self.options.get("method", "")), settings=dict(self.shown),
                        prompt_ids=list(self.prompt_ids), token_ids=list(new), text=self.text,
                        token_texts=list(self.token_texts), origins=list(self.origins),
                        cycle_of=list(self.cycle_of), cycles=list(self.cycles), prefill_s=self.prefill_s)

@@ -13,7 +13,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from specviz.proposers import default_k
+from specviz.proposers import resolve_k
 from specviz.drafting.sampling import check_settings, is_greedy
 
 MAX_K = 64  # deepest draft accepted: beyond this a verify pass costs more than it can win
@@ -42,11 +42,13 @@ class DecodeSettings:
     # start from a copy of another run's prefill of the same prompt (prefills.py): the app's
     # sessions do; timing runs (bench, Compare) prefill for themselves, as HF generate does
     share_prefill: bool = False
+    # verify with other runs on the same model waiting at the same moment, in one pass
+    # (targets.BatchedTarget): the app's sessions do; timing runs pass alone
+    batch_verify: bool = False
     knobs: tuple[tuple[str, Any], ...] = field(default=())
 
     def __post_init__(self):
-        if self.k is None:
-            object.__setattr__(self, "k", default_k(self.method))
+        object.__setattr__(self, "k", resolve_k(self.method, self.k))
         knobs = self.knobs.items() if isinstance(self.knobs, dict) else self.knobs
         object.__setattr__(self, "knobs", tuple(sorted((str(n), v) for n, v in knobs)))
         check_k(self.k, self.max_new_tokens)

@@ -68,6 +68,11 @@ class CycleTrace:
     draft_s: float = 0.0
     verify_s: float = 0.0
     other_s: float = 0.0
+    # the verify pass: how many runs' requests it answered (1: this run's alone), and its own
+    # wall time; verify_s is this run's wait for it, which is longer when it queued behind another
+    verify_shared: int = 1
+    verify_pass_s: float | None = None
+    beside: int = 0  # the most other runs' cycles that ran in this process during this one (0: alone)
     elapsed_s: float = 0.0  # prefill plus decode time at the end of this cycle (cache rebuilds excluded)
     total_tokens: int = 0  # new tokens committed so far, this cycle included
     retrieval_hit: bool | None = None  # retrieval proposers: did a lookup find anything
@@ -176,4 +181,9 @@ def summarize(cycles: list[CycleTrace], new_tokens: int, decode_s: float, prefil
         "draft_s": sum(c.draft_s for c in cycles),
         "verify_s": sum(c.verify_s for c in cycles),
         "other_s": sum(c.other_s for c in cycles),
+        # under load: cycles that ran beside other runs' cycles, and those whose pass was shared
+        "cycles_beside_others": sum(1 for c in cycles if c.beside > 0),
+        "most_beside": max((c.beside for c in cycles), default=0),
+        "shared_passes": sum(1 for c in cycles if c.verify_shared > 1),
+        "most_shared": max((c.verify_shared for c in cycles), default=1),
     }

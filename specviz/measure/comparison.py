@@ -17,7 +17,7 @@ from typing import Callable, Iterator
 
 from specviz.decoding.engine import Decoder
 from specviz.models.loader import LoadedModel
-from specviz.proposers import METHODS, default_k, resolve_draft
+from specviz.proposers import METHODS, default_k, resolve_draft, resolve_k
 from specviz.drafting.sampling import check_settings, is_greedy
 from specviz.decoding.settings import MAX_K, DecodeSettings
 from specviz.decoding.trace import RunTrace
@@ -41,8 +41,7 @@ class Config:
     temperature: float = 0.0
 
     def __post_init__(self):
-        if self.k is None:
-            object.__setattr__(self, "k", default_k(self.method))
+        object.__setattr__(self, "k", resolve_k(self.method, self.k))
 
     @property
     def greedy(self) -> bool:
@@ -102,7 +101,7 @@ def parse_row(row, index: int) -> Config:
     method = "" if _blank(method) else str(method).strip().lower().replace("-", "").replace(" ", "")
     if method not in METHODS:
         raise ValueError(f"{where}: method '{method}' is not one of {', '.join(METHODS)}.")
-    k_value = float(min(default_k(method), MAX_K)) if _blank(k) else _number(k, "K", where)
+    k_value = float(default_k(method)) if _blank(k) else _number(k, "K", where)
     if k_value != int(k_value) or not 1 <= k_value <= MAX_K:
         raise ValueError(f"{where}: K must be a whole number from 1 to {MAX_K}, got {k}.")
     t_value = 0.0 if _blank(temperature) else _number(temperature, "temperature", where)

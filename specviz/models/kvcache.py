@@ -87,3 +87,11 @@ def _store(layer, keys: torch.Tensor, values: torch.Tensor, total: int) -> None:
         keys, values = keys[..., keys.shape[-2] - need:, :], values[..., values.shape[-2] - need:, :]
         layer.cumulative_length = total
     layer.keys, layer.values = keys, values
+
+
+def undo_pass(cache: DynamicCache, n: int) -> None:
+    """Back to the first `n` positions after a pass that failed part-way, when some layers took its
+    tokens and others did not (a cache from new_cache: every layer keeps every position)."""
+    for layer in cache.layers:
+        if getattr(layer, "keys", None) is not None and layer.keys.numel() > 0 and layer.keys.shape[-2] > n:
+            layer.keys, layer.values = layer.keys[..., :n, :], layer.values[..., :n, :]

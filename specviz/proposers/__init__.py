@@ -25,6 +25,11 @@ def default_k(method) -> int:
     """The K a method gets when none is given (a ready-made proposer gets 8)."""
     return DEFAULT_K.get(method if isinstance(method, str) else getattr(method, "name", ""), 8)
 
+
+def resolve_k(method, k: int | None) -> int:
+    """`k`, or the method's default when it is None: the one place "no K given" is decided."""
+    return default_k(method) if k is None else k
+
 # In a draft-model picker, this name stands for the project's trained draft head (method "head"):
 # it drafts with its own q like any draft model, but it is not a model to load from a spec.
 HEAD_DRAFT = "head"

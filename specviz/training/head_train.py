@@ -211,7 +211,7 @@ def evaluate(target, head: DraftHead, prompts: list[str], k: int, max_new: int, 
         plain_s, plain_n = plain_s + run.metrics["decode_s"], plain_n + len(run.token_ids)
     subset = set(head.vocab_ids.tolist())
     for name, temperature in (("greedy", 0.0), (f"t{SAMPLED_T}", SAMPLED_T)):
-        runs = [generate(target, p, method=proposer, k=k, temperature=temperature, seed=i,
+        runs = [generate(target, p, proposer=proposer, k=k, temperature=temperature, seed=i,
                          max_new_tokens=max_new, record=False) for i, p in enumerate(prompts)]
         out[name] = _tally(runs, subset)
         log(f"  {name}: α {out[name]['alpha']}, {out[name]['mean_accepted_tokens']} tokens per cycle, "

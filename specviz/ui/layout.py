@@ -29,8 +29,9 @@ THEME = gr.themes.Default(
 
 
 def decode_events(limits) -> dict:
-    """Every event that runs a model shares one queue slot group; 1 (the default on a CPU) keeps
-    timings honest on 2 cores, and SPECVIZ_CONCURRENCY raises it (ZeroGPU's default is higher)."""
+    """Every event that runs a model shares one group of SPECVIZ_CONCURRENCY slots (limits.py):
+    Steps that wait at the same moment share one verify pass, and timings say when they ran
+    beside other model calls (ui/work.ACTIVITY)."""
     return dict(concurrency_id="decode", concurrency_limit=limits.concurrency)
 
 

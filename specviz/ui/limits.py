@@ -52,7 +52,11 @@ class Limits:
     allow_local: bool = False  # SPECVIZ_ALLOW_LOCAL_MODELS=1 lets users name folders on the server
     session_idle_s: int = 1800  # SPECVIZ_SESSION_IDLE_S: a session's run state is dropped after this
     cache_idle_s: int = 120  # SPECVIZ_CACHE_IDLE_S: an untouched run's KV caches are freed after this
-    concurrency: int = 1  # SPECVIZ_CONCURRENCY: model events running at once (2 CPU cores: 1)
+    # SPECVIZ_CONCURRENCY: model events running at once. Many: a class's Steps wait together and
+    # share verify passes (decoding/targets.py), so one student's Run no longer holds the only slot;
+    # the passes themselves still run one at a time. Timings taken meanwhile say they were under load.
+    concurrency: int = 32
+    live_runs: int = 40  # SPECVIZ_LIVE_RUNS: runs whose KV caches stay in memory (a class of 30, and some)
     # SPECVIZ_QUEUE_SIZE: events waiting at once, for every visitor together. A class of 30 pressing
     # Step and Run fits four times over; Gradio on ZeroGPU would otherwise hold one (blocks.queue()).
     queue_size: int = 128
@@ -73,6 +77,7 @@ class Limits:
             cache_idle_s=_int("SPECVIZ_CACHE_IDLE_S", cls.cache_idle_s),
             concurrency=_int("SPECVIZ_CONCURRENCY", ZERO_GPU_CONCURRENCY if zero else cls.concurrency),
             queue_size=_int("SPECVIZ_QUEUE_SIZE", cls.queue_size),
+            live_runs=_int("SPECVIZ_LIVE_RUNS", cls.live_runs),
             preload=_list("SPECVIZ_PRELOAD", ZERO_GPU_PRELOAD if zero else ()),
         )
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specviz.ui.limits import Limits
-from specviz.proposers import DEFAULT_K, HEAD_DRAFT
+from specviz.proposers import HEAD_DRAFT, default_k
 
 BUNDLED = "bundled"
 
@@ -60,7 +60,7 @@ K_RANGE = (1, _LIMITS.max_k)
 
 def k_default(method: str) -> int:
     """The method's own default K (proposers.DEFAULT_K), within the server's limit."""
-    return min(DEFAULT_K.get(method, 8), _LIMITS.max_k)
+    return min(default_k(method), _LIMITS.max_k)
 
 
 TEMPERATURE_RANGE = (0.0, 2.0)

@@ -28,6 +28,7 @@ class RunSettings(DecodeSettings):
     draft: str | None = HEAD_DRAFT  # read only when method is "draft"; the bundled target's default
     prompt: str = ""
     share_prefill: bool = True  # a class on one example prompt prefills it once (decoding/prefills.py)
+    batch_verify: bool = True  # a class pressing Step together shares verify passes (decoding/targets.py)
 
     @property
     def engine_method(self) -> str:

@@ -101,10 +101,36 @@ def _outside(spec: dict) -> str:
     return f'<div style="font-size:12px">Not counted as decoding: {"; ".join(parts)}.</div>' if parts else ""
 
 
+def _load_note(spec: dict | None, ar: dict | None) -> str:
+    """Whether each run was measured alone. Time taken beside other people's runs is not a
+    method's own speed, and the panel says so rather than letting the speedup claim it."""
+    parts = []
+    for name, m in (("Speculative run", spec), ("AR baseline", ar)):
+        beside, cycles = _get(m, "cycles_beside_others"), _get(m, "cycles")
+        if beside is None or not cycles:
+            continue  # not measured, or a trace from before this was recorded
+        if not beside:
+            parts.append(f"{name}: measured alone.")
+            continue
+        text = (f"{name}: {beside:.0f} of {cycles:.0f} cycles ran while other runs used this machine "
+                f"(up to {_get(m, 'most_beside'):.0f} at once), so its time includes their load")
+        shared = _get(m, "shared_passes")
+        if shared:
+            text += (f"; {shared:.0f} verify passes were shared with other sessions (up to "
+                     f"{_get(m, 'most_shared'):.0f} runs in one pass)")
+        parts.append(text + ".")
+    if not parts:
+        return ""
+    loaded = any("other runs" in p for p in parts)
+    tail = (" The speedup compares times taken under different loads: measure again when the Space is quiet "
+            "for the method's own speed.") if loaded and spec and ar else ""
+    return f'<div style="font-size:12px">{esc(" ".join(parts) + tail)}</div>'
+
+
 def metrics_html(spec: dict | None, ar: dict | None) -> str:
     """tokens/s of both runs, the speedup, mean accepted tokens, α, acceptance by position and
     the time split. `ar` None reads "AR baseline: not measured yet"."""
-    parts = [_speed_table(spec, ar), _speedup_line(spec, ar)]
+    parts = [_speed_table(spec, ar), _speedup_line(spec, ar), _load_note(spec, ar)]
     if spec:
         parts += [_acceptance(spec), _by_position(spec), _time_split(spec)]
     else:

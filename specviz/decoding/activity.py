@@ -1,0 +1,39 @@
+"""Which cycles ran alone: a count of the cycles running in this process at each moment.
+
+Every Decoder cycle is a span here. A span ends knowing the most other cycles that ran beside it
+at any moment, so a timing can say "measured alone" or "measured while N other runs used this
+machine", rather than presenting time inflated by other people's work as a method's speed.
+"""
+from __future__ import annotations
+
+import threading
+
+
+class Span:
+    __slots__ = ("beside",)
+
+    def __init__(self, beside: int):
+        self.beside = beside  # the most other spans open at any moment while this one was
+
+
+class Activity:
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._open: set[Span] = set()
+
+    def begin(self) -> Span:
+        with self._lock:
+            span = Span(len(self._open))
+            for other in self._open:
+                other.beside = max(other.beside, len(self._open))
+            self._open.add(span)
+            return span
+
+    def end(self, span: Span) -> int:
+        """Close `span`; the most other spans it ran beside."""
+        with self._lock:
+            self._open.discard(span)
+            return span.beside
+
+
+ACTIVITY = Activity()  # every Decoder in this process (on ZeroGPU: in this worker)

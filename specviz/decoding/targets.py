@@ -1,0 +1,221 @@
+"""The target answers verify requests: the one seam between a run's cycle and the model that checks it.
+
+A cycle hands its draft over as a `VerifyRequest` (the tokens to feed, the tree that says who sees
+whom, the run's KV cache) and gets back a `VerifyAnswer` (a row of logits per token, the hidden
+states when the proposer needs them, and how the pass was shared). Two targets answer here:
+
+- `LocalTarget`: one forward pass per request, exactly as a run alone does it. Timing runs
+  (bench, Compare, the AR baseline) always use it.
+- `BatchedTarget`: requests that wait at the same moment, from any number of runs on one model,
+  are answered by one ragged pass (`models/ragged.py`): every linear layer runs once over all
+  their tokens, attention stays per run. A request that finds no pass running and nobody waiting
+  runs at once, alone, as LocalTarget would, so one session pays nothing extra. While a pass
+  runs, newcomers queue; when it ends, all of them go in the next one.
+
+A target served elsewhere (vLLM) answers the same request from the same data: the tokens, the
+tree's parents and the committed length; the local cache is only this process's optimisation.
+"""
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from specviz.drafting.tree import DraftTree
+from specviz.models import ragged
+from specviz.models.families import final_norm
+from specviz.models.kvcache import cache_len, undo_pass
+from specviz.models.loaded import LoadedModel
+
+MAX_PASS_TOKENS = 2048  # rows in one batched pass: past this a pass's cost grows with its size
+
+
+@dataclass
+class VerifyRequest:
+    """One run's verify pass: [newest committed token] + the draft's nodes, over the run's cache."""
+    tokens: list[int]
+    tree: DraftTree  # parents say who attends to whom; a chain is plain causal attention
+    cache: Any  # the run's KV cache: a local pass appends these tokens to it
+    vocab: int  # logits columns the run reads (a draft's tokenizer may cover fewer)
+    hidden: bool = False  # also return the final hidden states (the draft head reads them)
+
+
+@dataclass
+class VerifyAnswer:
+    logits: torch.Tensor  # (len(tokens), vocab)
+    hidden: torch.Tensor | None  # (len(tokens), hidden size), when asked for
+    shared: int = 1  # requests this pass answered, this one included (1: it ran alone)
+    pass_s: float = 0.0  # the pass's own wall time; the caller's wait for it may be longer
+
+
+class LocalTarget:
+    """Answers each request with its own forward pass."""
+
+    def __init__(self, loaded: LoadedModel):
+        self.loaded = loaded
+        self._norm: torch.nn.Module | None = None
+
+    @property
+    def norm(self) -> torch.nn.Module:
+        """Where hidden states are read (the final norm), found the first time they are asked for."""
+        if self._norm is None:
+            self._norm = final_norm(self.loaded.model)
+        return self._norm
+
+    @torch.inference_mode()
+    def forward(self, tokens: list[int], cache, position_ids=None, mask=None, last_only: bool = False,
+                hidden: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(logits, hidden or None) of one pass over `tokens`, appended to `cache`."""
+        # The prefill needs only the last row: skipping the LM head on the prompt saves a
+        # (prompt × vocabulary) matmul, as transformers' generate does.
+        extra = {"logits_to_keep": 1} if last_only else {}
+        kept: list[torch.Tensor] = []
+        hook = self.norm.register_forward_hook(lambda m, a, out: kept.append(out[0])) if hidden else None
+        try:
+            out = self.loaded.model(input_ids=torch.tensor([tokens], device=self.loaded.device),
+                                    past_key_values=cache, use_cache=True, position_ids=position_ids,
+                                    attention_mask=mask, **extra)
+        finally:
+            if hook is not None:
+                hook.remove()
+        return out.logits[0], (kept[-1] if hidden else None)
+
+    def verify(self, request: VerifyRequest) -> VerifyAnswer:
+        t0 = time.perf_counter()
+        logits, hidden = self.forward(request.tokens, request.cache, *self._layout(request), hidden=request.hidden)
+        return VerifyAnswer(logits[:, : request.vocab], hidden, 1, time.perf_counter() - t0)
+
+    def _layout(self, request: VerifyRequest) -> tuple:
+        """(position_ids, mask) of a solo pass: none for a chain, the tree's own otherwise."""
+        if request.tree.is_chain:
+            return None, None
+        model = self.loaded
+        mask = request.tree.model_mask(request.cache, model.model.config, model.dtype, model.device)
+        return request.tree.position_ids(cache_len(request.cache), model.device), mask
+
+
+class _Slot:
+    def __init__(self, request: VerifyRequest):
+        self.request = request
+        self.answer: VerifyAnswer | None = None
+        self.error: BaseException | None = None
+
+    @property
+    def settled(self) -> bool:
+        return self.answer is not None or self.error is not None
+
+
+class BatchedTarget(LocalTarget):
+    """Answers the requests waiting at the same moment with one ragged pass (see the module docstring)."""
+
+    def __init__(self, loaded: LoadedModel, max_tokens: int = MAX_PASS_TOKENS, gather: int = 1,
+                 gather_s: float = 0.0):
+        """`gather` > 1 makes a pass wait up to `gather_s` for that many requests (for tests and
+        studies that need passes shared for certain; the app waits for nobody)."""
+        super().__init__(loaded)
+        self.max_tokens, self.gather, self.gather_s = max_tokens, gather, gather_s
+        self.ragged = ragged.supports(loaded.model)
+        self._cond = threading.Condition()
+        self._waiting: list[_Slot] = []
+        self._busy = False
+        self.passes = self.shared_passes = 0  # how many passes ran, and how many answered > 1 request
+        self.most_shared = 0
+
+    def verify(self, request: VerifyRequest) -> VerifyAnswer:
+        slot, batch = _Slot(request), None
+        with self._cond:
+            self._waiting.append(slot)
+            if self.gather > 1:
+                self._cond.notify_all()  # a thread gathering requests counts this one
+            deadline = time.monotonic() + self.gather_s
+            while not slot.settled and (self._busy or self._gathering(deadline)):
+                self._cond.wait(timeout=max(deadline - time.monotonic(), 0.001) if not self._busy else None)
+            if not slot.settled:  # no pass running: this thread runs the next one
+                batch, self._busy = self._take(slot), True
+        if batch is not None:
+            try:
+                self._answer(batch)
+            finally:
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
+        if slot.error is not None:
+            raise slot.error
+        return slot.answer
+
+    def leave(self) -> None:
+        """One of the runs a gather waits for has finished: from now on, wait for one fewer."""
+        with self._cond:
+            self.gather = max(1, self.gather - 1)
+            self._cond.notify_all()
+
+    def _gathering(self, deadline: float) -> bool:
+        """Still waiting for more requests before a pass (only when `gather` asks for it)."""
+        if self.gather <= 1:
+            return False
+        if len(self._waiting) >= self.gather or time.monotonic() >= deadline:
+            self._cond.notify_all()  # the waiting threads re-check: one of them runs the pass
+            return False
+        return True
+
+    def _take(self, own: _Slot) -> list[_Slot]:
+        """The waiting requests that fit one pass, oldest first, this thread's own always among them."""
+        batch, rows = [own], len(own.request.tokens)
+        for slot in self._waiting:
+            if slot is not own and rows + len(slot.request.tokens) <= self.max_tokens:
+                batch.append(slot)
+                rows += len(slot.request.tokens)
+        self._waiting = [s for s in self._waiting if s not in batch]
+        return batch
+
+    def _answer(self, batch: list[_Slot]) -> None:
+        self.passes += 1
+        self.most_shared = max(self.most_shared, len(batch))
+        if len(batch) == 1 or not self.ragged:
+            for slot in batch:  # alone: exactly a LocalTarget's pass
+                self._solo(slot)
+            return
+        self.shared_passes += 1
+        before = [cache_len(s.request.cache) for s in batch]
+        t0 = time.perf_counter()
+        try:
+            rows = [self._row(s.request) for s in batch]
+            norm = self.norm if any(s.request.hidden for s in batch) else None
+            logits, hidden = ragged.forward(self.loaded.model, rows, norm, None)
+        except Exception:  # noqa: BLE001 -- put every cache back and answer each request alone
+            for slot, n in zip(batch, before):
+                undo_pass(slot.request.cache, n)
+                self._solo(slot)
+            return
+        pass_s = time.perf_counter() - t0
+        for i, slot in enumerate(batch):
+            keep = hidden[i] if slot.request.hidden else None
+            slot.answer = VerifyAnswer(logits[i][:, : slot.request.vocab], keep, len(batch), pass_s)
+
+    def _solo(self, slot: _Slot) -> None:
+        try:
+            slot.answer = LocalTarget.verify(self, slot.request)
+        except Exception as e:  # noqa: BLE001 -- it belongs to the request's own thread
+            slot.error = e
+
+    def _row(self, request: VerifyRequest) -> ragged.Row:
+        model, past = self.loaded, cache_len(request.cache)
+        mask = request.tree.model_mask(request.cache, model.model.config, model.dtype, model.device)
+        return ragged.Row(request.cache, request.tokens, request.tree.position_ids(past, model.device), mask)
+
+
+_BATCHED: "weakref.WeakKeyDictionary[torch.nn.Module, BatchedTarget]" = weakref.WeakKeyDictionary()
+_BATCHED_LOCK = threading.Lock()
+
+
+def batched(loaded: LoadedModel) -> BatchedTarget:
+    """The one BatchedTarget of this process for `loaded`'s model: every run on it meets there."""
+    with _BATCHED_LOCK:
+        target = _BATCHED.get(loaded.model)
+        if target is None:
+            target = _BATCHED[loaded.model] = BatchedTarget(loaded)
+        return target

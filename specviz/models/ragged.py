@@ -1,0 +1,127 @@
+"""One forward pass for several runs at once, each with its own KV cache: a ragged pass.
+
+The runs' new tokens go through the model as one sequence of T = n_1 + ... + n_B rows, so every
+linear layer, norm and the LM head run once over all of them. Only attention mixes rows, and it
+is done per run: `RaggedCache` appends each run's new keys and values to that run's own cache,
+and the attention function registered below attends each run's queries to its own keys with its
+own mask (a draft tree's, `DraftTree.model_mask`). Nothing is padded and no cache is copied.
+
+It plugs into transformers through its extension points only: a cache object (`update` and
+`get_seq_length` are all a decoder layer asks of one) and a wrapper around the model's
+attention function, which calls the original unless this thread is in a ragged pass. Models
+whose attention is not looked up there (eager attention) report `supports(model)` False, and
+their runs are verified one by one.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from specviz.models.kvcache import layer_kinds
+
+_ACTIVE = threading.local()  # .layout: the RaggedCache of this thread's pass, if one is running
+_WRAPPED = "_specviz_ragged_inner"  # attribute of our wrapper: the function it wraps
+
+
+@dataclass
+class Row:
+    """One run's part of a ragged pass: its cache, the tokens to feed, their positions and mask."""
+    cache: Any  # the run's DynamicCache; the pass appends the new tokens' keys and values to it
+    tokens: list[int]
+    position_ids: torch.Tensor  # (1, n)
+    mask: Any  # (1, 1, n, past + n) additive mask, or a dict of them by layer kind
+
+
+class RaggedCache:
+    """What the decoder layers see as `past_key_values` in a ragged pass."""
+
+    def __init__(self, rows: list[Row], config):
+        self.rows = rows
+        self.bounds, start = [], 0
+        for row in rows:
+            self.bounds.append((start, start + len(row.tokens)))
+            start += len(row.tokens)
+        self.kinds = [kind for kind, _ in layer_kinds(config)]
+        self.full: dict[int, list[tuple[torch.Tensor, torch.Tensor]]] = {}
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        return 0  # positions come from each row's position_ids, never from here
+
+    def update(self, keys: torch.Tensor, values: torch.Tensor, layer_idx: int, *args, **kwargs):
+        """Append each row's slice to its own cache; keep what each row attends to for attention."""
+        self.full[layer_idx] = [row.cache.update(keys[:, :, a:b], values[:, :, a:b], layer_idx)
+                                for row, (a, b) in zip(self.rows, self.bounds)]
+        return keys, values
+
+    def attend(self, module, query: torch.Tensor, scaling) -> torch.Tensor:
+        """Each row's queries against its own keys: (1, T, heads, head_dim), as attention returns."""
+        layer = module.layer_idx
+        gqa = getattr(module, "num_key_value_groups", 1) > 1
+        outs = []
+        for row, (a, b), (k, v) in zip(self.rows, self.bounds, self.full.pop(layer)):
+            mask = row.mask[self.kinds[layer]] if isinstance(row.mask, dict) else row.mask
+            outs.append(F.scaled_dot_product_attention(query[:, :, a:b], k, v, attn_mask=mask, scale=scaling,
+                                                       enable_gqa=gqa))
+        return torch.cat(outs, dim=2).transpose(1, 2).contiguous()
+
+
+def supports(model: torch.nn.Module) -> bool:
+    """True when ragged passes can run on `model` (installing the attention wrapper if needed)."""
+    config = getattr(model, "config", None)
+    name = getattr(config, "_attn_implementation", None)
+    if name in (None, "eager") or getattr(config, "is_encoder_decoder", False):
+        return False
+    from transformers import AttentionInterface
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    inner = ALL_ATTENTION_FUNCTIONS.get(name) if name in ALL_ATTENTION_FUNCTIONS else None
+    if inner is None:
+        return False
+    if not hasattr(inner, _WRAPPED):
+        AttentionInterface.register(name, _wrap(inner))
+    return True
+
+
+def _wrap(inner):
+    def attention(module, query, key, value, attention_mask, *args, **kwargs):
+        layout = getattr(_ACTIVE, "layout", None)
+        if layout is None:
+            return inner(module, query, key, value, attention_mask, *args, **kwargs)
+        return layout.attend(module, query, kwargs.get("scaling")), None
+
+    setattr(attention, _WRAPPED, inner)
+    return attention
+
+
+@torch.inference_mode()
+def forward(model: torch.nn.Module, rows: list[Row], hidden_from: torch.nn.Module | None = None,
+            vocab: int | None = None) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
+    """One pass over every row: (logits per row, (n_i, vocab)), and the rows' hidden states after
+    `hidden_from` (the final norm) when it is given. Each row's cache grows by its n_i tokens."""
+    if not supports(model):  # also re-installs the wrapper if a later load registered the function again
+        raise ValueError("this model's attention cannot run a ragged pass: verify its runs one by one")
+    device = model.device
+    layout = RaggedCache(rows, model.config)
+    ids = torch.tensor([[t for row in rows for t in row.tokens]], device=device)
+    positions = torch.cat([row.position_ids.to(device) for row in rows], dim=1)
+    placeholder = torch.zeros(1, 1, ids.shape[1], 1, device=device)  # 4-D: transformers builds no mask
+    kept: list[torch.Tensor] = []
+    hook = hidden_from.register_forward_hook(lambda m, a, out: kept.append(out[0])) if hidden_from else None
+    _ACTIVE.layout = layout
+    try:
+        out = model(input_ids=ids, position_ids=positions, attention_mask=placeholder,
+                    past_key_values=layout, use_cache=True)
+    finally:
+        _ACTIVE.layout = None
+        if hook is not None:
+            hook.remove()
+    if layout.full:  # a layer updated the caches but did not attend through the wrapper
+        raise RuntimeError("a ragged pass bypassed its attention: its results are not used")
+    logits = out.logits[0, :, :vocab] if vocab else out.logits[0]
+    rows_logits = [logits[a:b] for a, b in layout.bounds]
+    hidden = [kept[-1][a:b] for a, b in layout.bounds] if hidden_from is not None else None
+    return rows_logits, hidden
