@@ -6,7 +6,8 @@
 Each session is its own Gradio session (its own run), and all of them start each round of Steps
 at the same moment. Prints the errors, p50/p95/max seconds per Step, Steps per second over the
 whole test, and, with --pid (the app's process id; found by port when left out and psutil can),
-the app's resident memory afterwards. Settings are the page's defaults unless given.
+the app's resident memory right afterwards and 10 s later (freed memory given back). Settings are the
+page's defaults unless given.
 """
 from __future__ import annotations
 
@@ -98,7 +99,10 @@ def run(url: str, sessions: int, steps: int, inputs: dict) -> dict:
             "client_cpu_s": time.process_time() - cpu}
 
 
-def report(result: dict, rss: float | None) -> str:
+SETTLE_S = 10  # the app gives freed memory back every few seconds (specviz/ui/memory.py)
+
+
+def report(result: dict, rss: float | None, settled: float | None = None) -> str:
     lat = result["latencies"]
     lines = [f"Steps: {result['steps']}, errors: {len(result['errors'])}",
              f"per Step: p50 {percentile(lat, 50):.2f} s, p95 {percentile(lat, 95):.2f} s, max {max(lat):.2f} s",
@@ -106,7 +110,8 @@ def report(result: dict, rss: float | None) -> str:
              # on the app's own machine the clients take CPU from it: say how much
              f"this script's own CPU meanwhile: {result.get('client_cpu_s', float('nan')):.1f} s"]
     if rss is not None:
-        lines.append(f"app RSS afterwards: {rss:.2f} GB")
+        lines.append(f"app RSS afterwards: {rss:.2f} GB"
+                     + ("" if settled is None else f", {SETTLE_S} s later: {settled:.2f} GB"))
     lines += [f"  error: {e}" for e in result["errors"][:5]]
     return "\n".join(lines)
 
@@ -124,7 +129,11 @@ def main() -> None:
     if args.max_new_tokens is not None:
         inputs["max_new_tokens"] = args.max_new_tokens
     result = run(args.url, args.sessions, args.steps, inputs)
-    print(report(result, rss_gb(args.pid or app_pid(args.url))))
+    pid = args.pid or app_pid(args.url)
+    rss = rss_gb(pid)
+    if rss is not None:
+        time.sleep(SETTLE_S)
+    print(report(result, rss, rss_gb(pid) if rss is not None else None))
     sys.exit(1 if result["errors"] else 0)
 
 

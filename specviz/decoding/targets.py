@@ -31,7 +31,7 @@ from specviz.models.families import final_norm
 from specviz.models.kvcache import cache_len, undo_pass
 from specviz.models.loaded import LoadedModel
 
-MAX_PASS_TOKENS = 2048  # rows in one batched pass: past this a pass's cost grows with its size
+MAX_PASS_TOKENS = 512  # rows in one batched pass: its logits alone are rows × vocabulary floats (100 MB here)
 
 
 @dataclass

@@ -8,7 +8,7 @@ import json
 
 import gradio as gr
 
-from specviz.ui import callbacks, explain, learn, lessons, replay, views
+from specviz.ui import callbacks, explain, learn, lessons, memory, replay, views
 from specviz.proposers import HEAD_DRAFT
 from specviz.ui.presets import (DEFAULT_METHOD, K_RANGE, KNOBS, MAX_NEW_RANGE, METHOD_LABELS, METHODS, TARGETS,
                       TEMPERATURE_RANGE, TOP_P_RANGE, Knob, draft_choices, k_default)
@@ -157,6 +157,7 @@ def timing_column(first: dict) -> dict:
 
 def build_demo() -> gr.Blocks:
     limits = state.LIMITS
+    memory.tune_allocator()  # before a class's passes, so their large tensors are given back
     state.preload(limits.preload)  # on ZeroGPU: before any worker forks, in the main thread
     state.start_sweeper()  # idle runs' KV caches are freed even when no request comes
     decode = decode_events(limits)

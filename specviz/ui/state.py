@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
 from specviz.models import loader as models
+from specviz.ui import memory
 from specviz.ui.limits import Limits, check_model_size, check_model_spec
 from specviz.decoding.planner import PROFILE_MIN_PARAMS, verify_cost
 from specviz.decoding.runstate import LIVE, RunState
@@ -230,16 +231,21 @@ def preload(specs) -> None:
             log.exception("Could not preload model %r at start-up", spec)
 
 
-def start_sweeper(every_s: float = 30.0) -> None:
-    """Free idle runs' KV caches even when no request comes to trigger it (once per process)."""
+def start_sweeper(every_s: float = 30.0, trim_s: float = 5.0) -> None:
+    """Free idle runs' KV caches even when no request comes to trigger it, and give the memory
+    freed back to the system every few seconds (once per process)."""
     global _sweeper
     if _sweeper is not None:
         return
 
     def loop() -> None:
+        swept = time.monotonic()
         while True:
-            time.sleep(every_s)
-            LIVE.sweep()
+            time.sleep(trim_s)
+            if time.monotonic() - swept >= every_s:
+                LIVE.sweep()
+                swept = time.monotonic()
+            memory.give_back()
 
     _sweeper = threading.Thread(target=loop, name="specviz-cache-sweeper", daemon=True)
     _sweeper.start()
