@@ -17,6 +17,7 @@ tree's parents and the committed length; the local cache is only this process's 
 """
 from __future__ import annotations
 
+import os
 import threading
 import time
 import weakref
@@ -219,3 +220,15 @@ def batched(loaded: LoadedModel) -> BatchedTarget:
         if target is None:
             target = _BATCHED[loaded.model] = BatchedTarget(loaded)
         return target
+
+
+def _fresh_in_child() -> None:
+    """A forked GPU worker starts with only the calling thread: no pass is running there, so it
+    gets new targets and a lock nobody holds."""
+    global _BATCHED_LOCK
+    _BATCHED_LOCK = threading.Lock()
+    _BATCHED.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_fresh_in_child)
