@@ -60,12 +60,12 @@ class SharedPrefills:
                     return None
             if not event.wait(self.wait_s):
                 return None  # the one computing it is slow: compute it here too
-        return Prefill(copy.deepcopy(kept.cache), kept.logits.clone(),
+        return Prefill(_copy(kept.cache), kept.logits.clone(),
                        None if kept.hidden is None else kept.hidden.clone())
 
     def put(self, model: torch.nn.Module, ids: list[int], prefill: Prefill) -> None:
         """Keep a copy of `prefill` (the caller goes on mutating its own cache); wake the waiters."""
-        kept = Prefill(copy.deepcopy(prefill.cache), prefill.logits.detach().clone(),
+        kept = Prefill(_copy(prefill.cache), prefill.logits.detach().clone(),
                        None if prefill.hidden is None else prefill.hidden.detach().clone())
         key = (id(model), tuple(ids))
         with self._lock:
@@ -92,6 +92,16 @@ class SharedPrefills:
 
     def __len__(self) -> int:
         return len(self._items)
+
+
+def _copy(cache):
+    """A DynamicCache of ours is copied layer by layer; any other cache object, deeply."""
+    from transformers import DynamicCache
+
+    from specviz.models.kvcache import copy_cache
+
+    plain = type(cache) is DynamicCache and all(type(layer).__name__ == "DynamicLayer" for layer in cache.layers)
+    return copy_cache(cache) if plain else copy.deepcopy(cache)
 
 
 PREFILLS = SharedPrefills()

@@ -6,6 +6,8 @@ from, hands it over as ctx.last_hidden (and keeps it in the run's state). The he
 """
 from __future__ import annotations
 
+import weakref
+
 import torch
 
 from specviz.head.model import DEFAULT_PATH, check_target, load_head, target_parts
@@ -14,6 +16,19 @@ from specviz.proposers.base import ProposeContext, Proposer
 
 
 _HEADS: dict[tuple, torch.nn.Module] = {}  # loaded heads by (file, dtype, device); frozen, so shared
+
+
+_SUBSETS: "weakref.WeakKeyDictionary[torch.nn.Module, tuple]" = weakref.WeakKeyDictionary()
+
+
+def _subset_head(head, lm_head: torch.nn.Module) -> torch.Tensor:
+    """The frozen target LM head restricted to the head's vocabulary subset: gathered once per
+    (head, LM head), not once per run (a Step that starts a run would copy megabytes)."""
+    kept = _SUBSETS.get(lm_head)
+    if kept is None or kept[0]() is not head:
+        w = lm_head.weight.detach()[head.vocab_ids].to(next(head.parameters()).dtype)
+        kept = _SUBSETS[lm_head] = (weakref.ref(head), w)
+    return kept[1]
 
 
 class HeadProposer(Proposer):
@@ -29,8 +44,7 @@ class HeadProposer(Proposer):
         embed, _norm, lm_head = target_parts(target_model)
         self.head, self.embed = head, embed
         self.vocab = lm_head.weight.shape[0]
-        # the frozen target LM head, restricted to the head's vocabulary subset
-        self.w = lm_head.weight.detach()[head.vocab_ids].to(next(head.parameters()).dtype)
+        self.w = _subset_head(head, lm_head)
 
     @classmethod
     def build(cls, target, draft=None, path=None, **knobs):
