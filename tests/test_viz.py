@@ -3,6 +3,7 @@ text, and says what the trace says."""
 from __future__ import annotations
 
 import html
+import json
 import re
 from html.parser import HTMLParser
 
@@ -128,6 +129,23 @@ def test_cycle_figures_have_title_axes_and_legend(make, draw):
     else:
         assert fig.layout.annotations, "an empty figure must say why it is empty"
     assert 280 <= fig.layout.height <= 400 + MODEBAR_STRIP  # the strip above the title is the mode bar's
+
+
+@pytest.mark.parametrize("make", ALL, ids=lambda f: f.__name__)
+def test_figures_built_unchecked_equal_plotlys_checked_build(make, monkeypatch):
+    """A Step's figures are built without plotly's property checks (style.VALIDATE off): each one's
+    JSON equals the checked build's, so a property plotly would expand or refuse shows here."""
+    from specviz.viz import style
+
+    cycle = make()
+    run = RunTrace(method="x", cycles=[cycle], token_ids=cycle.committed, origins=cycle.origins,
+                   metrics={"acceptance_by_position": [0.5, 0.25], "acceptance_rate": 0.4})
+    built = {}
+    for checked in (True, False):
+        monkeypatch.setattr(style, "VALIDATE", checked)
+        figures = [draw(cycle) for draw in FIGURES] + [acceptance_figure(run), timeline_figure(run, run)]
+        built[checked] = [json.loads(f.to_json()) for f in figures]  # key order aside
+    assert built[True] == built[False]
 
 
 def test_mode_bar_strip_lies_above_every_title():

@@ -6,7 +6,7 @@ import plotly.graph_objects as go
 
 from specviz.decoding.trace import ACCEPTED, REJECTED, Alt, CycleTrace, NodeTrace
 from specviz.viz.style import (BLACK, ORANGE, P_COLOUR, Q_COLOUR, STATUS, FigureSpec, base_layout, label,
-                    note_figure, num, top_list)
+                    bar, note_figure, num, scatter, top_list)
 from specviz.viz.tree_figure import nodes_of
 
 DETERMINISTIC_NOTE = "deterministic draft: q = 1 (hatched bars)"
@@ -49,10 +49,10 @@ def pq_figure(cycle: CycleTrace) -> go.Figure:
     cats = unique([f"{STATUS[n.status][3]} {label(n.text, LABEL_CHARS)}" for n in nodes], [n.index for n in nodes])
     hover = [_pq_hover(n, cycle.greedy) for n in nodes]
     fig = FigureSpec()
-    fig.add_trace(go.Bar(x=cats, y=[n.p or 0.0 for n in nodes], name="p(x) target",
+    fig.add_trace(bar(x=cats, y=[n.p or 0.0 for n in nodes], name="p(x) target",
                          marker_color=P_COLOUR, hoverinfo="text", hovertext=hover))
-    fig.add_trace(go.Bar(x=cats, y=[1.0 if n.q is None else n.q for n in nodes], name="q(x) draft",
-                         marker=dict(color=Q_COLOUR, pattern_shape=["/" if n.q is None else "" for n in nodes]),
+    fig.add_trace(bar(x=cats, y=[1.0 if n.q is None else n.q for n in nodes], name="q(x) draft",
+                         marker=dict(color=Q_COLOUR, pattern=dict(shape=["/" if n.q is None else "" for n in nodes])),
                          hoverinfo="text", hovertext=hover))
     if cycle.greedy:
         _markers(fig, cats, nodes, lambda n: n.p_top[0].prob if n.p_top else None,
@@ -73,7 +73,7 @@ def pq_figure(cycle: CycleTrace) -> go.Figure:
 def _markers(fig, cats, nodes, value, name, symbol, hover) -> None:
     pts = [(c, value(n), h) for c, n, h in zip(cats, nodes, hover) if value(n) is not None]
     if pts:
-        fig.add_trace(go.Scatter(x=[c for c, _, _ in pts], y=[v for _, v, _ in pts], mode="markers",
+        fig.add_trace(scatter(x=[c for c, _, _ in pts], y=[v for _, v, _ in pts], mode="markers",
                                  name=name, hoverinfo="text", hovertext=[h for _, _, h in pts],
                                  marker=dict(symbol=symbol, size=16 if symbol == "diamond" else 26,
                                              color=BLACK, line=dict(width=3, color=BLACK))))
@@ -108,7 +108,7 @@ def residual_figure(cycle: CycleTrace) -> go.Figure:
     fig = FigureSpec()
     for is_drawn, name, colour in ((False, "other tokens", P_COLOUR), (True, "drawn (resampled)", ORANGE)):
         pick = [i for i, d in enumerate(drawn) if d == is_drawn]
-        fig.add_trace(go.Bar(x=[cats[i] for i in pick], y=[alts[i].prob for i in pick], name=name,
+        fig.add_trace(bar(x=[cats[i] for i in pick], y=[alts[i].prob for i in pick], name=name,
                              marker_color=colour, text=["drawn" if is_drawn else "" for _ in pick],
                              textposition="outside", hoverinfo="text",
                              hovertext=[f"{label(alts[i].text)} (id {alts[i].token}): {num(alts[i].prob)}"

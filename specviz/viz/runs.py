@@ -4,7 +4,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from specviz.decoding.trace import RESAMPLED, CycleTrace, RunTrace
-from specviz.viz.style import BLACK, BLUE, FigureSpec, base_layout, esc_plot, note_figure
+from specviz.viz.style import BLACK, BLUE, FigureSpec, bar, base_layout, esc_plot, note_figure, scatter
 
 
 def progress(run: RunTrace) -> tuple[list[float], list[int]]:
@@ -55,13 +55,13 @@ def timeline_figure(spec: RunTrace | None, ar: RunTrace | None) -> go.Figure:
     fig = FigureSpec()
     if spec is not None:
         xs, ys = progress(spec)
-        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", line_shape="hv",
+        fig.add_trace(scatter(x=xs, y=ys, mode="lines+markers", line_shape="hv",
                                  name=_run_name(spec, "speculative"),
                                  line=dict(color=BLUE, width=2.5), marker=dict(symbol="circle", size=6),
                                  hovertemplate="%{x:.2f} s: %{y} tokens<extra>speculative</extra>"))
     if ar is not None:
         xs, ys = progress(ar)
-        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line_shape="hv", name="autoregressive",
+        fig.add_trace(scatter(x=xs, y=ys, mode="lines", line_shape="hv", name="autoregressive",
                                  line=dict(color=BLACK, width=2, dash="dash"),
                                  hovertemplate="%{x:.2f} s: %{y} tokens<extra>autoregressive</extra>"))
     base_layout(fig, title, "wall-clock seconds (prefill included)", "tokens generated", legend_above=False)
@@ -82,12 +82,12 @@ def acceptance_figure(run: RunTrace) -> go.Figure:
         return note_figure(title, "No draft positions judged yet", "draft position", "acceptance rate")
     positions = list(range(1, len(rates) + 1))
     fig = FigureSpec()
-    fig.add_trace(go.Bar(x=positions, y=rates, name="accepted ÷ reached", marker_color=BLUE,
+    fig.add_trace(bar(x=positions, y=rates, name="accepted ÷ reached", marker_color=BLUE,
                          text=[f"{r:.0%}" for r in rates], textposition="outside",
                          hovertemplate="position %{x}: %{y:.0%} accepted<extra></extra>"))
     alpha = (run.metrics or {}).get("acceptance_rate")
     if isinstance(alpha, (int, float)):
-        fig.add_trace(go.Scatter(x=[0.5, len(rates) + 0.5], y=[alpha, alpha], mode="lines",
+        fig.add_trace(scatter(x=[0.5, len(rates) + 0.5], y=[alpha, alpha], mode="lines",
                                  name=f"overall α = {alpha:.2f}", line=dict(color=BLACK, dash="dot"),
                                  hoverinfo="skip"))
     base_layout(fig, title, "draft position", "acceptance rate")

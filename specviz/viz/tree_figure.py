@@ -5,7 +5,7 @@ import plotly.graph_objects as go
 
 from specviz.decoding.trace import BONUS, NOT_REACHED, RESAMPLED, TARGET, CycleTrace, NodeTrace
 from specviz.viz.style import (BLUE, FIG_HEIGHT, GREY, PURPLE, ROOT_COLOUR, SKY, STATUS, YELLOW, FigureSpec, base_layout,
-                    esc_plot, label, num, top_list)
+                    esc_plot, label, num, scatter, top_list)
 
 ROOT = -1  # the parent index of first-level nodes, as in NodeTrace.parent
 BIG_TREE = 24  # beyond this many nodes markers shrink so labels stay legible
@@ -150,21 +150,21 @@ def tree_figure(cycle: CycleTrace) -> go.Figure:
     fig = FigureSpec()
     px, py, ox, oy = edges(cycle, pos)
     if ox:
-        fig.add_trace(go.Scatter(x=ox, y=oy, mode="lines", name="draft edge", hoverinfo="skip",
+        fig.add_trace(scatter(x=ox, y=oy, mode="lines", name="draft edge", hoverinfo="skip",
                                  legendrank=1100, line=dict(color=GREY, width=1.5)))
     if px:
-        fig.add_trace(go.Scatter(x=px, y=py, mode="lines", name="accepted path", hoverinfo="skip",
+        fig.add_trace(scatter(x=px, y=py, mode="lines", name="accepted path", hoverinfo="skip",
                                  legendrank=1100, line=dict(color=BLUE, width=3)))
     _add_new_token(fig, cycle, pos, text_style)
-    fig.add_trace(go.Scatter(x=[0], y=[0], mode="markers+text", name="root (last committed)",
+    fig.add_trace(scatter(x=[0], y=[0], mode="markers+text", name="root (last committed)",
                              text=["root"], textposition="middle left", hoverinfo="text",
                              hovertext=["root: the last committed token"],
-                             marker=dict(symbol="square-open", size=16, color=ROOT_COLOUR, line_width=2)))
+                             marker=dict(symbol="square-open", size=16, color=ROOT_COLOUR, line=dict(width=2))))
     size = 10 if len(nodes) > BIG_TREE else 16
     for status, (name, colour, symbol, _) in STATUS.items():
         group = [n for n in nodes if n.status == status]
         if group:
-            fig.add_trace(go.Scatter(
+            fig.add_trace(scatter(
                 x=[pos[n.index][0] for n in group], y=[-pos[n.index][1] for n in group],
                 mode="markers+text", name=name, text=[label(n.text, LABEL_CHARS) for n in group],
                 hoverinfo="text", hovertext=[node_hover(n, cycle.greedy) for n in group],
@@ -180,9 +180,9 @@ def _add_new_token(fig: FigureSpec, cycle: CycleTrace, pos, text_style: dict) ->
     name, colour, symbol, _ = STATUS[cycle.new_kind]
     anchor = cycle.accepted[-1] if cycle.accepted else ROOT
     (ax, ay), (x, y) = pos[anchor], pos["new"]
-    fig.add_trace(go.Scatter(x=[ax, x], y=[-ay, -y], mode="lines", name="edge to new token",
+    fig.add_trace(scatter(x=[ax, x], y=[-ay, -y], mode="lines", name="edge to new token",
                              hoverinfo="skip", legendrank=1100, line=dict(color=colour, width=2, dash="dash")))
-    fig.add_trace(go.Scatter(x=[x], y=[-y], mode="markers+text", name=f"{name} (new token)",
+    fig.add_trace(scatter(x=[x], y=[-y], mode="markers+text", name=f"{name} (new token)",
                              text=[label(cycle.new_token.text, LABEL_CHARS)],
                              hoverinfo="text", hovertext=[new_hover(cycle)],
                              marker=dict(symbol=symbol, size=18, color=colour, line=dict(width=1, color=colour)),
