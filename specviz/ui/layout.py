@@ -4,11 +4,15 @@ Components open on the precomputed example run, so the first paint needs no mode
 """
 from __future__ import annotations
 
+import dataclasses
 import json
+import logging
+import threading
 
 import gradio as gr
 
-from specviz.ui import callbacks, explain, learn, lessons, memory, replay, views
+from specviz.decoding.engine import new_state
+from specviz.ui import callbacks, explain, learn, lessons, memory, replay, views, work
 from specviz.proposers import HEAD_DRAFT
 from specviz.ui.presets import (DEFAULT_METHOD, K_RANGE, KNOBS, MAX_NEW_RANGE, METHOD_LABELS, METHODS, TARGETS,
                       TEMPERATURE_RANGE, TOP_P_RANGE, Knob, draft_choices, k_default)
@@ -17,6 +21,7 @@ from specviz.ui import state
 from specviz.ui.views import ASSETS
 from specviz.ui.compare_tab import build_compare_tabs
 
+log = logging.getLogger(__name__)
 EXAMPLES = ASSETS / "examples.json"
 CSS = ASSETS / "app.css"
 HEADER = ASSETS / "header.html"
@@ -58,6 +63,29 @@ def initial_settings() -> RunSettings:
     prompt = load_examples()[0]["prompt"] if load_examples() else ""
     known.setdefault("prompt", prompt)
     return RunSettings(**known)
+
+
+def prefill_examples(settings: RunSettings, prompts: list[str]) -> int:
+    """Prefill each example prompt at the page's settings (models loaded here, the pass in
+    ui/work.py); returns how many were computed. A prompt that fails is logged and skipped."""
+    done = 0
+    for prompt in prompts:
+        try:
+            s = dataclasses.replace(settings, prompt=prompt)
+            target = state.MODELS.get(s.target, log.info)
+            draft = state.MODELS.get(s.draft_spec, log.info) if s.draft_spec else None
+            done += work.prefill(callbacks.specs(s), new_state(target, prompt, s.decode(), draft))
+        except Exception:  # noqa: BLE001 -- a warm-up must never stop the page
+            log.exception("Could not prefill the example prompt %r", prompt[:40])
+    return done
+
+
+def start_example_prefills(settings: RunSettings, prompts: list[str]) -> threading.Thread:
+    """prefill_examples in a background thread, so the page opens at once."""
+    thread = threading.Thread(target=prefill_examples, args=(settings, prompts), name="specviz-prefill",
+                              daemon=True)
+    thread.start()
+    return thread
 
 
 def load_examples() -> list[dict]:
@@ -160,6 +188,8 @@ def build_demo() -> gr.Blocks:
     memory.tune_allocator()  # before a class's passes, so their large tensors are given back
     state.preload(limits.preload)  # on ZeroGPU: before any worker forks, in the main thread
     state.start_sweeper()  # idle runs' KV caches are freed even when no request comes
+    if limits.prefill_examples:
+        start_example_prefills(initial_settings(), [e["prompt"] for e in load_examples()])
     decode = decode_events(limits)
     run, ar = views.example()
     first = views.full(views.example_status(run), "info", run, ar)

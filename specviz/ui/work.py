@@ -65,6 +65,16 @@ def step(specs: tuple, state: RunState) -> RunState:
     return decoder.state()
 
 
+@on_gpu(duration=step_duration)
+def prefill(specs: tuple, state: RunState) -> bool:
+    """Prefill the run's prompt into this process's shared prefills (decoding/prefills.py) and
+    drop the run: the page's example prompts at start-up, so a class's first Steps copy them.
+    True when the prefill was computed here, False when it was already kept."""
+    decoder = Decoder.resume(model(specs[0]), state, model(specs[1]))
+    decoder.prefill()
+    return not decoder.prefill_shared
+
+
 def run_duration(specs: tuple, state: RunState, frame_s: float = FRAME_S) -> int:
     left = int(state.options.get("max_new_tokens", 128)) - len(state.origins)
     return _seconds(left)
