@@ -161,9 +161,10 @@ def random_tree(gen: torch.Generator, chain: bool) -> DraftTree:
 
 
 @torch.inference_mode()
-def cycles(model, cache, cycles_n: int = 14, trees: bool = True, seed: int = 0) -> list[int]:
+def cycles(model, cache, cycles_n: int = 14, trees: bool = True, seed: int = 0, tree_cut=None) -> list[int]:
     """Verify passes as the engine runs them (trees every other cycle), each followed by the
-    rollback to a random accepted path, possibly empty; returns the committed ids."""
+    rollback to a random accepted path, possibly empty; returns the committed ids. A tree cycle is
+    cut by `tree_cut(cache, n, path)`, by default rollback with the list of positions kept."""
     gen = torch.Generator().manual_seed(seed)
     seq = torch.randint(0, VOCAB, (20,), generator=gen).tolist()
     model(input_ids=torch.tensor([seq[:-1]]), past_key_values=cache, use_cache=True)
@@ -177,6 +178,8 @@ def cycles(model, cache, cycles_n: int = 14, trees: bool = True, seed: int = 0) 
         path = tree.ancestors(end) if end >= 0 else []
         if tree.is_chain:
             rollback(cache, past + 1 + len(path))
+        elif tree_cut is not None:
+            tree_cut(cache, past + 1, [past + 1 + i for i in path])
         else:
             rollback(cache, list(range(past + 1)) + [past + 1 + i for i in path])
         seq += [tree.tokens[i] for i in path] + [int(torch.randint(0, VOCAB, (1,), generator=gen))]
@@ -207,6 +210,24 @@ def recording_sliding_cache(model) -> DynamicCache:
     cache = DynamicCache(config=model.config)
     cache.activate_past_recording()
     return cache
+
+
+@pytest.mark.parametrize("family", TESTED)
+@pytest.mark.parametrize("recording", [False, True], ids=["ours", "transformers-sliding"])
+def test_moving_only_the_accepted_path_equals_fresh_prefill(family, recording):
+    """kvcache.keep_path, which moves a tree cycle's accepted path next to the prefix in place
+    instead of gathering every position, gives after 14 cycles the logits of a fresh prefill and the
+    same cache as the general rollback; transformers' own sliding cache takes the general way."""
+    if recording and family != "gemma3":
+        pytest.skip("only Gemma 3 has sliding layers")
+    model = twin(family)[0].model
+    make = (lambda: recording_sliding_cache(model)) if recording else new_cache
+    fast, slow = make(), make()
+    seq = cycles(model, fast, seed=3, tree_cut=kvcache_mod.keep_path)
+    assert cycles(model, slow, seed=3) == seq
+    for a, b in zip(fast.layers, slow.layers):
+        assert torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values)
+    assert cached_vs_fresh(model, fast, seq) <= 1e-4  # (this appends a position to `fast`)
 
 
 def test_rollback_of_layers_with_different_lengths():

@@ -19,7 +19,7 @@ from typing import Iterator
 import torch
 
 from specviz.models.timing import sync
-from specviz.models.kvcache import cache_len, new_cache, rollback
+from specviz.models.kvcache import cache_len, keep_path, new_cache, rollback
 from specviz.models.families import final_norm
 from specviz.models.loader import LoadedModel, check_tokenizers
 from specviz.proposers import make_proposer
@@ -326,7 +326,7 @@ class Decoder:
         if tree.is_chain:
             rollback(self.cache, n + len(accepted))
         else:
-            rollback(self.cache, list(range(n)) + [n + i for i in accepted])
+            keep_path(self.cache, n, [n + i for i in accepted])  # moves only the accepted path
         if self.proposer is not None:
             self.proposer.rollback(n + len(accepted) + 1)
 

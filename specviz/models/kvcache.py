@@ -57,6 +57,31 @@ def rollback(cache: DynamicCache, keep: int | list[int]) -> None:
             _keep_in_layer(layer, n, keep)
 
 
+def keep_path(cache: DynamicCache, n: int, path: list[int]) -> None:
+    """Keep the first `n` positions, then the positions in `path` (each ≥ n, in order): what a tree
+    cycle keeps. The path's entries move down next to the prefix in place and the layer is cut,
+    so the cost is that of the path, whatever the context length. A layer that no longer holds
+    every position (a sliding one) takes the general `rollback`."""
+    if not path:
+        rollback(cache, n)
+        return
+    if any(p < n for p in path):
+        raise ValueError(f"the path must lie after the kept prefix of {n} positions, got {path}")
+    total = cache_len(cache)
+    with torch.inference_mode():  # the pass made these tensors in inference mode: in-place is allowed here
+        for layer in cache.layers:
+            if getattr(layer, "keys", None) is None or layer.keys.numel() == 0:
+                continue
+            if layer.keys.shape[-2] != total or getattr(layer, "is_sliding", False):
+                _keep_in_layer(layer, total, list(range(n)) + list(path))
+                continue
+            index = torch.tensor(path, device=layer.keys.device)
+            m = n + len(path)
+            for t in (layer.keys, layer.values):
+                t[..., n:m, :] = t.index_select(-2, index)
+            layer.keys, layer.values = layer.keys[..., :m, :], layer.values[..., :m, :]
+
+
 def _keep_in_layer(layer, n: int, keep: int | list[int]) -> None:
     """Cut one layer, which holds the last `held` of the cache's `n` positions."""
     held = layer.keys.shape[-2]
