@@ -20,7 +20,6 @@ import torch
 
 from specviz.models.timing import sync
 from specviz.models.kvcache import cache_len, keep_path, new_cache, rollback
-from specviz.models.families import final_norm
 from specviz.models.loader import LoadedModel, check_tokenizers
 from specviz.proposers import make_proposer
 from specviz.proposers.base import ProposeContext, Proposer
@@ -101,7 +100,7 @@ class Decoder:
         self.cache = None
         self.last_logits: torch.Tensor | None = None
         # a proposer that reads the target's hidden state gets it from the engine's own passes
-        self._norm = final_norm(target.model) if self.proposer is not None and self.proposer.needs_hidden else None
+        self._wants_hidden = self.proposer is not None and self.proposer.needs_hidden
         # who answers the verify passes (targets.py): this run alone, or one pass with other runs
         self.local = LocalTarget(target)
         self.verifier = verifier or (batched(target) if settings.batch_verify else self.local)
@@ -161,7 +160,7 @@ class Decoder:
             self.sampling.generator.set_state(torch.frombuffer(bytearray(state.rng), dtype=torch.uint8))
         if state.last_logits is not None:
             self.last_logits = state.last_logits.to(self.target.device)
-        if state.last_hidden is not None and self._norm is not None:
+        if state.last_hidden is not None and self._wants_hidden:
             self.last_hidden = state.last_hidden.to(self.target.device)
         self.prefill_s, self.rebuild_s, self.rebuilds = state.prefill_s, state.rebuild_s, state.rebuilds
         self.prefill_shared = state.prefill_shared
@@ -180,11 +179,11 @@ class Decoder:
     def _forward(self, tokens: list[int], last_only: bool = False) -> torch.Tensor:
         """A pass of this run's own (prefill, rebuild): logits, and the hidden rows if needed."""
         logits, self._hidden = self.local.forward(tokens, self.cache, last_only=last_only,
-                                                  hidden=self._norm is not None)
+                                                  hidden=self._wants_hidden)
         return logits[:, : self.vocab]
 
     def _verify_pass(self, tree: DraftTree) -> VerifyAnswer:
-        request = VerifyRequest([self.ids[-1]] + tree.tokens, tree, self.cache, self.vocab, self._norm is not None)
+        request = VerifyRequest([self.ids[-1]] + tree.tokens, tree, self.cache, self.vocab, self._wants_hidden)
         answer = self.verifier.verify(request)
         self._hidden = answer.hidden
         return answer
@@ -193,7 +192,7 @@ class Decoder:
     def prefill(self) -> None:
         """Run the prompt through the target and commit the first new token."""
         t0 = time.perf_counter()
-        shared = PREFILLS.take(self.target.model, self.prompt_ids, self._norm is not None) if self.share else None
+        shared = PREFILLS.take(self.target.model, self.prompt_ids, self._wants_hidden) if self.share else None
         if shared is None:
             self.cache = new_cache()
             try:
@@ -202,14 +201,14 @@ class Decoder:
                 if self.share:  # others may be waiting for this prefill: let them compute their own
                     PREFILLS.release(self.target.model, self.prompt_ids)
                 raise
-            hidden = self._hidden[-1] if self._norm is not None else None
+            hidden = self._hidden[-1] if self._wants_hidden else None
             shared = Prefill(self.cache, logits[-1], hidden)
             if self.share:
                 PREFILLS.put(self.target.model, self.prompt_ids, shared)
         else:
             self.cache, self.prefill_shared = shared.cache, True
         self.last_logits = shared.logits
-        if self._norm is not None:
+        if self._wants_hidden:
             self.last_hidden = shared.hidden
         first = self.sampling.pick(self.last_logits)
         self._commit([first], [TARGET], -1)
@@ -272,7 +271,7 @@ class Decoder:
         kinds = [FROM_DRAFT] * len(verdict.accepted) + [verdict.new_kind]
         self._rollback(n, tree, verdict.accepted)
         self.last_logits = logits[verdict.final_row]
-        if self._norm is not None:
+        if self._wants_hidden:
             self.last_hidden = self._hidden[verdict.final_row]
         kept = self._commit(new, kinds, cycle.index)
         if self.record:
