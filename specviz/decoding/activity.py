@@ -1,8 +1,8 @@
 """Which cycles ran alone: a count of the cycles running in this process at each moment.
 
 Every Decoder cycle is a span here. A span ends knowing the most other cycles that ran beside it
-at any moment, so a timing can say "measured alone" or "measured while N other runs used this
-machine", rather than presenting time inflated by other people's work as a method's speed.
+at any moment, so a timing can say whether other runs of this process ran beside it, and how
+many, rather than presenting time inflated by other people's work as a method's speed.
 """
 from __future__ import annotations
 

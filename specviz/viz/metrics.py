@@ -102,7 +102,7 @@ def _outside(spec: dict) -> str:
 
 
 def _load_note(spec: dict | None, ar: dict | None) -> str:
-    """Whether each run was measured alone. Time taken beside other people's runs is not a
+    """Whether each run was measured beside other runs of this app. Time taken beside other people's runs is not a
     method's own speed, and the panel says so rather than letting the speedup claim it."""
     parts = []
     for name, m in (("Speculative run", spec), ("AR baseline", ar)):
@@ -110,7 +110,8 @@ def _load_note(spec: dict | None, ar: dict | None) -> str:
         if beside is None or not cycles:
             continue  # not measured, or a trace from before this was recorded
         if not beside:
-            parts.append(f"{name}: measured alone.")
+            # only this app's runs are counted: other programs on the machine are not seen here
+            parts.append(f"{name}: no other run in this app ran beside it.")
             continue
         text = (f"{name}: {beside:.0f} of {cycles:.0f} cycles ran while other runs used this machine "
                 f"(up to {_get(m, 'most_beside'):.0f} at once), so its time includes their load")
