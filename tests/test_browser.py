@@ -74,12 +74,16 @@ def test_each_method_shows_only_its_own_options(app_page):
     page = app_page
     options = {"Prompt lookup (n-gram)": "Prompt lookup (n-gram) options", "LogitSpec": "LogitSpec options",
                "Layer skip (self-draft)": "Layer skip (self-draft) options"}
+    from playwright.sync_api import expect
+
+    def shown(locator, visible: bool) -> None:  # polls: the change goes through the server, slow when busy
+        (expect(locator).to_be_visible if visible else expect(locator).to_be_hidden)(timeout=30_000)
+
     for choice in ("Draft model", *options):
         page.get_by_role("radio", name=choice, exact=True).check()  # the draft picker is also "Draft model"
-        page.wait_for_timeout(300)
-        assert page.locator("#sv-draft").is_visible() == (choice == "Draft model"), choice
+        shown(page.locator("#sv-draft"), choice == "Draft model")
         for method, title in options.items():
-            assert page.get_by_text(title, exact=True).is_visible() == (method == choice), (choice, title)
+            shown(page.get_by_text(title, exact=True), method == choice)
 
 
 def test_three_steps_then_back_to_cycle_1(app_page):
