@@ -36,7 +36,8 @@ def test_six_sessions_step_together_without_errors_and_share_passes(app_url, bun
     monkeypatch.setattr(shared, "gather", 6)
     monkeypatch.setattr(shared, "gather_s", 2.0)
     before = shared.shared_passes
-    result = _load_test().run(app_url, sessions=6, steps=2, inputs={"prompt": _load_test().DEFAULT_PROMPT})
+    load_test = _load_test()
+    result = load_test.run(app_url, sessions=6, steps=2, inputs={"prompt": load_test.DEFAULT_PROMPT})
     assert result["steps"] == 12 and result["errors"] == []
     assert shared.shared_passes > before and shared.most_shared > 1
 
