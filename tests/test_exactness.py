@@ -17,14 +17,14 @@ from specviz.decoding.engine import Decoder
 from specviz.decoding.targets import BatchedTarget
 from specviz.models.loader import derive_draft, tiny_random
 from specviz.proposers import make_proposer
-from specviz.proposers.draft_model import DraftModelProposer
+from specviz.proposers.draft_model import DraftModelProposer, shared_steps
 from specviz.proposers.head import HeadProposer
 from specviz.teach.toy import chi_square_p_value
 from specviz.decoding.trace import BONUS, FROM_DRAFT, RESAMPLED
 from specviz.training.head_train import new_head
 from tests import twins
 from tests.reference import exact_joint
-from tests.tiny import FixedTreeProposer, TwoChains, run_together
+from tests.tiny import FixedTreeProposer, Gathered, TwoChains, run_together
 
 VOCAB = 6  # few enough tokens that the joint of three of them has 216 cells
 PROMPT = [1, 2, 3]
@@ -84,23 +84,31 @@ GROUP = 8  # runs decoded at once when their verify passes are batched
 
 def run_counts_batched(models, name: str, settings) -> tuple[np.ndarray, Counter, list[int]]:
     """run_counts, with the N runs decoded GROUP at a time in threads whose verify passes one
-    BatchedTarget per group answers together (it waits for the whole group): the app's class at
-    once. Also returns how many requests each cycle's pass answered."""
+    BatchedTarget per group answers together (it waits for the whole group), and whose draft steps
+    (a draft model's, the head's) run together too: the app's class at once. Also returns how many
+    requests each cycle's pass answered."""
     target = models[0]
     temperature, top_p = settings
     counts, origins, shares = np.zeros((VOCAB,) * 3), Counter(), []
     for first in range(0, N, GROUP):
-        shared = BatchedTarget(target, gather=min(GROUP, N - first), gather_s=5.0)
+        group = min(GROUP, N - first)
+        shared = BatchedTarget(target)
+        # drafts wait briefly: runs near their end draft fewer steps than the others
+        drafting = [_draft_rounds(models, name)] if name in DRAFTING else []
+        gathered = Gathered([shared.rounds] + drafting, group, [5.0] + [0.05] * len(drafting))
 
         def make(i):
             seed = first + i
             return Decoder(target, PROMPT, proposer=_proposer(models, name, seed), k=2, temperature=temperature,
                            top_p=top_p, seed=seed, max_new_tokens=4, chat=False, record=False, plan=False,
-                           verifier=shared)
-        for run in run_together(make, min(GROUP, N - first), shared):
-            counts[tuple(run.token_ids[1:])] += 1
-            origins.update(run.origins)
-            shares += [c.verify_shared for c in run.cycles]
+                           verifier=shared, batch_verify=True)
+        try:
+            for run in run_together(make, group, gathered):
+                counts[tuple(run.token_ids[1:])] += 1
+                origins.update(run.origins)
+                shares += [c.verify_shared for c in run.cycles]
+        finally:
+            gathered.close()
     return counts, origins, shares
 
 
@@ -126,16 +134,28 @@ def test_sampled_tokens_follow_the_target(models, name, settings):
 
 
 BATCHED = ["chain, draft model", "tree, draft head", "tree, logitspec"]
+DRAFTING = ["chain, draft model", "tree, draft head"]  # the cases whose drafts run a model
+
+
+def _draft_rounds(models, name: str):
+    """The process's shared rounds of the case's draft steps."""
+    target, draft, head = models
+    return shared_steps(draft.model).rounds if name == "chain, draft model" else \
+        HeadProposer(head, target.model).steps.rounds
 
 
 @pytest.mark.parametrize("name", BATCHED)
 def test_sampled_tokens_follow_the_target_with_shared_verify_passes(models, name):
-    """The same check with the runs' verify passes shared GROUP at a time (BatchedTarget): batching
-    changes no rule, so (t2, t3, t4) still follow the target's exact joint; and passes were shared."""
+    """The same check with the runs' verify passes and draft steps shared GROUP at a time
+    (BatchedTarget, models/rounds.py): batching changes no rule, so (t2, t3, t4) still follow the
+    target's exact joint; and passes and draft steps were shared."""
+    before = _draft_rounds(models, name).shared_passes if name in DRAFTING else 0
     counts, origins, shares = run_counts_batched(models, name, NUCLEUS)
     expected = exact_joint(models[0].model, PROMPT, 4, *NUCLEUS).sum(0)
     assert chi_square_p_value(counts, expected) > ALPHA
     assert max(shares) == GROUP and sum(s > 1 for s in shares) > len(shares) / 2, Counter(shares)
+    if name in DRAFTING:
+        assert _draft_rounds(models, name).shared_passes > before + N / GROUP
 
 
 @pytest.mark.parametrize("twin", list(twins.TWINS))

@@ -8,6 +8,7 @@ import torch
 from specviz.models.loader import derive_draft, tiny_random
 from specviz.proposers.base import Proposer
 from specviz.drafting.tree import DraftTree
+from specviz.models.rounds import Rounds
 
 PROMPTS = [[1, 5, 9, 2, 7], [3, 3, 3], [4, 8, 15, 16, 23, 30, 2, 11, 6]]
 # a chat template for word_tokenizer's specials
@@ -125,3 +126,22 @@ def run_together(make, n: int, shared=None) -> list:
         t.join(timeout=120)
     assert not errors, errors
     return out
+
+
+class Gathered:
+    """Several Rounds told to wait for `n` requests each, at most `seconds` (one for all, or one
+    per Rounds); `leave()` (a run ended) tells all of them."""
+
+    def __init__(self, rounds: list[Rounds], n: int, seconds: float | list[float] = 5.0):
+        self.rounds = rounds
+        waits = seconds if isinstance(seconds, list) else [seconds] * len(rounds)
+        for r, s in zip(rounds, waits):
+            r.gather, r.gather_s = n, s
+
+    def leave(self) -> None:
+        for r in self.rounds:
+            r.leave()
+
+    def close(self) -> None:
+        for r in self.rounds:
+            r.gather, r.gather_s = 1, 0.0

@@ -104,6 +104,7 @@ class Decoder:
         # who answers the verify passes (targets.py): this run alone, or one pass with other runs
         self.local = LocalTarget(target)
         self.verifier = verifier or (batched(target) if settings.batch_verify else self.local)
+        self.together = settings.batch_verify  # model drafts, too, may run in one batch with other runs'
         self._hidden: torch.Tensor | None = None  # rows of the latest pass, after the final norm
         self.last_hidden: torch.Tensor | None = None  # the row last_logits came from
         self.prefill_shared = False  # the prompt's prefill was another run's, copied (prefills.py)
@@ -310,7 +311,7 @@ class Decoder:
             if k < 1:
                 return DraftTree(), DraftTree()
         ctx = ProposeContext(self.ids, self.last_logits, k, self.sampling, len(self.prompt_ids), self.planner,
-                             self.last_hidden)
+                             self.last_hidden, self.together)
         offered = self.proposer.propose(ctx).limit_depth(k)
         return offered, offered if self.planner is None else self.planner.prune(offered)
 

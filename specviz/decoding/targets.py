@@ -31,6 +31,7 @@ from specviz.models import ragged
 from specviz.models.families import final_norm
 from specviz.models.kvcache import cache_len, undo_pass
 from specviz.models.loaded import LoadedModel
+from specviz.models.rounds import Rounds, Slot
 
 MAX_PASS_TOKENS = 512  # rows in one batched pass: its logits alone are rows × vocabulary floats (100 MB here)
 
@@ -99,17 +100,6 @@ class LocalTarget:
         return request.tree.position_ids(cache_len(request.cache), model.device), mask
 
 
-class _Slot:
-    def __init__(self, request: VerifyRequest):
-        self.request = request
-        self.answer: VerifyAnswer | None = None
-        self.error: BaseException | None = None
-
-    @property
-    def settled(self) -> bool:
-        return self.answer is not None or self.error is not None
-
-
 class BatchedTarget(LocalTarget):
     """Answers the requests waiting at the same moment with one ragged pass (see the module docstring)."""
 
@@ -118,69 +108,29 @@ class BatchedTarget(LocalTarget):
         """`gather` > 1 makes a pass wait up to `gather_s` for that many requests (for tests and
         studies that need passes shared for certain; the app waits for nobody)."""
         super().__init__(loaded)
-        self.max_tokens, self.gather, self.gather_s = max_tokens, gather, gather_s
         self.ragged = ragged.supports(loaded.model)
-        self._cond = threading.Condition()
-        self._waiting: list[_Slot] = []
-        self._busy = False
-        self.passes = self.shared_passes = 0  # how many passes ran, and how many answered > 1 request
-        self.most_shared = 0
+        # without ragged passes a round holds one request: the others wait for the next round
+        self.rounds = Rounds(self._answer, size=lambda r: len(r.tokens),
+                             max_size=max_tokens if self.ragged else 1, gather=gather, gather_s=gather_s)
 
     def verify(self, request: VerifyRequest) -> VerifyAnswer:
-        slot, batch = _Slot(request), None
-        with self._cond:
-            self._waiting.append(slot)
-            if self.gather > 1:
-                self._cond.notify_all()  # a thread gathering requests counts this one
-            deadline = time.monotonic() + self.gather_s
-            while not slot.settled and (self._busy or self._gathering(deadline)):
-                self._cond.wait(timeout=max(deadline - time.monotonic(), 0.001) if not self._busy else None)
-            if not slot.settled:  # no pass running: this thread runs the next one
-                batch, self._busy = self._take(slot), True
-        if batch is not None:
-            try:
-                self._answer(batch)
-            finally:
-                with self._cond:
-                    self._busy = False
-                    self._cond.notify_all()
-        if slot.error is not None:
-            raise slot.error
-        return slot.answer
+        return self.rounds.submit(request)
 
     def leave(self) -> None:
         """One of the runs a gather waits for has finished: from now on, wait for one fewer."""
-        with self._cond:
-            self.gather = max(1, self.gather - 1)
-            self._cond.notify_all()
+        self.rounds.leave()
 
-    def _gathering(self, deadline: float) -> bool:
-        """Still waiting for more requests before a pass (only when `gather` asks for it)."""
-        if self.gather <= 1:
-            return False
-        if len(self._waiting) >= self.gather or time.monotonic() >= deadline:
-            self._cond.notify_all()  # the waiting threads re-check: one of them runs the pass
-            return False
-        return True
+    # the rounds' knobs and counters, under the names tests and the load study use
+    gather = property(lambda self: self.rounds.gather, lambda self, v: setattr(self.rounds, "gather", v))
+    gather_s = property(lambda self: self.rounds.gather_s, lambda self, v: setattr(self.rounds, "gather_s", v))
+    passes = property(lambda self: self.rounds.passes)
+    shared_passes = property(lambda self: self.rounds.shared_passes)
+    most_shared = property(lambda self: self.rounds.most_shared)
 
-    def _take(self, own: _Slot) -> list[_Slot]:
-        """The waiting requests that fit one pass, oldest first, this thread's own always among them."""
-        batch, rows = [own], len(own.request.tokens)
-        for slot in self._waiting:
-            if slot is not own and rows + len(slot.request.tokens) <= self.max_tokens:
-                batch.append(slot)
-                rows += len(slot.request.tokens)
-        self._waiting = [s for s in self._waiting if s not in batch]
-        return batch
-
-    def _answer(self, batch: list[_Slot]) -> None:
-        self.passes += 1
-        self.most_shared = max(self.most_shared, len(batch))
-        if len(batch) == 1 or not self.ragged:
-            for slot in batch:  # alone: exactly a LocalTarget's pass
-                self._solo(slot)
-            return
-        self.shared_passes += 1
+    def _answer(self, batch: list[Slot]) -> int:
+        if len(batch) == 1:  # alone: exactly a LocalTarget's pass
+            self._solo(batch[0])
+            return 1
         before = [cache_len(s.request.cache) for s in batch]
         t0 = time.perf_counter()
         try:
@@ -191,17 +141,18 @@ class BatchedTarget(LocalTarget):
             for slot, n in zip(batch, before):
                 undo_pass(slot.request.cache, n)
                 self._solo(slot)
-            return
+            return 1
         pass_s = time.perf_counter() - t0
         for i, slot in enumerate(batch):
             keep = hidden[i] if slot.request.hidden else None
-            slot.answer = VerifyAnswer(logits[i][:, : slot.request.vocab], keep, len(batch), pass_s)
+            slot.settle(VerifyAnswer(logits[i][:, : slot.request.vocab], keep, len(batch), pass_s))
+        return len(batch)
 
-    def _solo(self, slot: _Slot) -> None:
+    def _solo(self, slot: Slot) -> None:
         try:
-            slot.answer = LocalTarget.verify(self, slot.request)
+            slot.settle(LocalTarget.verify(self, slot.request))
         except Exception as e:  # noqa: BLE001 -- it belongs to the request's own thread
-            slot.error = e
+            slot.settle(error=e)
 
     def _row(self, request: VerifyRequest) -> ragged.Row:
         model, past = self.loaded, cache_len(request.cache)

@@ -26,6 +26,9 @@ class ProposeContext:
     # the target's final hidden state (after its final norm) at the position last_logits came from;
     # only for a proposer whose needs_hidden is True, else None
     last_hidden: torch.Tensor | None = None
+    # True: other runs in this process may draft at the same moment, and a proposer that runs a
+    # model may run its steps in one batch with theirs (models/rounds.py); the app's runs set it
+    together: bool = False
 
 
 class Proposer:

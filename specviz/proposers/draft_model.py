@@ -1,11 +1,74 @@
-"""A separate draft model proposes a chain of K tokens, each sampled from its own q."""
+"""A separate draft model proposes a chain of K tokens, each sampled from its own q.
+
+With other runs drafting on the same draft model at the same moment (ProposeContext.together),
+their steps go through it as one ragged pass (models/ragged.py, models/rounds.py), each over its
+own cache; a step alone is the plain pass.
+"""
 from __future__ import annotations
+
+import weakref
 
 import torch
 
-from specviz.models.kvcache import cache_len, new_cache, rollback
+from specviz.models import ragged
+from specviz.models.kvcache import cache_len, new_cache, rollback, undo_pass
+from specviz.models.rounds import Rounds, Slot
 from specviz.drafting.tree import DraftTree, Source, SourceKind
 from specviz.proposers.base import ProposeContext, Proposer
+
+MAX_STEP_TOKENS = 512  # tokens in one shared draft pass (a run catching up may bring many)
+
+
+def _plain(model: torch.nn.Module, cache, tokens: list[int], device=None) -> torch.Tensor:
+    """The last row's logits of one pass of `model` over `tokens`, appended to `cache`."""
+    out = model(input_ids=torch.tensor([tokens], device=device or model.device), past_key_values=cache,
+                use_cache=True)
+    return out.logits[0, -1]
+
+
+class _SharedSteps:
+    """The draft model's steps of every run waiting at the same moment, as one ragged pass."""
+
+    def __init__(self, model: torch.nn.Module):
+        self.model = model
+        self.rounds = Rounds(self._batch, size=lambda r: len(r[1]), max_size=MAX_STEP_TOKENS)
+
+    @torch.inference_mode()
+    def _batch(self, slots: list[Slot]) -> int:
+        if len(slots) > 1:
+            before = [cache_len(s.request[0]) for s in slots]
+            try:
+                logits, _ = ragged.forward(self.model, [self._row(*s.request) for s in slots])
+            except Exception:  # noqa: BLE001 -- put every cache back; each step runs alone below
+                for slot, n in zip(slots, before):
+                    undo_pass(slot.request[0], n)
+            else:
+                for slot, rows in zip(slots, logits):
+                    slot.settle(rows[-1])
+                return len(slots)
+        for slot in slots:
+            try:
+                slot.settle(_plain(self.model, *slot.request))
+            except Exception as e:  # noqa: BLE001 -- it belongs to the request's own thread
+                slot.settle(error=e)
+        return 1
+
+    def _row(self, cache, tokens: list[int]) -> ragged.Row:
+        chain, model = DraftTree.chain(tokens[1:]), self.model
+        mask = chain.model_mask(cache, model.config, model.dtype, model.device)
+        return ragged.Row(cache, tokens, chain.position_ids(cache_len(cache), model.device), mask)
+
+
+_SHARED: "weakref.WeakKeyDictionary[torch.nn.Module, _SharedSteps]" = weakref.WeakKeyDictionary()
+
+
+def shared_steps(model: torch.nn.Module) -> _SharedSteps | None:
+    """The one _SharedSteps of this process for `model`, or None when it cannot run ragged passes."""
+    if not ragged.supports(model):
+        return None
+    if model not in _SHARED:
+        _SHARED[model] = _SharedSteps(model)
+    return _SHARED[model]
 
 
 class DraftModelProposer(Proposer):
@@ -31,14 +94,15 @@ class DraftModelProposer(Proposer):
         self.cache = new_cache()
 
     @torch.inference_mode()
-    def _logits(self, tokens: list[int]) -> torch.Tensor:
-        out = self.model(input_ids=torch.tensor([tokens], device=self.device),
-                         past_key_values=self.cache, use_cache=True)
-        return out.logits[0, -1, : self.vocab]
+    def _logits(self, tokens: list[int], together: bool = False) -> torch.Tensor:
+        shared = shared_steps(self.model) if together else None
+        if shared is not None:
+            return shared.rounds.submit((self.cache, tokens))[: self.vocab]
+        return _plain(self.model, self.cache, tokens, self.device)[: self.vocab]
 
     def propose(self, ctx: ProposeContext) -> DraftTree:
         # catch up on every committed token the draft has not seen yet (at least the newest)
-        logits = self._logits(ctx.ids[cache_len(self.cache):])
+        logits = self._logits(ctx.ids[cache_len(self.cache):], ctx.together)
         tokens, qs = [], []
         for j in range(ctx.k):
             q = ctx.sampling.display_probs(logits) if ctx.sampling.greedy else ctx.sampling.probs(logits)
@@ -46,7 +110,7 @@ class DraftModelProposer(Proposer):
             tokens.append(x)
             qs.append(q)
             if j + 1 < ctx.k:
-                logits = self._logits([x])
+                logits = self._logits([x], ctx.together)
         return DraftTree.chain(tokens, qs, sources=[self.source] * len(tokens))
 
     @torch.inference_mode()
