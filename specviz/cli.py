@@ -1,4 +1,5 @@
-"""Command line: `python -m specviz generate …` decodes one prompt, `python -m specviz bench …` compares methods.
+"""Command line: `python -m specviz generate …` decodes one prompt, `python -m specviz bench …` compares methods,
+`python -m specviz vllm-serve …` starts a vLLM server for a served target (vllm_serve.py).
 
 Every usage error is one line on stderr, `specviz: error: …`, with exit code 2, so a script
 can tell a bad argument from a crash. Arguments are checked before torch is touched, so a
@@ -84,11 +85,12 @@ def _layers(text: str) -> list[int]:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="specviz", description="See and measure speculative decoding.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{generate,bench}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{generate,bench,vllm-serve}")
     gen = sub.add_parser("generate", help="decode one prompt and print coloured text or a JSON trace",
                          description="Decode one prompt with one method and print the result.")
     gen.add_argument("--method", choices=METHODS, default="logitspec", help="how drafts are made (default logitspec)")
-    gen.add_argument("--target", default="bundled", help="target model spec: bundled, a hub id or a folder")
+    gen.add_argument("--target", default="bundled", help="target model spec: bundled, a hub id, a folder, "
+                     "or vllm:http://HOST:PORT[|TOKENIZER] for a target served by vLLM")
     gen.add_argument("--draft", help="draft model spec, for --method draft "
                      "('head': the project's trained draft head for the bundled model)")
     gen.add_argument("--k", type=_positive_int, default=None,
@@ -112,6 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
     gen.set_defaults(run=_cmd_generate)
     sub.add_parser("bench", add_help=False, help="compare methods and baselines on a prompt file "
                                                  "(python -m specviz bench --help)")
+    sub.add_parser("vllm-serve", add_help=False, help="start a vLLM server for a vllm: target "
+                                                      "(python -m specviz vllm-serve --help)")
     return parser
 
 
@@ -261,6 +265,13 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["bench"]:  # bench parses its own arguments
         return _cmd_bench(argv[1:])
+    if argv[:1] == ["vllm-serve"]:  # so does vllm-serve, which passes the rest on to vLLM
+        from specviz import vllm_serve
+
+        try:
+            return vllm_serve.main(argv[1:])
+        except RuntimeError as e:
+            fail(e)
     args = build_parser().parse_args(argv)
     try:
         return args.run(args)

@@ -16,9 +16,14 @@ import torch
 BOUNDARY_MARGIN = 1e-5
 
 
-def nucleus(logits, temperature: float, top_p: float) -> np.ndarray:
-    """softmax(logits / T) restricted to the top-p nucleus and renormalised, in float64."""
+def nucleus(logits, temperature: float, top_p: float, top_k: int | None = None) -> np.ndarray:
+    """softmax(logits / T) restricted to the top-p nucleus and renormalised, in float64; with
+    `top_k`, only the k largest logits take part at all (top-k, then temperature, then top-p)."""
     z = np.asarray(logits, dtype=np.float64) / temperature
+    if top_k is not None and top_k < len(z):
+        order = np.argsort(-z)
+        z = z.copy()
+        z[order[top_k:]] = -np.inf
     p = np.exp(z - z.max())
     p /= p.sum()
     if top_p >= 1.0:
@@ -38,7 +43,8 @@ def nucleus(logits, temperature: float, top_p: float) -> np.ndarray:
 
 
 @torch.inference_mode()
-def exact_joint(model, prompt: list[int], n: int, temperature: float, top_p: float) -> np.ndarray:
+def exact_joint(model, prompt: list[int], n: int, temperature: float, top_p: float,
+                top_k: int | None = None) -> np.ndarray:
     """P(t1, …, tn) of the first n new tokens under the target alone: an array of shape [V] * n.
 
     One plain forward pass over every prompt + (t1, …, t(n−1)) gives each step's logits.
@@ -51,7 +57,7 @@ def exact_joint(model, prompt: list[int], n: int, temperature: float, top_p: flo
     for row, prefix in enumerate(prefixes):
         chance = 1.0
         for j, token in enumerate(prefix):  # rows after an impossible token are never judged
-            chance *= nucleus(logits[row, first + j], temperature, top_p)[token] if chance else 0.0
+            chance *= nucleus(logits[row, first + j], temperature, top_p, top_k)[token] if chance else 0.0
         if chance:
-            joint[prefix] = chance * nucleus(logits[row, first + n - 1], temperature, top_p)
+            joint[prefix] = chance * nucleus(logits[row, first + n - 1], temperature, top_p, top_k)
     return joint

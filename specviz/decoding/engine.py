@@ -19,7 +19,7 @@ from typing import Iterator
 import torch
 
 from specviz.models.timing import sync
-from specviz.models.kvcache import cache_len, keep_path, new_cache, rollback
+from specviz.models.kvcache import cache_len, keep_path, rollback
 from specviz.models.loader import LoadedModel, check_tokenizers
 from specviz.proposers import make_proposer
 from specviz.proposers.base import ProposeContext, Proposer
@@ -28,7 +28,8 @@ from specviz.decoding.prefills import PREFILLS, Prefill
 from specviz.decoding.planner import Planner, verify_cost
 from specviz.decoding.recorder import record_counts, record_cycle
 from specviz.decoding.runstate import LIVE, LiveCaches, RunState
-from specviz.decoding.targets import LocalTarget, VerifyAnswer, VerifyRequest, batched
+from specviz.decoding.targets import LocalTarget, VerifyAnswer, VerifyRequest, batched, target_for
+from specviz.models.remote import HIDDEN_REFUSED
 from specviz.drafting.sampling import Sampling
 from specviz.decoding.settings import DecodeSettings
 from specviz.decoding.trace import FROM_DRAFT, NOT_REACHED, TARGET, CycleTrace, RunTrace
@@ -102,9 +103,14 @@ class Decoder:
         # a proposer that reads the target's hidden state gets it from the engine's own passes
         self._wants_hidden = self.proposer is not None and self.proposer.needs_hidden
         # who answers the verify passes (targets.py): this run alone, or one pass with other runs
-        self.local = LocalTarget(target)
-        self.verifier = verifier or (batched(target) if settings.batch_verify else self.local)
+        # (a served target, RemoteTarget, is asked over HTTP: its server batches, so never here)
+        self.local = target_for(target)
+        remote = target.remote is not None
+        if remote and self._wants_hidden:
+            raise ValueError(HIDDEN_REFUSED)
+        self.verifier = verifier or (batched(target) if settings.batch_verify and not remote else self.local)
         self.together = settings.batch_verify  # model drafts, too, may run in one batch with other runs'
+        self.share = self.share and not remote  # a server's prefix cache already shares prefills
         self._hidden: torch.Tensor | None = None  # rows of the latest pass, after the final norm
         self.last_hidden: torch.Tensor | None = None  # the row last_logits came from
         self.prefill_shared = False  # the prompt's prefill was another run's, copied (prefills.py)
@@ -195,7 +201,7 @@ class Decoder:
         t0 = time.perf_counter()
         shared = PREFILLS.take(self.target.model, self.prompt_ids, self._wants_hidden) if self.share else None
         if shared is None:
-            self.cache = new_cache()
+            self.cache = self.local.new_cache()
             try:
                 logits = self._forward(self.prompt_ids, last_only=True)
             except BaseException:
@@ -226,7 +232,7 @@ class Decoder:
         state, so what follows is what would have followed with the old caches.
         """
         t0 = time.perf_counter()
-        self.cache = new_cache()
+        self.cache = self.local.new_cache()
         if len(self.ids) > 1:
             self._forward(self.ids[:-1], last_only=True)
         if self.proposer is not None:
@@ -265,7 +271,7 @@ class Decoder:
         logits = answer.logits
         self._sync()
         t2 = time.perf_counter()
-        cycle.verify_shared, cycle.verify_pass_s = answer.shared, answer.pass_s
+        cycle.verify_shared, cycle.verify_pass_s, cycle.served = answer.shared, answer.pass_s, answer.served
         verdict = verify(tree, logits, self.sampling)
         self._learn(offered, tree, verdict)
         new = [tree.tokens[i] for i in verdict.accepted] + [verdict.new_token]

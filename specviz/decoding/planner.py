@@ -39,8 +39,9 @@ PROFILE_MIN_PARAMS = 10_000_000  # below this a model gets PRIOR_V: timing it wo
 
 
 def verify_cost(target) -> Callable[[int], float]:
-    """v(n) for `target`: its measured cost profile (costs.py: timed once, then cached)."""
-    if target.n_params < PROFILE_MIN_PARAMS:
+    """v(n) for `target`: its measured cost profile (costs.py: timed once, then cached). A served
+    target has no local passes to time: the prior."""
+    if target.n_params < PROFILE_MIN_PARAMS or getattr(target, "remote", None) is not None:
         return PRIOR_V
     from specviz.models import costs  # times passes: loaded only when a real model needs a profile
 

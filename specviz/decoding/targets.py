@@ -12,8 +12,9 @@ states when the proposer needs them, and how the pass was shared). Two targets a
   runs at once, alone, as LocalTarget would, so one session pays nothing extra. While a pass
   runs, newcomers queue; when it ends, all of them go in the next one.
 
-A target served elsewhere (vLLM) answers the same request from the same data: the tokens, the
-tree's parents and the committed length; the local cache is only this process's optimisation.
+A target served elsewhere (vLLM, `RemoteTarget`) answers the same request from the same data: the
+tokens, the tree's parents and the run's context ids (its TokenCache); the server's prefix cache
+stands in for the local KV cache.
 """
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ import torch
 from specviz.drafting.tree import DraftTree
 from specviz.models import ragged
 from specviz.models.families import final_norm
-from specviz.models.kvcache import cache_len, undo_pass
+from specviz.models.kvcache import TokenCache, cache_len, new_cache, undo_pass
+from specviz.models.remote import HIDDEN_REFUSED, rows_to_logits
 from specviz.models.loaded import LoadedModel
 from specviz.models.rounds import Rounds, Slot
 
@@ -52,10 +54,13 @@ class VerifyAnswer:
     hidden: torch.Tensor | None  # (len(tokens), hidden size), when asked for
     shared: int = 1  # requests this pass answered, this one included (1: it ran alone)
     pass_s: float = 0.0  # the pass's own wall time; the caller's wait for it may be longer
+    served: dict | None = None  # a served target's report: prompts, prompt tokens, cached tokens
 
 
 class LocalTarget:
     """Answers each request with its own forward pass."""
+
+    new_cache = staticmethod(new_cache)  # the kind of cache this target's passes append to
 
     def __init__(self, loaded: LoadedModel):
         self.loaded = loaded
@@ -158,6 +163,54 @@ class BatchedTarget(LocalTarget):
         model, past = self.loaded, cache_len(request.cache)
         mask = request.tree.model_mask(request.cache, model.model.config, model.dtype, model.device)
         return ragged.Row(request.cache, request.tokens, request.tree.position_ids(past, model.device), mask)
+
+
+class RemoteTarget:
+    """A target served by vLLM (models/remote.py) answers the same requests: one HTTP request per
+    pass, one prompt per row (the context, then the path to each node), `max_tokens=1`. Its cache
+    is a TokenCache: the run's context ids; the server's prefix cache holds the keys and values,
+    so a rolled-back draft costs nothing to forget. It never batches here: the server batches
+    concurrent requests itself."""
+
+    def __init__(self, loaded: LoadedModel):
+        self.loaded, self.server = loaded, loaded.remote
+
+    @staticmethod
+    def new_cache() -> TokenCache:
+        return TokenCache()
+
+    def forward(self, tokens: list[int], cache: TokenCache, position_ids=None, mask=None, last_only: bool = False,
+                hidden: bool = False) -> tuple[torch.Tensor, None]:
+        """(logits, None) after each of `tokens` (the last only with `last_only`), appended to `cache`."""
+        if hidden:
+            raise ValueError(HIDDEN_REFUSED)
+        starts = [len(tokens)] if last_only else range(1, len(tokens) + 1)
+        logits, usage = self._rows([cache.ids + tokens[:i] for i in starts])
+        cache.ids += tokens
+        cache.served = usage
+        return logits, None
+
+    def verify(self, request: VerifyRequest) -> VerifyAnswer:
+        if request.hidden:
+            raise ValueError(HIDDEN_REFUSED)
+        t0 = time.perf_counter()
+        context = request.cache.ids + request.tokens[:1]
+        tree, paths = request.tree, [[]]
+        for i, parent in enumerate(tree.parents):  # a node's prefix: its parent's, then its own token
+            paths.append((paths[parent + 1] if parent >= 0 else []) + [tree.tokens[i]])
+        logits, usage = self._rows([context + path for path in paths])
+        request.cache.ids += request.tokens
+        request.cache.served = usage
+        return VerifyAnswer(logits[:, : request.vocab], None, 1, time.perf_counter() - t0, usage)
+
+    def _rows(self, prompts: list[list[int]]) -> tuple[torch.Tensor, dict]:
+        rows, usage = self.server.next_logprobs(prompts)
+        return rows_to_logits(rows, self.loaded.vocab_size, self.loaded.device), usage.as_dict()
+
+
+def target_for(loaded: LoadedModel) -> LocalTarget | RemoteTarget:
+    """Who runs a model's own passes: this process, or the server that serves it."""
+    return RemoteTarget(loaded) if loaded.remote is not None else LocalTarget(loaded)
 
 
 _BATCHED: "weakref.WeakKeyDictionary[torch.nn.Module, BatchedTarget]" = weakref.WeakKeyDictionary()

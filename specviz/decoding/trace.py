@@ -73,6 +73,9 @@ class CycleTrace:
     verify_shared: int = 1
     verify_pass_s: float | None = None
     beside: int = 0  # the most other runs' cycles that ran in this process during this one (0: alone)
+    # a served target (vLLM): what the server reported for this pass (prompts, prompt_tokens,
+    # cached_tokens, seconds); None for a model in this process
+    served: dict | None = None
     elapsed_s: float = 0.0  # prefill plus decode time at the end of this cycle (cache rebuilds excluded)
     total_tokens: int = 0  # new tokens committed so far, this cycle included
     retrieval_hit: bool | None = None  # retrieval proposers: did a lookup find anything
@@ -164,7 +167,8 @@ def summarize(cycles: list[CycleTrace], new_tokens: int, decode_s: float, prefil
             by_pos.setdefault(d, [0, 0])[1] += 1
     hits = [c.retrieval_hit for c in cycles if c.retrieval_hit is not None]
     committed = sum(len(c.committed) for c in cycles)
-    return {
+    served = [c.served for c in cycles if c.served]
+    out = {
         "new_tokens": new_tokens,
         "prefill_s": prefill_s,
         "decode_s": decode_s,
@@ -187,3 +191,7 @@ def summarize(cycles: list[CycleTrace], new_tokens: int, decode_s: float, prefil
         "shared_passes": sum(1 for c in cycles if c.verify_shared > 1),
         "most_shared": max((c.verify_shared for c in cycles), default=1),
     }
+    if served:  # a target served by vLLM: what its prefix cache saved
+        out.update(served_requests=len(served), served_prompt_tokens=sum(d.get("prompt_tokens", 0) for d in served),
+                   served_cached_tokens=sum(d.get("cached_tokens", 0) for d in served))
+    return out

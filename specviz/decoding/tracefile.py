@@ -32,7 +32,7 @@ CYCLE_FIELDS = {"index": (INT, False, True), "k": (INT, False, True), "nodes": (
                 "cache_before": (DICT, False, False), "cache_after": (DICT, False, False),
                 "draft_s": (NUM, False, False), "verify_s": (NUM, False, False), "other_s": (NUM, False, False),
                 "verify_shared": (INT, False, False), "verify_pass_s": (NUM, True, False),
-                "beside": (INT, False, False),
+                "beside": (INT, False, False), "served": (DICT, True, False),
                 "elapsed_s": (NUM, False, False), "total_tokens": (INT, False, False),
                 "retrieval_hit": (BOOL, True, False), "greedy": (BOOL, False, False)}
 NODE_FIELDS = {"index": (INT, False, True), "token": (INT, False, True), "text": (STR, False, True),

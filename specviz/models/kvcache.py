@@ -8,6 +8,10 @@ verify pass it just saw has pushed out positions the rolled-back cache needs aga
 `rollback` also takes caches whose layers hold different lengths: layers a layer-skip draft
 never runs stay empty, and a transformers sliding layer that records its past
 (`activate_past_recording`) holds only its window plus the latest pass.
+
+A target served elsewhere (vLLM) has a `TokenCache`: only the token ids the server was sent as
+this run's context, since the server keeps the keys and values (its prefix cache). Every function
+here takes one too, so the engine rolls back both kinds the same way.
 """
 from __future__ import annotations
 
@@ -24,10 +28,21 @@ def new_cache() -> DynamicCache:
     return DynamicCache()
 
 
-def cache_len(cache: DynamicCache | None) -> int:
+class TokenCache:
+    """A served target's cache as this process sees it: the run's context ids (see the module
+    docstring). `served` keeps what the server last reported about its own cache."""
+
+    def __init__(self, ids: list[int] | None = None):
+        self.ids: list[int] = list(ids or [])
+        self.served: dict = {}
+
+
+def cache_len(cache: DynamicCache | TokenCache | None) -> int:
     """Positions the cache has seen: its longest layer (skipped or windowed layers hold fewer)."""
     if cache is None:
         return 0
+    if isinstance(cache, TokenCache):
+        return len(cache.ids)
     return max((int(layer.get_seq_length()) for layer in cache.layers), default=0)
 
 
@@ -47,6 +62,9 @@ def rollback(cache: DynamicCache, keep: int | list[int]) -> None:
     A list is how a tree cycle keeps only its accepted path. Each layer is cut by slicing, not
     with transformers' `crop`, which refuses positive lengths and full sliding layers.
     """
+    if isinstance(cache, TokenCache):
+        cache.ids = cache.ids[:keep] if isinstance(keep, int) else [cache.ids[p] for p in keep]
+        return
     n = cache_len(cache)
     if isinstance(keep, int):
         keep = min(keep, n)  # still visit every layer: a recording sliding layer trims to its window
@@ -67,6 +85,9 @@ def keep_path(cache: DynamicCache, n: int, path: list[int]) -> None:
         return
     if any(p < n for p in path):
         raise ValueError(f"the path must lie after the kept prefix of {n} positions, got {path}")
+    if isinstance(cache, TokenCache):
+        rollback(cache, list(range(n)) + list(path))
+        return
     total = cache_len(cache)
     with torch.inference_mode():  # the pass made these tensors in inference mode: in-place is allowed here
         for layer in cache.layers:
@@ -117,6 +138,9 @@ def _store(layer, keys: torch.Tensor, values: torch.Tensor, total: int) -> None:
 def undo_pass(cache: DynamicCache, n: int) -> None:
     """Back to the first `n` positions after a pass that failed part-way, when some layers took its
     tokens and others did not (a cache from new_cache: every layer keeps every position)."""
+    if isinstance(cache, TokenCache):
+        cache.ids = cache.ids[:n]
+        return
     for layer in cache.layers:
         if getattr(layer, "keys", None) is not None and layer.keys.numel() > 0 and layer.keys.shape[-2] > n:
             layer.keys, layer.values = layer.keys[..., :n, :], layer.values[..., :n, :]
@@ -125,6 +149,8 @@ def undo_pass(cache: DynamicCache, n: int) -> None:
 def copy_cache(cache: DynamicCache) -> DynamicCache:
     """An independent copy: the same positions in every layer, in new tensors (a deepcopy walks
     every object of the cache in Python, several times slower on a class's first Steps)."""
+    if isinstance(cache, TokenCache):
+        return TokenCache(cache.ids)
     out = new_cache()
     for i, layer in enumerate(cache.layers):
         if getattr(layer, "keys", None) is not None and layer.keys.numel() > 0:

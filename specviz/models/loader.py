@@ -11,6 +11,8 @@ Specs understood by `load`:
   ``family=qwen2|gemma3|gpt2`` picks another family's twin, ``draft=1`` its draft (see families.py).
 - an existing local folder, loaded as saved (safetensors only, no remote code);
 - a Hugging Face hub id such as ``"HuggingFaceTB/SmolLM2-360M-Instruct"`` (safetensors only, no remote code).
+- ``"vllm:http://HOST:PORT"`` or ``"vllm:http://HOST:PORT|TOKENIZER"``: a target served by vLLM
+  (remote.py); only the tokenizer loads here. Apps let users pick these only from their allowlist.
 
 This module must stay free of UI libraries (gradio, plotly).
 """
@@ -23,7 +25,7 @@ import time
 
 import torch
 
-from specviz.models import bundled
+from specviz.models import bundled, remote
 from specviz.models import speedups as _speedups
 from specviz.models.common import ModelLoadError, TokenizerMismatch, cache_root, say as _say  # noqa: F401 -- re-exported
 # Tiny twins live beside the family knowledge they need; re-exported here as the public API.
@@ -108,6 +110,8 @@ def load(spec: str = "bundled", device=None, dtype=None, progress=None, allow_lo
     environment sets SPECVIZ_NO_SPEEDUPS=1. Tiny random models never get them.
     """
     spec = (spec or "bundled").strip()
+    if remote.is_remote(spec):
+        return remote.load_remote(spec, progress, _tokenizer_source)
     if spec.startswith("tiny-random"):
         kwargs = _parse_tiny(spec)
         try:
@@ -139,6 +143,17 @@ def load(spec: str = "bundled", device=None, dtype=None, progress=None, allow_lo
     secs = time.perf_counter() - start
     _say(progress, f"Loaded {loaded.name} ({loaded.n_params / 1e6:.1f} M parameters) in {secs:.1f} s")
     return loaded
+
+
+def _tokenizer_source(name: str) -> str:
+    """Where a served target's tokenizer loads from: 'bundled' is the bundled model's converted
+    folder (converted first if this machine has none yet); anything else as given."""
+    if name != "bundled":
+        return name
+    folder = bundled.cache_folder()
+    if not (folder / "config.json").is_file():
+        load("bundled")
+    return str(folder)
 
 
 def _settle_dtype(loaded: LoadedModel, progress, tuned: bool) -> None:

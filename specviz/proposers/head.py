@@ -12,6 +12,7 @@ import torch
 
 from specviz.head.model import DEFAULT_PATH, check_target, load_head, target_parts
 from specviz.drafting.tree import DraftTree, Source, SourceKind
+from specviz.models.remote import HIDDEN_REFUSED
 from specviz.models.rounds import Rounds, Slot
 from specviz.proposers.base import ProposeContext, Proposer
 
@@ -82,6 +83,8 @@ class HeadProposer(Proposer):
         if draft is not None:
             raise ValueError("method 'head' drafts with the project's trained head; do not pass a draft model")
         cls.check_knobs(knobs)
+        if getattr(target, "remote", None) is not None:
+            raise ValueError(HIDDEN_REFUSED)
         key = (str(path or DEFAULT_PATH), str(target.dtype), str(target.device))
         head = _HEADS.get(key)
         if head is None:  # read once per process; a forked GPU worker inherits it with the target

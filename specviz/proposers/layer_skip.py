@@ -50,6 +50,9 @@ class LayerSkipProposer(DraftModelProposer):
     @classmethod
     def build(cls, target, draft=None, layers=None, **knobs):
         cls.check_knobs(knobs)
+        if getattr(target, "remote", None) is not None:
+            raise ValueError("Layer skip drafts with the target's own layers, which a vLLM-served target "
+                             "does not have here: pick prompt lookup, LogitSpec or a draft model.")
         n = target.model.config.num_hidden_layers
         layers = default_layers(n) if layers is None else [int(i) for i in layers]
         shell = self_draft(target.model, layers)

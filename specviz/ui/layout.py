@@ -18,6 +18,7 @@ from specviz.ui.presets import (DEFAULT_METHOD, K_RANGE, KNOBS, MAX_NEW_RANGE, M
                       TEMPERATURE_RANGE, TOP_P_RANGE, Knob, draft_choices, k_default)
 from specviz.ui.settings import BASE_INPUTS, RunSettings
 from specviz.ui import state
+from specviz.ui.limits import served_targets
 from specviz.ui.views import ASSETS
 from specviz.ui.compare_tab import build_compare_tabs
 
@@ -123,8 +124,12 @@ def method_inputs(s: RunSettings) -> tuple[dict, list]:
 
 def config_column(s: RunSettings) -> tuple[dict, list]:
     gr.HTML('<h3 class="sv-h">Configuration</h3>')
-    comps = {"target": gr.Dropdown(TARGETS, value=s.target, allow_custom_value=True, label="Target model",
-                                   info="A preset, any hub id (owner/name) or a local model folder.",
+    served = served_targets(state.LIMITS)  # targets served by vLLM, from the deployment's list
+    info = "A preset, any hub id (owner/name) or a local model folder."
+    if served:
+        info += " The 'served by vLLM' targets run on this deployment's vLLM server."
+    comps = {"target": gr.Dropdown(TARGETS + served, value=s.target, allow_custom_value=True, label="Target model",
+                                   info=info,
                                    elem_id="sv-target")}
     comps["method"] = gr.Radio(METHODS, value=s.method, label="Proposer (how drafts are made)")
     knob_comps, groups = method_inputs(s)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specviz.models.loader import HUB_ID
+from specviz.models.remote import PREFIX as REMOTE_PREFIX
 from specviz.ui.zerogpu import on_zero_gpu
 
 
@@ -97,6 +98,11 @@ def check_model_spec(spec: str, limits: Limits) -> str:
         raise ValueError("That model name is not valid: use a Hugging Face id like 'owner/name'.")
     if spec == "bundled" or spec.startswith("tiny-random"):
         return spec
+    if spec.startswith(REMOTE_PREFIX):  # a URL: never typed by a visitor, only picked from the list
+        if spec not in limits.allowed_models:
+            raise ValueError("Targets served by vLLM come from this server's configuration only: pick one "
+                             "from the target list (the admin adds them to SPECVIZ_ALLOWED_MODELS).")
+        return spec
     if limits.allowed_models and spec not in limits.allowed_models:
         raise ValueError(f"'{spec}' is not on this server's model list. Allowed: "
                          + ", ".join(sorted(limits.allowed_models)))
@@ -112,6 +118,15 @@ def check_model_spec(spec: str, limits: Limits) -> str:
     return spec
 
 
+def served_targets(limits: Limits) -> list[tuple[str, str]]:
+    """(label, spec) of the vLLM-served targets this deployment lists (SPECVIZ_ALLOWED_MODELS)."""
+    out = []
+    for spec in sorted(s for s in limits.allowed_models if s.startswith(REMOTE_PREFIX)):
+        url = spec[len(REMOTE_PREFIX):].split("|")[0]
+        out.append((f"served by vLLM at {url}", spec))
+    return out
+
+
 def count_params_from_config(config) -> int:
     """Parameters a model would have, built on the meta device (no memory, no weights)."""
     import torch
@@ -124,8 +139,8 @@ def count_params_from_config(config) -> int:
 
 def check_model_size(spec: str, limits: Limits) -> None:
     """Refuse a hub model over the parameter limit, reading only its config."""
-    if spec == "bundled" or spec.startswith("tiny-random"):
-        return
+    if spec == "bundled" or spec.startswith(("tiny-random", REMOTE_PREFIX)):
+        return  # a served target's size is the server's business
     from transformers import AutoConfig
 
     try:

@@ -15,6 +15,7 @@ from specviz.decoding import planner
 from specviz.measure.comparison import Comparison
 from specviz.models.costs import CostProfile
 from specviz.decoding.engine import Decoder
+from specviz.decoding.served import served_plain
 from specviz.models.loader import LoadedModel
 from specviz.decoding.runstate import RunState
 from specviz.decoding.trace import RunTrace
@@ -106,8 +107,13 @@ def baseline_duration(spec: str, prompt_ids: list[int], options: dict, frame_s: 
 
 @on_gpu(duration=baseline_duration)
 def baseline(spec: str, prompt_ids: list[int], options: dict, frame_s: float = FRAME_S) -> Iterator[RunTrace]:
-    """Plain decoding of the same prompt and sampling settings, measured; yields the trace so far."""
-    decoder = Decoder(model(spec), prompt_ids, method="ar", **options)
+    """Plain decoding of the same prompt and sampling settings, measured; yields the trace so far.
+    A target served by vLLM decodes it itself (decoding/served.py), in one go."""
+    target = model(spec)
+    if target.remote is not None:
+        yield served_plain(target, prompt_ids, method="ar", **options)
+        return
+    decoder = Decoder(target, prompt_ids, method="ar", **options)
     shown = time.perf_counter()
     for cycle in decoder:
         if time.perf_counter() - shown >= frame_s and not decoder.done:

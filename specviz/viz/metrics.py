@@ -128,10 +128,24 @@ def _load_note(spec: dict | None, ar: dict | None) -> str:
     return f'<div style="font-size:12px">{esc(" ".join(parts) + tail)}</div>'
 
 
+def _served_note(spec: dict | None, ar: dict | None) -> str:
+    """For a target served by vLLM: who answered, which distribution both runs follow, and what the
+    server's prefix cache saved."""
+    parts = []
+    if ar and ar.get("served_by"):
+        parts.append(f"AR baseline: plain decoding by the vLLM server at {ar['served_by']} itself, timed here "
+                     f"(prefill apart), following top-{ar.get('served_top_k', '?')}, then temperature, then top-p.")
+    if spec and spec.get("served_requests"):
+        total, cached = _get(spec, "served_prompt_tokens") or 0, _get(spec, "served_cached_tokens") or 0
+        parts.append(f"Speculative run: {spec['served_requests']:.0f} verify requests to the vLLM server; of their "
+                     f"{total:.0f} prompt tokens, {cached:.0f} were found in the server's prefix cache.")
+    return f'<div style="font-size:12px">{esc(" ".join(parts))}</div>' if parts else ""
+
+
 def metrics_html(spec: dict | None, ar: dict | None) -> str:
     """tokens/s of both runs, the speedup, mean accepted tokens, α, acceptance by position and
     the time split. `ar` None reads "AR baseline: not measured yet"."""
-    parts = [_speed_table(spec, ar), _speedup_line(spec, ar), _load_note(spec, ar)]
+    parts = [_speed_table(spec, ar), _speedup_line(spec, ar), _load_note(spec, ar), _served_note(spec, ar)]
     if spec:
         parts += [_acceptance(spec), _by_position(spec), _time_split(spec)]
     else:

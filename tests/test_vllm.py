@@ -1,0 +1,187 @@
+"""SpecViz driving a target served by a real vLLM server (models/remote.py, decoding/targets.RemoteTarget).
+
+Each module-scoped fixture starts `python -m vllm.entrypoints.openai.api_server` from .venv-vllm
+(`bash scripts/install.sh vllm`), waits for /health within a bounded time and stops it by its own
+process group. Off CI, without that venv, these tests skip with that message; in CI they fail.
+The bundled model serves the greedy checks; a tiny twin saved as a folder (6 tokens) serves the
+statistics, where hundreds of runs must take seconds.
+"""
+from __future__ import annotations
+
+import functools
+import socket
+from collections import Counter
+
+import numpy as np
+import pytest
+import torch
+
+import specviz
+from specviz import vllm_serve
+from specviz.decoding.engine import Decoder
+from specviz.decoding.served import served_plain
+from specviz.decoding.trace import FROM_DRAFT, RESAMPLED
+from specviz.models.loader import derive_draft, tiny_random
+from specviz.models.remote import HIDDEN_REFUSED
+from specviz.proposers.draft_model import DraftModelProposer
+from specviz.teach.toy import chi_square_p_value
+from tests import twins
+from tests.conftest import IN_CI
+from tests.reference import exact_joint
+from tests.tiny import FixedTreeProposer, word_tokenizer
+
+pytestmark = [pytest.mark.slow, pytest.mark.vllm]
+
+PROMPTS = ["Explain in three sentences why the sky is blue.",
+           "Write a Python function that returns the n-th Fibonacci number, with a docstring."]
+VOCAB, PROMPT, N = 6, [1, 2, 3], 600  # as test_exactness: every broken rule fails at this N
+TOP_K = 3  # of 6 tokens: the truncation shows in the counts
+NUCLEUS = (0.7, 0.9)
+ALPHA = 1e-4
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _serve(model: str, log):
+    if not vllm_serve.available():
+        message = f"no vLLM venv at {vllm_serve.python()}: bash scripts/install.sh vllm"
+        if IN_CI:
+            pytest.fail(f"{message} (CI=true: the vLLM tests must run in CI)", pytrace=False)
+        pytest.skip(message)
+    try:
+        return vllm_serve.start(model, _free_port(), log, timeout_s=400)
+    except RuntimeError as e:
+        pytest.fail(str(e), pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def bundled_server(tmp_path_factory, bundled_target):
+    served = _serve("bundled", tmp_path_factory.mktemp("vllm") / "bundled.log")
+    yield served
+    served.stop()
+
+
+@pytest.fixture(scope="module")
+def remote_bundled(bundled_server):
+    return specviz.load(f"vllm:{bundled_server.url}|bundled")
+
+
+def tiny_twin():
+    """The tiny target of the statistics (as test_exactness's: two layers, p peaked by ×10)."""
+    target = tiny_random(vocab_size=VOCAB, hidden_size=64, layers=2, heads=2, kv_heads=1, intermediate=64, seed=1)
+    with torch.no_grad():
+        target.model.lm_head.weight.mul_(10)
+    return target
+
+
+@pytest.fixture(scope="module")
+def tiny_server(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("tiny-twin")
+    tiny_twin().model.save_pretrained(folder, safe_serialization=True)
+    word_tokenizer(VOCAB).save_pretrained(folder)
+    served = _serve(str(folder), tmp_path_factory.mktemp("vllm") / "tiny.log")
+    yield served
+    served.stop()
+
+
+@pytest.fixture(scope="module")
+def remote_tiny(tiny_server):
+    target = specviz.load(f"vllm:{tiny_server.url}")
+    target.eos_ids = set()  # as the reference: every run draws four tokens
+    target.remote.top_k = TOP_K
+    return target
+
+
+@pytest.mark.bundled
+@pytest.mark.parametrize("method", ["pld", "logitspec", "draft"])
+def test_greedy_over_vllm_equals_vllms_own_and_the_in_process_output(remote_bundled, bundled_target, method):
+    """Greedy decoding with SpecViz proposing and judging and vLLM verifying gives exactly vLLM's
+    own greedy output and the in-process greedy output, for prompt lookup, LogitSpec and a local
+    draft model (the bundled model in this process) on two prompts."""
+    draft = bundled_target if method == "draft" else None
+    for prompt in PROMPTS:
+        # plan=False: the planner rightly sees no gain in a draft as big as its target, and drafts nothing
+        kw = dict(max_new_tokens=40, k=4, plan=False) if method == "draft" else dict(max_new_tokens=40)
+        ours = specviz.generate(remote_bundled, prompt, method=method, draft=draft, **kw)
+        theirs = served_plain(remote_bundled, prompt, max_new_tokens=40)
+        local = specviz.generate(bundled_target, prompt, method="ar", max_new_tokens=40)
+        assert ours.token_ids == theirs.token_ids == local.token_ids, (ours.text, theirs.text, local.text)
+        assert any(c.n_accepted for c in ours.cycles)  # drafts were judged and kept, not only plain steps
+
+
+@pytest.mark.bundled
+def test_the_second_verify_of_a_run_reuses_the_servers_cache(remote_bundled):
+    """After the prefill, a verify request finds the run's context in the server's prefix cache:
+    cached tokens > 0 from the second verify on, and the panel's metrics add them up."""
+    run = specviz.generate(remote_bundled, PROMPTS[0], method="pld", max_new_tokens=12)
+    assert len(run.cycles) >= 2
+    assert all(c.served is not None for c in run.cycles)
+    assert run.cycles[1].served["cached_tokens"] > 0
+    assert run.metrics["served_cached_tokens"] >= run.cycles[1].served["cached_tokens"]
+
+
+def test_the_head_is_refused_for_a_served_target(remote_tiny):
+    """The trained head needs the target's hidden states: a served target refuses it with the
+    message that says what to pick instead; the hybrid drafts with retrieval alone."""
+    with pytest.raises(ValueError) as e:
+        Decoder(remote_tiny, PROMPT, method="head", chat=False)
+    assert str(e.value) == HIDDEN_REFUSED
+    assert Decoder(remote_tiny, PROMPT, method="hybrid", chat=False).proposer.head is None
+
+
+@functools.lru_cache(maxsize=1)
+def tiny_draft():
+    """A noisy draft of the tiny twin, in this process (as test_exactness's)."""
+    return derive_draft(tiny_twin(), noise=1.0, seed=2)
+
+
+def _proposer(name: str, remote, seed: int):
+    if name == "chain, draft model":
+        return DraftModelProposer.build(remote, tiny_draft())
+    return FixedTreeProposer(depth=2, branching=3, vocab=VOCAB, seed=seed)
+
+
+def _counts(remote, name: str) -> tuple[np.ndarray, Counter]:
+    counts, origins = np.zeros((VOCAB,) * 3), Counter()
+    for seed in range(N):
+        run = Decoder(remote, PROMPT, proposer=_proposer(name, remote, seed), k=2, temperature=NUCLEUS[0],
+                      top_p=NUCLEUS[1], seed=seed, max_new_tokens=4, chat=False, record=False, plan=False).run()
+        counts[tuple(run.token_ids[1:])] += 1
+        origins.update(run.origins)
+    return counts, origins
+
+
+@pytest.mark.parametrize("name", ["chain, draft model", "tree, deterministic drafts"])
+def test_sampled_output_over_vllm_follows_the_top_k_target_exactly(remote_tiny, name):
+    """(t2, t3, t4) of N seeded runs over vLLM follow the exact joint of "top-3, then T 0.7, then
+    top-p 0.9" (χ² p > ALPHA), and the same counts reject the joint without the top-k (so the
+    check sees the truncation the page claims); drafts were accepted and resampled."""
+    counts, origins = _counts(remote_tiny, name)
+    model = tiny_twin().model
+    assert chi_square_p_value(counts, exact_joint(model, PROMPT, 4, *NUCLEUS, top_k=TOP_K).sum(0)) > ALPHA
+    assert chi_square_p_value(counts, exact_joint(model, PROMPT, 4, *NUCLEUS).sum(0)) < ALPHA
+    assert min(origins[FROM_DRAFT], origins[RESAMPLED]) >= N / 20, origins
+
+
+def test_the_check_over_vllm_fails_for_a_broken_rule(remote_tiny, monkeypatch):
+    """With the acceptance ratio turned upside down (tests/twins.py), the same check rejects the
+    output: the statistics above can fail."""
+    twins.install(monkeypatch, "acceptance ratio q/p")
+    counts, _ = _counts(remote_tiny, "chain, draft model")
+    assert chi_square_p_value(counts, exact_joint(tiny_twin().model, PROMPT, 4, *NUCLEUS, top_k=TOP_K).sum(0)) < ALPHA
+
+
+def test_vllms_own_sampling_follows_the_same_target(remote_tiny):
+    """The AR baseline's distribution: vLLM's own sampling with top_k = 3, T 0.7 and top-p 0.9 (the
+    request the baseline sends, seeded per run) follows the same exact joint as the speculative
+    runs, so the timing panel compares two samplers of one distribution."""
+    counts = np.zeros((VOCAB,) * 3)
+    for seed in range(N):
+        ids, _ = remote_tiny.remote.complete(PROMPT, 4, NUCLEUS[0], NUCLEUS[1], seed, ignore_eos=True)
+        counts[tuple(ids[1:4])] += 1
+    model = tiny_twin().model
+    assert chi_square_p_value(counts, exact_joint(model, PROMPT, 4, *NUCLEUS, top_k=TOP_K).sum(0)) > ALPHA
