@@ -154,3 +154,42 @@ def test_a_bad_vllm_spec_says_how_to_write_one():
     with pytest.raises(ServerError, match=r"write vllm:http://HOST:PORT"):
         parse_spec("vllm:localhost")
     assert parse_spec("vllm:http://127.0.0.1:8000/|bundled") == ("http://127.0.0.1:8000", "bundled")
+
+
+def test_the_panels_say_what_the_server_reported():
+    """A served cycle's KV panel gives the server's report (prompts, prompt tokens, cached tokens)
+    and says rollback is the server's prefix cache; the timing panel names the AR baseline as the
+    server's own decoding, the top-k it follows and the cached tokens of the run."""
+    from specviz.decoding.trace import CycleTrace
+    from specviz.viz import cache_html, metrics_html
+
+    cycle = CycleTrace(index=3, k=4, cache_before={"target": 20}, cache_after={"target": 23},
+                       served={"prompts": 5, "prompt_tokens": 110, "cached_tokens": 96, "seconds": 0.2})
+    html = cache_html(cycle)
+    assert "5 prompts" in html and "110 prompt tokens" in html and "found 96 in its cache" in html
+    assert "Rollback is the server&#x27;s prefix cache" in html or "Rollback is the server's prefix cache" in html
+    spec = {"tokens_per_s": 10.0, "cycles": 4, "served_requests": 4, "served_prompt_tokens": 400,
+            "served_cached_tokens": 300}
+    ar = {"tokens_per_s": 8.0, "cycles": 9, "served_by": "http://127.0.0.1:8000", "served_top_k": 20}
+    text = metrics_html(spec, ar)
+    assert "plain decoding by the vLLM server at http://127.0.0.1:8000 itself" in text
+    assert "top-20, then temperature, then top-p" in text and "300 were found" in text
+
+
+def test_vllms_speculation_counters_are_read_from_recorded_metrics():
+    """The /metrics text of vLLM 0.32's CPU build after an ngram run (tests/data, recorded on this
+    kind of machine) gives its drafts, draft tokens and accepted tokens per position; the rates are
+    the marginal (÷ drafts) and conditional (÷ accepted at the previous position) ones; a server
+    that does not speculate has no counters."""
+    from pathlib import Path
+
+    from specviz.measure.served_compare import rates, read_counters
+
+    text = (Path(__file__).parent / "data" / "vllm-0.32-ngram-metrics.txt").read_text()
+    counters = read_counters(text)
+    assert (counters.drafts, counters.draft_tokens, counters.accepted) == (15.0, 60.0, 29.0)
+    assert counters.per_pos == [8.0, 7.0, 7.0, 7.0]
+    marginal, conditional = rates(counters.per_pos, counters.drafts)
+    assert marginal == pytest.approx([8 / 15, 7 / 15, 7 / 15, 7 / 15])
+    assert conditional == pytest.approx([8 / 15, 7 / 8, 1.0, 1.0])
+    assert read_counters('vllm:num_requests_running{engine="0"} 0.0\n') is None

@@ -185,3 +185,62 @@ def test_vllms_own_sampling_follows_the_same_target(remote_tiny):
         counts[tuple(ids[1:4])] += 1
     model = tiny_twin().model
     assert chi_square_p_value(counts, exact_joint(model, PROMPT, 4, *NUCLEUS, top_k=TOP_K).sum(0)) > ALPHA
+
+
+@pytest.mark.bundled
+def test_the_app_steps_and_runs_a_served_target(app_url, bundled_server, monkeypatch):
+    """Through the page's API, with the served target on the deployment's list: Run decodes with
+    prompt lookup over vLLM to the server's own greedy text, the timing panel names the server's
+    own decoding as the AR baseline, and picking the trained head gives the refusal message, after
+    which the session still steps."""
+    gradio_client = pytest.importorskip("gradio_client")
+    from specviz.ui import callbacks, state
+    from specviz.ui.limits import Limits
+    from tests.app_client import PROMPT, STREAM_TIMEOUT_S, call, named
+
+    spec = f"vllm:{bundled_server.url}|bundled"
+    limits = Limits(allowed_models=frozenset({spec}))
+    monkeypatch.setattr(state, "LIMITS", limits)
+    monkeypatch.setattr(callbacks, "LIMITS", limits)
+    client = gradio_client.Client(app_url, verbose=False)
+    kw = dict(prompt=PROMPT, target=spec, method="pld", k=4, max_new_tokens=16, temperature=0.0, top_p=1.0)
+    job = client.submit(api_name="/run", **kw)
+    job.result(timeout=STREAM_TIMEOUT_S)
+    final = named(job.outputs()[-1])
+    assert "Run finished" in final["status"], final["status"]
+    assert final["plain_text"] == served_plain(state.MODELS.get(spec), PROMPT, max_new_tokens=16).text
+    assert "plain decoding by the vLLM server" in final["metrics"]
+    from specviz.proposers import HEAD_DRAFT
+
+    refused = call(client, "/step", **dict(kw, method="draft", draft=HEAD_DRAFT))
+    assert "hidden states" in refused["status"], refused["status"]
+    again = call(client, "/step", **kw)
+    assert "sv-status-ok" in again["status"], again["status"]
+
+
+@pytest.mark.bundled
+def test_vllms_own_speculation_runs_beside_ours(bundled_server, tmp_path):
+    """A second server running vLLM's own ngram speculation (the CPU build supports it) decodes the
+    same greedy tokens as vLLM plain and as SpecViz's prompt lookup over vLLM, and its counters give
+    per-position acceptance next to SpecViz's own, both as marginal and conditional rates."""
+    from specviz.measure.served_compare import compare, table
+
+    config = '{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 3, "prompt_lookup_min": 1}'
+    spec_server = _serve_extra("bundled", tmp_path / "ngram.log", ["--speculative-config", config])
+    try:
+        plain = specviz.load(f"vllm:{bundled_server.url}|bundled")
+        spec = specviz.load(f"vllm:{spec_server.url}|bundled")
+        rows = compare(plain, [PROMPTS[1]], k=4, max_new_tokens=32, repeats=1, spec=spec, progress=lambda m: None)
+    finally:
+        spec_server.stop()
+    assert [r.same_text for r in rows] == [True, True, True]
+    assert len(rows[1].marginal) == 4 and len(rows[2].marginal) == 4
+    assert rows[2].marginal[0] > 0  # the server's own drafts were counted
+    assert "vLLM's own speculation" in table(rows)
+
+
+def _serve_extra(model, log, extra):
+    try:
+        return vllm_serve.start(model, _free_port(), log, extra=extra, timeout_s=400)
+    except RuntimeError as e:
+        pytest.fail(str(e), pytrace=False)

@@ -19,7 +19,7 @@ def served_plain(target: LoadedModel, prompt, settings: DecodeSettings | None = 
     server = target.remote
     if server is None:
         raise ValueError(f"'{target.name}' is not served by vLLM: its AR baseline runs in this process")
-    settings = (settings or DecodeSettings.of(method="ar", **kw)).replace(method="ar")
+    settings = (settings or DecodeSettings.of(**{**kw, "method": "ar"})).replace(method="ar")
     prompt_ids = target.encode(prompt, settings.chat)
     n = int(settings.max_new_tokens)
     temperature = 0.0 if settings.temperature <= 0 else float(settings.temperature)

@@ -94,6 +94,16 @@ def _cache_row(name: str, before: int, after: int, peak: int) -> str:
     return row([esc(name), str(before), str(after), f"{after - before:+d}", _slots(before, after, peak)])
 
 
+def _served_cache_note(served: dict) -> str:
+    """What a vLLM server reported for a cycle's verify request, in place of local cache lengths."""
+    prompts, tokens, cached = (int(served.get(k) or 0) for k in ("prompts", "prompt_tokens", "cached_tokens"))
+    return (f"Target (served by vLLM): its keys and values live in the server's prefix cache, and the lengths "
+            f"above are the run's context as sent. This verify request sent {prompts} prompt"
+            f"{'s' if prompts != 1 else ''} (the context, then the path to each draft node) with {tokens} prompt "
+            f"tokens, of which the server found {cached} in its cache. Rollback is the server's prefix cache: "
+            "the rejected drafts are simply not sent again.")
+
+
 def cache_html(cycle: CycleTrace) -> str:
     """Each model's KV cache length before the cycle and after rollback, with the tail drawn
     as cells; for the target also what the verify pass wrote and rollback dropped."""
@@ -103,7 +113,9 @@ def cache_html(cycle: CycleTrace) -> str:
             continue
         before, after = cycle.cache_before[name], cycle.cache_after[name]
         peak = after
-        if name == "target":
+        if name == "target" and cycle.served:
+            notes.append(_served_cache_note(cycle.served))
+        elif name == "target":
             # the verify pass feeds [newest committed] + every draft node
             written = before + 1 + len(nodes_of(cycle))
             if not nodes_of(cycle):
