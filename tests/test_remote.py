@@ -169,11 +169,12 @@ def test_the_panels_say_what_the_server_reported():
     assert "5 prompts" in html and "110 prompt tokens" in html and "found 96 in its cache" in html
     assert "Rollback is the server&#x27;s prefix cache" in html or "Rollback is the server's prefix cache" in html
     spec = {"tokens_per_s": 10.0, "cycles": 4, "served_requests": 4, "served_prompt_tokens": 400,
-            "served_cached_tokens": 300}
+            "served_cached_tokens": 300, "served_top_k": 20}
     ar = {"tokens_per_s": 8.0, "cycles": 9, "served_by": "http://127.0.0.1:8000", "served_top_k": 20}
     text = metrics_html(spec, ar)
     assert "plain decoding by the vLLM server at http://127.0.0.1:8000 itself" in text
     assert "top-20, then temperature, then top-p" in text and "300 were found" in text
+    assert "The target distribution it follows is the server&#x27;s top-20" in text
 
 
 def test_vllms_speculation_counters_are_read_from_recorded_metrics():

@@ -244,3 +244,17 @@ def _serve_extra(model, log, extra):
         return vllm_serve.start(model, _free_port(), log, extra=extra, timeout_s=400)
     except RuntimeError as e:
         pytest.fail(str(e), pytrace=False)
+
+
+@pytest.mark.bundled
+def test_compares_ar_row_for_a_served_target_is_the_servers_own_decoding(remote_bundled):
+    """Compare's AR baseline row for a served target is vLLM's own plain decoding (not one request
+    per token from here), with the same greedy tokens as a SpecViz row over the same server."""
+    from specviz.measure.comparison import Config, Shared, decode
+
+    spec = remote_bundled.name
+    shared = Shared.of(PROMPTS[0], max_new_tokens=16)
+    ar, _ = decode(remote_bundled, None, Config(spec, "ar"), shared)
+    ours, _ = decode(remote_bundled, None, Config(spec, "pld", k=4), shared)
+    assert ar.metrics["served_by"] == remote_bundled.remote.url and ar.cycles == []
+    assert ours.token_ids == ar.token_ids

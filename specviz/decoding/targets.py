@@ -205,7 +205,9 @@ class RemoteTarget:
 
     def _rows(self, prompts: list[list[int]]) -> tuple[torch.Tensor, dict]:
         rows, usage = self.server.next_logprobs(prompts)
-        return rows_to_logits(rows, self.loaded.vocab_size, self.loaded.device), usage.as_dict()
+        # top_k: the target distribution these rows define is top-k, then temperature, then top-p
+        return rows_to_logits(rows, self.loaded.vocab_size, self.loaded.device), dict(usage.as_dict(),
+                                                                                      top_k=self.server.top_k)
 
 
 def target_for(loaded: LoadedModel) -> LocalTarget | RemoteTarget:

@@ -193,5 +193,6 @@ def summarize(cycles: list[CycleTrace], new_tokens: int, decode_s: float, prefil
     }
     if served:  # a target served by vLLM: what its prefix cache saved
         out.update(served_requests=len(served), served_prompt_tokens=sum(d.get("prompt_tokens", 0) for d in served),
-                   served_cached_tokens=sum(d.get("cached_tokens", 0) for d in served))
+                   served_cached_tokens=sum(d.get("cached_tokens", 0) for d in served),
+                   served_top_k=served[-1].get("top_k"))
     return out

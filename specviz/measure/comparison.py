@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from specviz.decoding.engine import Decoder
+from specviz.decoding.served import served_plain
 from specviz.models.loader import LoadedModel
 from specviz.proposers import METHODS, default_k, resolve_draft, resolve_k
 from specviz.drafting.sampling import check_settings, is_greedy
@@ -137,7 +138,10 @@ def decode(target: LoadedModel, draft: LoadedModel | None, config: Config, share
            ) -> tuple[RunTrace, float]:
     """One timed run of `config`; Stop is checked between cycles. Returns the trace and wall seconds."""
     t0 = time.perf_counter()
-    decoder = Decoder(target, shared.prompt, shared.for_row(config, max_new_tokens), draft)
+    settings = shared.for_row(config, max_new_tokens)
+    if config.method == "ar" and target.remote is not None:  # a served target's anchor: its own decoding
+        return served_plain(target, shared.prompt, settings), time.perf_counter() - t0
+    decoder = Decoder(target, shared.prompt, settings, draft)
     for _ in decoder:
         if should_stop():
             raise Stopped

@@ -153,5 +153,8 @@ def batch_duration(spec: str, k: int, refresh: bool) -> int:
 @on_gpu(duration=batch_duration)
 def batch(spec: str, k: int, refresh: bool):
     """Verify against plain step at batch sizes 1…32 (cached on disk per model and device)."""
+    if model(spec).remote is not None:
+        raise ValueError("The batch effect times the target's passes in this process; a target served by vLLM "
+                         "batches on its server. Measure it there, or pick a target that runs here.")
     return batch_effect.measure_batch_effect(model(spec), k=int(k), cache_file=batch_effect.default_cache_file(),
                                              refresh=bool(refresh))

@@ -137,8 +137,11 @@ def _served_note(spec: dict | None, ar: dict | None) -> str:
                      f"(prefill apart), following top-{ar.get('served_top_k', '?')}, then temperature, then top-p.")
     if spec and spec.get("served_requests"):
         total, cached = _get(spec, "served_prompt_tokens") or 0, _get(spec, "served_cached_tokens") or 0
+        top_k = spec.get("served_top_k")
+        follows = (f" The target distribution it follows is the server's top-{top_k} log-probabilities, then "
+                   "temperature, then top-p.") if top_k else ""
         parts.append(f"Speculative run: {spec['served_requests']:.0f} verify requests to the vLLM server; of their "
-                     f"{total:.0f} prompt tokens, {cached:.0f} were found in the server's prefix cache.")
+                     f"{total:.0f} prompt tokens, {cached:.0f} were found in the server's prefix cache.{follows}")
     return f'<div style="font-size:12px">{esc(" ".join(parts))}</div>' if parts else ""
 
 
