@@ -35,6 +35,11 @@ NUCLEUS, PLAIN = (0.7, 0.9), (1.0, 1.0)  # (temperature, top-p)
 
 @pytest.fixture(scope="module")
 def models():
+    """build_models(), once per module."""
+    return build_models()
+
+
+def build_models():
     """A tiny target whose p is peaked enough for top-p 0.9 to cut tokens, a noisy draft whose
     drafts are accepted about 40 % of the time, and an untrained head whose q covers tokens 0–3 only."""
     # Two layers make p depend on the context, so a bonus drawn from the wrong row shows.

@@ -112,7 +112,62 @@ def verify_sampling(tree: DraftTree, logits: torch.Tensor, sampling: Sampling) -
         node = hit
 
 
-def verify(tree: DraftTree, logits: torch.Tensor, sampling: Sampling) -> Verdict:
+def verify_sampling_prefetched(tree: DraftTree, logits: torch.Tensor, sampling: Sampling) -> Verdict:
+    """`verify_sampling`, with one transfer from the device per cycle instead of one per tried node.
+
+    Whether sibling j is tried at all depends on the draws, but what it is judged by does not: it
+    is tried only after siblings 0…j−1 were rejected, so its p is the row's residual after those
+    rejections. So every row's values (p(x), q(x) of each child, in order) and its end distribution
+    (the residual after all its children, what a replacement or bonus is drawn from) are computed
+    on the device first, with the same operations in the same order as `verify_sampling`, and moved
+    in one transfer; the walk then only reads them. The same numbers and the same draws, on any
+    device; on a CPU, where reading a value costs no sync, `verify_sampling` computes less.
+    """
+    rows, values, ends = {}, [], []
+    for node in [-1] + list(range(len(tree))):
+        kids = tree.children(node)
+        p = rows[node + 1] = sampling.probs(logits[node + 1])
+        for c in kids:
+            x, q = tree.tokens[c], tree.q_of(c)
+            values.append(p[x])
+            values.append(p.new_ones(()) if q is None else q[x].to(p.dtype))
+            p = residual(p, q, x)
+        ends.append(p)
+    order = list(rows)  # the row of each end distribution, in `ends`' order
+    host = torch.cat([torch.stack(values) if values else logits.new_zeros(0).float(), torch.stack(ends).flatten()]).cpu()
+    scalars, vocab = host[: len(values)].tolist(), ends[0].shape[-1]
+    end_of = {j: host[len(values) + i * vocab: len(values) + (i + 1) * vocab] for i, j in enumerate(order)}
+    at = {}  # the position in `scalars` of each child's (p(x), q(x))
+    for node in [-1] + list(range(len(tree))):
+        for c in tree.children(node):
+            at[c] = len(at)
+    v, node = Verdict(), -1
+    while True:
+        v.p_rows[node + 1] = rows[node + 1]
+        kids, hit = tree.children(node), None
+        for c in kids:
+            px, qx = scalars[2 * at[c]], scalars[2 * at[c] + 1]
+            a = accept_prob(px, qx)
+            r = sampling.uniform()
+            v.nodes[c] = NodeVerdict(px, None if tree.q_of(c) is None else qx, a, r, REJECTED)
+            if r < a:
+                v.nodes[c].status, hit = ACCEPTED, c
+                break
+        if hit is None:
+            j = order.index(node + 1)
+            v.rejected = kids[-1] if kids else None
+            v.residual = ends[j] if kids else None  # on the device, as verify_sampling leaves it
+            v.new_token, v.new_kind, v.final_row = sampling.draw(end_of[node + 1]), _end_kind(bool(kids), node), node + 1
+            return v
+        v.accepted.append(hit)
+        node = hit
+
+
+def verify(tree: DraftTree, logits: torch.Tensor, sampling: Sampling, prefetch: bool | None = None) -> Verdict:
+    """The rule for `sampling`. `prefetch` (default: when the logits are not on the CPU) reads what
+    the sampled rule needs from the device in one transfer (`verify_sampling_prefetched`)."""
     if sampling.greedy:
         return verify_greedy(tree, logits)
-    return verify_sampling(tree, logits, sampling)
+    if prefetch is None:
+        prefetch = logits.device.type != "cpu"
+    return (verify_sampling_prefetched if prefetch else verify_sampling)(tree, logits, sampling)
