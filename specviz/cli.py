@@ -85,7 +85,7 @@ def _layers(text: str) -> list[int]:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="specviz", description="See and measure speculative decoding.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{generate,bench,vllm-serve}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{generate,bench,advise,vllm-serve}")
     gen = sub.add_parser("generate", help="decode one prompt and print coloured text or a JSON trace",
                          description="Decode one prompt with one method and print the result.")
     gen.add_argument("--method", choices=METHODS, default="logitspec", help="how drafts are made (default logitspec)")
@@ -114,6 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
     gen.set_defaults(run=_cmd_generate)
     sub.add_parser("bench", add_help=False, help="compare methods and baselines on a prompt file "
                                                  "(python -m specviz bench --help)")
+    sub.add_parser("advise", add_help=False, help="which draft, method and K for a target "
+                                                  "(python -m specviz advise --help)")
     sub.add_parser("vllm-serve", add_help=False, help="start a vLLM server for a vllm: target "
                                                       "(python -m specviz vllm-serve --help)")
     return parser
@@ -261,10 +263,84 @@ def _cmd_bench(argv: list[str]) -> int:
     return bench.main(argv, report_html) or 0
 
 
+def _advise_parser() -> argparse.ArgumentParser:
+    ap = _Parser(prog="specviz advise", description="Which draft, method and K for this target, on these "
+                 "prompts and this machine: measured once, predicted for every K, then checked "
+                 "(specviz/measure/advisor.py).")
+    ap.add_argument("--target", default="bundled")
+    ap.add_argument("--candidates", default="pld,logitspec,head,hybrid",
+                    help="comma-separated: pld, logitspec, head, hybrid, layerskip, draft:SPEC (default %(default)s)")
+    ap.add_argument("--prompts", help="JSON list of {prompt} (or of strings); default: the page's example prompts")
+    ap.add_argument("--limit", type=_positive_int, help="only the first N prompts")
+    ap.add_argument("--k-max", type=_positive_int, default=8, help="the K every candidate is measured at (default 8)")
+    ap.add_argument("--max-new-tokens", type=_positive_int, default=64)
+    ap.add_argument("--temperature", type=_temperature, default=0.0)
+    ap.add_argument("--top-p", type=_top_p, default=1.0)
+    ap.add_argument("--check", type=int, default=2, help="how many of the best to measure for real (default 2)")
+    ap.add_argument("--out", help="folder for profile.json and advice.md")
+    ap.add_argument("--from", dest="source", help="print the advice of a saved profile.json; no model runs")
+    return ap
+
+
+def _advise_prompts(path: str | None) -> list[str]:
+    import json
+
+    if path is None:  # the page's example prompts (assets/examples.json)
+        path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets", "examples.json")
+    try:
+        items = json.loads(open(path, encoding="utf-8").read())
+    except (OSError, ValueError) as e:
+        fail(f"cannot read the prompts file {path}: {e}")
+    prompts = [i["prompt"] if isinstance(i, dict) else i for i in items] if isinstance(items, list) else []
+    if not prompts or not all(isinstance(p, str) and p.strip() for p in prompts):
+        fail(f"{path} holds no prompts: write a JSON list of strings or of objects with a 'prompt'")
+    return prompts
+
+
+def _cmd_advise(argv: list[str]) -> int:
+    args = _advise_parser().parse_args(argv)
+    from specviz.measure import advisor
+
+    if args.source:
+        try:
+            print(advisor.report(advisor.load(args.source)))
+        except ValueError as e:
+            fail(e)
+        return 0
+    try:
+        candidates = [advisor.Candidate.parse(c) for c in args.candidates.split(",") if c.strip()]
+    except ValueError as e:
+        fail(e)
+    prompts = _advise_prompts(args.prompts)[: args.limit]
+    from specviz.decoding import planner
+    from specviz.models.loader import ModelLoadError, load
+
+    say = lambda m: print(m, file=sys.stderr)  # noqa: E731 -- progress on stderr, the advice on stdout
+    try:
+        target = load(args.target, progress=say)
+        models = {}
+        profile = advisor.measure(target, candidates, prompts, lambda spec: models.setdefault(spec, load(spec)),
+                                  planner.verify_cost(target), args.k_max, args.max_new_tokens, args.temperature,
+                                  args.top_p, args.check, say)
+    except (ValueError, ModelLoadError) as e:
+        fail(e)
+    text = advisor.report(profile)
+    if args.out:
+        out = __import__("pathlib").Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        advisor.save(profile, out / "profile.json")
+        (out / "advice.md").write_text(text + "\n", encoding="utf-8")
+        say(f"wrote {out / 'profile.json'} and {out / 'advice.md'}")
+    print(text)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["bench"]:  # bench parses its own arguments
         return _cmd_bench(argv[1:])
+    if argv[:1] == ["advise"]:  # and advise
+        return _cmd_advise(argv[1:])
     if argv[:1] == ["vllm-serve"]:  # so does vllm-serve, which passes the rest on to vLLM
         from specviz import vllm_serve
 

@@ -42,10 +42,14 @@ def resolve_draft(method: str, draft: str | None) -> tuple[str, str | None]:
     return method, draft if method == "draft" else None
 
 
-def make_proposer(method: str, target, draft=None, **knobs):
-    """Build the proposer registered under `method`; unknown names get a list of valid ones."""
+def proposer_class(method: str):
+    """The Proposer class registered under `method`; unknown names get a list of valid ones."""
     if method not in REGISTRY:
         raise ValueError(f"unknown method {method!r}: choose one of {', '.join(METHODS)}")
     module, cls = REGISTRY[method].split(":")
-    proposer_cls = getattr(importlib.import_module(f"{__name__}.{module}"), cls)
-    return proposer_cls.build(target, draft, **knobs)
+    return getattr(importlib.import_module(f"{__name__}.{module}"), cls)
+
+
+def make_proposer(method: str, target, draft=None, **knobs):
+    """Build the proposer registered under `method`; unknown names get a list of valid ones."""
+    return proposer_class(method).build(target, draft, **knobs)

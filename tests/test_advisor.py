@@ -1,0 +1,113 @@
+"""The pair advisor (specviz/measure/advisor.py): counts, formula, break-even, profile file, command line.
+
+The arithmetic is checked on hand-made cycles whose rates are known; the measurement on tiny
+random models (their numbers mean nothing, the plumbing is what is checked).
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from specviz.decoding.trace import CycleTrace, NodeTrace, RunTrace
+from specviz.measure import advisor
+from specviz.measure.theory import speedup
+from specviz.models.loader import load
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _cycle(depth: int, accepted: int, siblings: int = 0) -> CycleTrace:
+    nodes = [NodeTrace(i, 5, "", i - 1, i + 1) for i in range(depth)]
+    nodes += [NodeTrace(depth + j, 6, "", -1, 1) for j in range(siblings)]  # extra candidates at depth 1
+    return CycleTrace(index=0, k=depth, nodes=nodes, accepted=list(range(accepted)))
+
+
+def test_positions_are_counted_as_reached_and_accepted():
+    """Four cycles: a 3-deep draft accepted in full, one accepted 1 of 3, one rejected at once, one
+    with no draft. Position i is reached when drafted that deep and 1…i−1 were accepted; the
+    conditional rate divides by reached, the marginal by all cycles; siblings count as nodes."""
+    run = RunTrace(method="pld", cycles=[_cycle(3, 3), _cycle(3, 1, siblings=2), _cycle(2, 0), CycleTrace(index=3, k=3)])
+    cycles, reached, accepted, nodes = advisor.count_positions([run], 3)
+    assert cycles == 4 and reached == [3, 2, 1] and accepted == [2, 1, 1]
+    assert nodes == pytest.approx([(1 + 3 + 1 + 0) / 4, (2 + 4 + 2) / 4, (3 + 5 + 2) / 4])
+    m = advisor.Measured(advisor.Candidate("pld"), 3, cycles, reached, accepted, nodes, 0.0, False, 1.0)
+    assert m.conditional == pytest.approx([2 / 3, 1 / 2, 1.0]) and m.marginal == pytest.approx([0.5, 0.25, 0.25])
+
+
+def test_the_prediction_is_leviathans_for_a_constant_rate_chain():
+    """With marginal_i = α^i, a full chain of K nodes and a per-step cost c, S(K) equals Leviathan
+    et al.'s (1 − α^(K+1)) / ((1 − α)(K·c + v(K+1))) for every K; the break-even α gives S = 1."""
+    alpha, c, k_max = 0.7, 0.1, 8
+    v = lambda n: 1.0 + 0.05 * (n - 1)  # noqa: E731 -- a pass over n tokens
+    m = advisor.Measured(advisor.Candidate("draft", "d"), k_max, 1000, [1000.0] * k_max,
+                         [1000 * alpha ** i for i in range(1, k_max + 1)], [float(d) for d in range(1, k_max + 1)],
+                         c, True, 1.0)
+    for k in range(1, k_max + 1):
+        assert advisor.predicted_speedup(m, k, v) == pytest.approx(speedup(alpha, k, c, lambda d: v(d + 1)))
+    be = advisor.break_even(m, 4, v)
+    assert speedup(be, 4, c, lambda d: v(d + 1)) == pytest.approx(1.0, abs=1e-6)
+    assert advisor.break_even(advisor.Measured(m.candidate, 2, 1, [1, 1], [1, 1], [1, 2], 5.0, True, 1.0), 2, v) is None
+
+
+def test_candidates_parse_and_refuse_with_a_reason():
+    """'draft:SPEC' names a draft model, 'draft:head' is the trained head, and an unknown name or a
+    draft without a model is refused with what to write instead."""
+    assert advisor.Candidate.parse("draft:bundled") == advisor.Candidate("draft", "bundled")
+    assert advisor.Candidate.parse("pld") == advisor.Candidate("pld", None)
+    with pytest.raises(ValueError, match="not a candidate"):
+        advisor.Candidate.parse("magic")
+    with pytest.raises(ValueError, match="draft:SPEC"):
+        advisor.Candidate.parse("draft")
+
+
+@pytest.fixture(scope="module")
+def profile():
+    target = load("tiny-random:vocab=48,layers=2,seed=3")
+    draft = load("tiny-random:vocab=48,layers=2,seed=3,draft=1")
+    prompts = [[1, 5, 9, 2, 7, 1, 5, 9], [3, 4, 3, 4, 3, 4]]
+    cands = [advisor.Candidate("pld"), advisor.Candidate("draft", "d"), advisor.Candidate("logitspec")]
+    return advisor.measure(target, cands, prompts, lambda spec: draft, lambda n: 1.0 + 0.02 * n, k_max=4,
+                           max_new_tokens=12, check=2, progress=lambda m: None)
+
+
+def test_measure_ranks_every_candidate_and_checks_the_best(profile):
+    """On a tiny target, every candidate is measured at k_max with rates in [0, 1], ranked by its
+    predicted best speedup, and the two best were decoded again and compared with plain decoding."""
+    rows = advisor.ranked(profile)
+    assert [r[0].candidate.method for r in rows] and len(rows) == 3
+    assert [r[2] for r in rows] == sorted((r[2] for r in rows), reverse=True)
+    for m in profile.measured:
+        assert len(m.conditional) == 4 and all(0.0 <= x <= 1.0 for x in m.conditional + m.marginal)
+    assert set(profile.checks) == {rows[0][0].candidate.label, rows[1][0].candidate.label}
+    assert all(chk.measured > 0 for chk in profile.checks.values())
+
+
+def test_the_profile_file_gives_back_the_same_advice(profile, tmp_path):
+    """A saved profile reads back equal, and `advise --from` prints the same report without a model;
+    a file that is not a profile is refused on one line."""
+    path = tmp_path / "profile.json"
+    advisor.save(profile, path)
+    again = advisor.load(path)
+    assert again == profile
+    out = subprocess.run([sys.executable, "-m", "specviz", "advise", "--from", str(path)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == advisor.report(profile).strip()
+    assert "conditional: P(accepted at i given i reached)" in out.stdout and "marginal: P(position i accepted)" in out.stdout
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"format": "other"}))
+    out = subprocess.run([sys.executable, "-m", "specviz", "advise", "--from", str(bad)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2 and out.stderr.startswith("specviz: error: not a SpecViz advice profile")
+
+
+def test_a_missed_prediction_is_flagged_with_a_reason():
+    """A prediction more than 15 % off the measurement gets a sentence saying which way and why;
+    one within 15 % gets none."""
+    m = advisor.Measured(advisor.Candidate("pld"), 1, 1, [1], [1], [1], 0.0, False, 1.0)
+    assert advisor.miss_reason(1.10, 1.0, m) == ""
+    assert "time outside the model passes" in advisor.miss_reason(2.0, 1.2, m)
+    assert "v(n) is higher" in advisor.miss_reason(1.0, 1.5, m)
