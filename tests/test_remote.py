@@ -194,3 +194,12 @@ def test_vllms_speculation_counters_are_read_from_recorded_metrics():
     assert marginal == pytest.approx([8 / 15, 7 / 15, 7 / 15, 7 / 15])
     assert conditional == pytest.approx([8 / 15, 7 / 8, 1.0, 1.0])
     assert read_counters('vllm:num_requests_running{engine="0"} 0.0\n') is None
+
+
+def test_the_status_says_the_hybrid_runs_without_the_head_on_a_served_target():
+    """The status line of a hybrid run on a vLLM target says the head is left out, not '+ head'."""
+    from specviz.ui.settings import RunSettings
+
+    text = RunSettings(target="vllm:http://127.0.0.1:8000|bundled", method="hybrid").describe()
+    assert "without the head" in text
+    assert "without the head" not in RunSettings(target="bundled", method="hybrid").describe()

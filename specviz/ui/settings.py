@@ -11,6 +11,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from specviz.models.remote import PREFIX as REMOTE_PREFIX
 from specviz.proposers import HEAD_DRAFT, resolve_draft
 from specviz.decoding.settings import DecodeSettings
 from specviz.ui.presets import BUNDLED, DEFAULT_METHOD, MAX_NEW_DEFAULT, METHOD_LABELS, draft_choices, knobs_for
@@ -52,6 +53,8 @@ class RunSettings(DecodeSettings):
     def describe(self) -> str:
         """A short, plain-text summary for status messages."""
         parts = [METHOD_LABELS.get(self.method, self.method)]
+        if self.method == "hybrid" and self.target.startswith(REMOTE_PREFIX):
+            parts.append("without the head, which a vLLM-served target cannot feed: lookup + LogitSpec")
         if self.engine_method == "head":
             parts.append("draft: the trained draft head")
         elif self.method == "draft":
