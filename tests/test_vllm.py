@@ -258,3 +258,20 @@ def test_compares_ar_row_for_a_served_target_is_the_servers_own_decoding(remote_
     ours, _ = decode(remote_bundled, None, Config(spec, "pld", k=4), shared)
     assert ar.metrics["served_by"] == remote_bundled.remote.url and ar.cycles == []
     assert ours.token_ids == ar.token_ids
+
+
+def test_a_served_run_resumed_without_its_caches_goes_on_exactly(remote_tiny):
+    """As on ZeroGPU, where a call may find no parked cache: a greedy run over vLLM taken out as
+    data and resumed in an empty process state after every cycle (its token cache rebuilt by one
+    request) gives the tokens of the run decoded in one go."""
+    from specviz.decoding.runstate import LiveCaches
+
+    kw = dict(method="logitspec", k=3, max_new_tokens=12, chat=False)
+    straight = specviz.generate(remote_tiny, PROMPT, **kw).token_ids
+    dec = Decoder(remote_tiny, PROMPT, **kw)
+    dec.step()
+    while not dec.done:
+        dec = Decoder.resume(remote_tiny, dec.state(), live=LiveCaches())
+        dec.step()
+    assert dec.state().trace().token_ids == straight
+    assert dec.rebuilds >= 1
