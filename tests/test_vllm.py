@@ -275,3 +275,22 @@ def test_a_served_run_resumed_without_its_caches_goes_on_exactly(remote_tiny):
         dec.step()
     assert dec.state().trace().token_ids == straight
     assert dec.rebuilds >= 1
+
+
+def test_bench_on_a_served_target_is_anchored_on_vllms_own_decoding(tiny_server, tmp_path):
+    """`python -m specviz bench --target vllm:…` times our methods against the server's own plain
+    decoding (the hf anchors need local weights and are left out), and greedy outputs equal it."""
+    import json as _json
+
+    from specviz.measure import bench
+
+    prompts = tmp_path / "p.json"
+    prompts.write_text(_json.dumps([{"id": "a", "prompt": "w4 w5 w4 w5 w4"}, {"id": "b", "prompt": "w5 w5 w4"}]))
+    args = ["--prompts", str(prompts), "--target", f"vllm:{tiny_server.url}", "--methods", "pld,logitspec",
+            "--max-new-tokens", "8", "--repeats", "1", "--raw", "--out", str(tmp_path / "out")]
+    assert bench.main(args) == 0
+    report = _json.loads((tmp_path / "out" / "bench.json").read_text())
+    assert report["variants"] == ["vllm", "pld", "logitspec"]
+    for v in ("pld", "logitspec"):
+        assert report["summary"][v]["identical_to_vllm"] == 2 and report["summary"][v]["speedup_vs_vllm"] > 0
+    assert "Against vLLM's own plain decoding" in (tmp_path / "out" / "summary.md").read_text()

@@ -22,6 +22,7 @@ from typing import Callable
 import torch
 
 from specviz.decoding.engine import generate
+from specviz.decoding.served import served_plain
 from specviz.models.loader import load
 from specviz.decoding.planner import verify_cost
 
@@ -35,7 +36,8 @@ def parse_args(argv):
     ap.add_argument("--methods", default="ar,pld,logitspec",
                     help="ours, comma-separated: ar,pld,logitspec,draft,layerskip; add ':norecord' "
                          "to a method for a run with trace recording off")
-    ap.add_argument("--anchors", default="hf,hf_pld", help="hf,hf_pld,hf_assist (or 'none')")
+    ap.add_argument("--anchors", default="hf,hf_pld", help="hf,hf_pld,hf_assist (or 'none'); a vLLM-served "
+                    "target (--target vllm:…) always takes vllm, the server's own plain decoding")
     ap.add_argument("--target", default="bundled")
     ap.add_argument("--draft", default=None)
     ap.add_argument("--dtype", default=None, help="fp32, bf16, fp16 or auto (default: fp32 on CPU)")
@@ -84,7 +86,10 @@ def _ours_call(target, ids, variant, draft, args):
 
 def time_variant(target, ids, variant, draft, args) -> dict:
     t0 = time.perf_counter()
-    if variant.startswith("hf"):
+    if variant == "vllm":  # a served target's anchor: the server's own plain decoding
+        out = {"token_ids": served_plain(target, ids, temperature=args.temperature, top_p=args.top_p,
+                                         max_new_tokens=args.max_new_tokens, chat=False).token_ids}
+    elif variant.startswith("hf"):
         out = _hf_call(target, ids, variant, draft, args)
     else:
         out = _ours_call(target, ids, variant, draft, args)
@@ -118,6 +123,10 @@ def summarise(results: dict, variants: list[str]) -> dict:
             ratios = [x["tokens_per_s"] / h["tokens_per_s"] for _, x, h, _ in rows]
             s.update(speedup_vs_hf=geomean(ratios), worst_vs_hf=min(ratios),
                      identical_to_hf=sum(x["token_ids"] == h["token_ids"] for _, x, h, _ in rows))
+        served = [(x, r["vllm"]) for pid, r in results.items() for x in [r[v]] if "vllm" in r]
+        if served:
+            s.update(speedup_vs_vllm=geomean(x["tokens_per_s"] / b["tokens_per_s"] for x, b in served),
+                     identical_to_vllm=sum(x["token_ids"] == b["token_ids"] for x, b in served))
         if rows[0][3] is not None:
             s["speedup_vs_hf_pld"] = geomean(x["tokens_per_s"] / p["tokens_per_s"] for _, x, _, p in rows)
         for key in ("mean_accepted_tokens", "acceptance_rate", "retrieval_success"):
@@ -156,6 +165,12 @@ def run_bench(args, partial=None) -> dict:
     anchors = [] if args.anchors == "none" else args.anchors.split(",")
     if "hf_assist" in anchors and draft is None:
         anchors.remove("hf_assist")
+    if target.remote is not None:  # HF generate needs the weights here; the server decodes plainly itself
+        if any(a.startswith("hf") for a in anchors):
+            say("a vLLM-served target: the anchor is vLLM's own plain decoding (the hf anchors need local weights)")
+        anchors = ["vllm"]
+    elif "vllm" in anchors:
+        raise ValueError("the vllm anchor needs a vLLM-served target: --target vllm:http://HOST:PORT")
     variants = anchors + args.methods.split(",")
     profile = verify_cost(target)  # the v(n) the planner decides with, timed before any variant
     warm = target.encode("Hello", chat=not args.raw)
@@ -196,6 +211,11 @@ def summary_markdown(report: dict) -> str:
                      f"{fmt(s.get('worst_vs_hf'))}× | {fmt(s.get('speedup_vs_hf_pld'), '{:.2f}×')} | "
                      f"{fmt(s.get('mean_accepted_tokens'))} | {fmt(s.get('acceptance_rate'))} | "
                      f"{fmt(s.get('retrieval_success'))} | {s.get('identical_to_hf', '–')}/{n} |")
+    if any("speedup_vs_vllm" in s for s in report["summary"].values()):
+        lines += ["", "Against vLLM's own plain decoding on the same server (the anchor of a served target):", "",
+                  "| variant | × vLLM plain (geomean) | identical to vLLM |", "|---|---|---|"]
+        lines += [f"| {v} | {fmt(s.get('speedup_vs_vllm'))}× | {s.get('identical_to_vllm', '–')}/{n} |"
+                  for v, s in report["summary"].items()]
     if report.get("cost_profile"):
         cp = report["cost_profile"]
         lines += ["", f"Cost profile the planner used: one-token pass {cp['step_ms']:.1f} ms; v(n) = "
