@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import platform
 import sys
 import tempfile
 from pathlib import Path
@@ -21,18 +20,8 @@ sys.path.insert(0, str(ROOT))
 
 import specviz  # noqa: E402
 from specviz import vllm_serve  # noqa: E402
+from specviz.measure.advisor import machine  # noqa: E402
 from specviz.measure.served_compare import compare, table  # noqa: E402
-
-
-def cpu() -> str:
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-        name = next(line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name"))
-        flags = next(line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags"))
-        marks = [f for f in ("avx2", "avx512f", "amx_tile") if f in flags]
-        return f"{name} ({', '.join(marks)})"
-    except (OSError, StopIteration):
-        return platform.processor() or platform.machine()
 
 
 def main() -> None:
@@ -57,7 +46,7 @@ def main() -> None:
             spec.stop()
     finally:
         plain.stop()
-    print(f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {cpu()}, {len(prompts)} prompts, "
+    print(f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {machine()}, {len(prompts)} prompts, "
           f"greedy, {args.tokens} new tokens, K={args.k}, medians of {args.repeats}")
     print(table(rows))
 

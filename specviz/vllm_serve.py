@@ -44,15 +44,9 @@ def available() -> bool:
 
 def model_folder(model: str) -> str:
     """'bundled' → the bundled model's safetensors folder (converted on first use); else as given."""
-    if model != "bundled":
-        return model
-    from specviz.models import bundled
-    from specviz.models.loader import load
+    from specviz.models.loader import local_source
 
-    folder = bundled.cache_folder()
-    if not (folder / "config.json").is_file():
-        load("bundled")
-    return str(folder)
+    return local_source(model)
 
 
 def command(model: str, port: int, host: str = "127.0.0.1", extra: list[str] | None = None,

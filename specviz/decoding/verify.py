@@ -123,30 +123,28 @@ def verify_sampling_prefetched(tree: DraftTree, logits: torch.Tensor, sampling: 
     in one transfer; the walk then only reads them. The same numbers and the same draws, on any
     device; on a CPU, where reading a value costs no sync, `verify_sampling` computes less.
     """
-    rows, values, ends = {}, [], []
+    rows, values, ends = {}, [], {}  # by row: p, and the end distribution on the device
+    at = {}  # where each child's (p(x), q(x)) pair starts in `values`
     for node in [-1] + list(range(len(tree))):
         kids = tree.children(node)
         p = rows[node + 1] = sampling.probs(logits[node + 1])
         for c in kids:
             x, q = tree.tokens[c], tree.q_of(c)
+            at[c] = len(values)
             values.append(p[x])
             values.append(p.new_ones(()) if q is None else q[x].to(p.dtype))
             p = residual(p, q, x)
-        ends.append(p)
-    order = list(rows)  # the row of each end distribution, in `ends`' order
-    host = torch.cat([torch.stack(values) if values else logits.new_zeros(0).float(), torch.stack(ends).flatten()]).cpu()
-    scalars, vocab = host[: len(values)].tolist(), ends[0].shape[-1]
-    end_of = {j: host[len(values) + i * vocab: len(values) + (i + 1) * vocab] for i, j in enumerate(order)}
-    at = {}  # the position in `scalars` of each child's (p(x), q(x))
-    for node in [-1] + list(range(len(tree))):
-        for c in tree.children(node):
-            at[c] = len(at)
+        ends[node + 1] = p
+    host = torch.cat([torch.stack(values) if values else logits.new_zeros(0).float(),
+                      torch.stack(list(ends.values())).flatten()]).cpu()
+    scalars = host[: len(values)].tolist()
+    on_host = dict(zip(ends, host[len(values):].view(len(ends), -1)))  # the end distributions, here
     v, node = Verdict(), -1
     while True:
         v.p_rows[node + 1] = rows[node + 1]
         kids, hit = tree.children(node), None
         for c in kids:
-            px, qx = scalars[2 * at[c]], scalars[2 * at[c] + 1]
+            px, qx = scalars[at[c]], scalars[at[c] + 1]
             a = accept_prob(px, qx)
             r = sampling.uniform()
             v.nodes[c] = NodeVerdict(px, None if tree.q_of(c) is None else qx, a, r, REJECTED)
@@ -154,10 +152,9 @@ def verify_sampling_prefetched(tree: DraftTree, logits: torch.Tensor, sampling: 
                 v.nodes[c].status, hit = ACCEPTED, c
                 break
         if hit is None:
-            j = order.index(node + 1)
             v.rejected = kids[-1] if kids else None
-            v.residual = ends[j] if kids else None  # on the device, as verify_sampling leaves it
-            v.new_token, v.new_kind, v.final_row = sampling.draw(end_of[node + 1]), _end_kind(bool(kids), node), node + 1
+            v.residual = ends[node + 1] if kids else None  # on the device, as verify_sampling leaves it
+            v.new_token, v.new_kind, v.final_row = sampling.draw(on_host[node + 1]), _end_kind(bool(kids), node), node + 1
             return v
         v.accepted.append(hit)
         node = hit

@@ -37,7 +37,8 @@ from typing import Callable
 
 from specviz.decoding.engine import generate
 from specviz.decoding.trace import RunTrace
-from specviz.measure.theory import best_k, expected_tokens, nodes_up_to
+from specviz.measure.theory import best_k, expected_tokens
+from specviz.models.cost_profile import interpolate
 from specviz.proposers import REGISTRY, proposer_class, resolve_draft
 
 MISS = 0.15  # a prediction further than this from the measurement is flagged
@@ -112,13 +113,7 @@ class Profile:
     measured_at: str = ""
 
     def v_of(self, n: float) -> float:
-        pts = sorted(self.v.items())
-        if n <= pts[0][0]:
-            return pts[0][1]
-        for (n0, v0), (n1, v1) in zip(pts, pts[1:]):
-            if n <= n1:
-                return v0 + (v1 - v0) * (n - n0) / (n1 - n0)
-        return pts[-1][1]
+        return interpolate(self.v, n)
 
     def to_dict(self) -> dict:
         return {"format": FORMAT, **asdict(self)}

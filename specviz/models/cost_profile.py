@@ -10,6 +10,18 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable
 
 
+def interpolate(v: dict[int, float], n: float) -> float:
+    """v(n) from measured sizes: linear between them, and along the last segment past the largest."""
+    pts = sorted(v.items())
+    if n <= pts[0][0]:
+        return pts[0][1]
+    for (n0, v0), (n1, v1) in zip(pts, pts[1:]):
+        if n <= n1:
+            return v0 + (v1 - v0) * (n - n0) / (n1 - n0)
+    (n0, v0), (n1, v1) = pts[-2], pts[-1]
+    return v1 + max(v1 - v0, 0.0) * (n - n1) / (n1 - n0)
+
+
 @dataclass
 class CostProfile:
     """v(n) of one model on one device and dtype; `step_s` is the one-token pass it is relative to."""
@@ -27,14 +39,7 @@ class CostProfile:
 
     def __call__(self, n: float) -> float:
         """v(n), linear between measured sizes and along the last segment past the largest."""
-        pts = sorted(self.v.items())
-        if n <= pts[0][0]:
-            return pts[0][1]
-        for (n0, v0), (n1, v1) in zip(pts, pts[1:]):
-            if n <= n1:
-                return v0 + (v1 - v0) * (n - n0) / (n1 - n0)
-        (n0, v0), (n1, v1) = pts[-2], pts[-1]
-        return v1 + max(v1 - v0, 0.0) * (n - n1) / (n1 - n0)
+        return interpolate(self.v, n)
 
     def cost_s(self, n: float) -> float:
         """Seconds of a pass over n tokens."""

@@ -111,7 +111,7 @@ def load(spec: str = "bundled", device=None, dtype=None, progress=None, allow_lo
     """
     spec = (spec or "bundled").strip()
     if remote.is_remote(spec):
-        return remote.load_remote(spec, progress, _tokenizer_source)
+        return remote.load_remote(spec, progress, local_source)
     if spec.startswith("tiny-random"):
         kwargs = _parse_tiny(spec)
         try:
@@ -145,9 +145,10 @@ def load(spec: str = "bundled", device=None, dtype=None, progress=None, allow_lo
     return loaded
 
 
-def _tokenizer_source(name: str) -> str:
-    """Where a served target's tokenizer loads from: 'bundled' is the bundled model's converted
-    folder (converted first if this machine has none yet); anything else as given."""
+def local_source(name: str) -> str:
+    """A spec as a folder or hub id that other programs can read (a served target's tokenizer, the
+    model vLLM serves): 'bundled' is the bundled model's converted folder (converted first if this
+    machine has none yet); anything else as given."""
     if name != "bundled":
         return name
     folder = bundled.cache_folder()
