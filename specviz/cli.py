@@ -263,13 +263,28 @@ def _cmd_bench(argv: list[str]) -> int:
     return bench.main(argv, report_html) or 0
 
 
+def _batch_sizes(text: str) -> tuple[int, ...]:
+    if text.strip().lower() == "none":
+        return ()
+    try:
+        sizes = tuple(sorted({int(x) for x in text.split(",") if x.strip()}))
+    except ValueError:
+        sizes = ()
+    if not sizes or sizes[0] < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a list of batch sizes: write e.g. 1,2,4,8 or none")
+    return sizes
+
+
 def _advise_parser() -> argparse.ArgumentParser:
+    from specviz.measure.advice import LOAD_BATCHES  # data only
+
     ap = _Parser(prog="specviz advise", description="Which draft, method and K for this target, on these "
                  "prompts and this machine: measured once, predicted for every K, then checked "
                  "(specviz/measure/advisor.py).")
     ap.add_argument("--target", default="bundled")
     ap.add_argument("--candidates", default="pld,logitspec,head,hybrid",
-                    help="comma-separated: pld, logitspec, head, hybrid, layerskip, draft:SPEC (default %(default)s)")
+                    help="comma-separated: pld, logitspec, head, hybrid, layerskip, layerskip:0-9+20-29 (kept "
+                         "layers), draft:SPEC (default %(default)s)")
     ap.add_argument("--prompts", help="JSON list of {prompt} (or of strings); default: the page's example prompts")
     ap.add_argument("--limit", type=_positive_int, help="only the first N prompts")
     ap.add_argument("--k-max", type=_positive_int, default=8, help="the K every candidate is measured at (default 8)")
@@ -277,6 +292,9 @@ def _advise_parser() -> argparse.ArgumentParser:
     ap.add_argument("--temperature", type=_temperature, default=0.0)
     ap.add_argument("--top-p", type=_top_p, default=1.0)
     ap.add_argument("--check", type=int, default=2, help="how many of the best to measure for real (default 2)")
+    ap.add_argument("--load", type=_batch_sizes, default=",".join(map(str, LOAD_BATCHES)),
+                    help="runs at once to predict the speedup under, e.g. 1,2,4,8,16 (default %(default)s); "
+                         "'none' skips timing batched passes")
     ap.add_argument("--out", help="folder for profile.json and advice.md")
     ap.add_argument("--from", dest="source", help="print the advice of a saved profile.json; no model runs")
     return ap
@@ -299,14 +317,16 @@ def _advise_prompts(path: str | None) -> list[str]:
 
 def _cmd_advise(argv: list[str]) -> int:
     args = _advise_parser().parse_args(argv)
-    from specviz.measure import advisor
-
     if args.source:
+        from specviz.measure import advice  # data only: no model, no torch model code
+
         try:
-            print(advisor.report(advisor.load(args.source)))
+            print(advice.report(advice.load(args.source)))
         except ValueError as e:
             fail(e)
         return 0
+    from specviz.measure import advisor
+
     try:
         candidates = [advisor.Candidate.parse(c) for c in args.candidates.split(",") if c.strip()]
     except ValueError as e:
@@ -320,8 +340,9 @@ def _cmd_advise(argv: list[str]) -> int:
         target = load(args.target, progress=say)
         models = {}
         profile = advisor.measure(target, candidates, prompts, lambda spec: models.setdefault(spec, load(spec)),
-                                  planner.verify_cost(target), args.k_max, args.max_new_tokens, args.temperature,
-                                  args.top_p, args.check, say)
+                                  planner.verify_cost(target), say, k_max=args.k_max,
+                                  max_new_tokens=args.max_new_tokens, temperature=args.temperature,
+                                  top_p=args.top_p, check=args.check, load_batches=args.load)
     except (ValueError, ModelLoadError) as e:
         fail(e)
     text = advisor.report(profile)

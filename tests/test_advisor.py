@@ -1,4 +1,5 @@
-"""The pair advisor (specviz/measure/advisor.py): counts, formula, break-even, profile file, command line.
+"""The pair advisor (specviz/measure/advisor.py, advice.py): counts, formula, break-even, profile file,
+command line.
 
 The arithmetic is checked on hand-made cycles whose rates are known; the measurement on tiny
 random models (their numbers mean nothing, the plumbing is what is checked).
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from specviz.decoding.trace import CycleTrace, NodeTrace, RunTrace
-from specviz.measure import advisor
+from specviz.measure import advice, advisor
 from specviz.measure.theory import speedup
 from specviz.models.loader import load
 
@@ -34,7 +35,7 @@ def test_positions_are_counted_as_reached_and_accepted():
     cycles, reached, accepted, nodes = advisor.count_positions([run], 3)
     assert cycles == 4 and reached == [3, 2, 1] and accepted == [2, 1, 1]
     assert nodes == pytest.approx([(1 + 3 + 1 + 0) / 4, (2 + 4 + 2) / 4, (3 + 5 + 2) / 4])
-    m = advisor.Measured(advisor.Candidate("pld"), 3, cycles, reached, accepted, nodes, 0.0, False, 1.0)
+    m = advice.Measured(advice.Candidate("pld"), 3, cycles, reached, accepted, nodes, 0.0, False, 1.0)
     assert m.conditional == pytest.approx([2 / 3, 1 / 2, 1.0]) and m.marginal == pytest.approx([0.5, 0.25, 0.25])
 
 
@@ -43,25 +44,25 @@ def test_the_prediction_is_leviathans_for_a_constant_rate_chain():
     et al.'s (1 − α^(K+1)) / ((1 − α)(K·c + v(K+1))) for every K; the break-even α gives S = 1."""
     alpha, c, k_max = 0.7, 0.1, 8
     v = lambda n: 1.0 + 0.05 * (n - 1)  # noqa: E731 -- a pass over n tokens
-    m = advisor.Measured(advisor.Candidate("draft", "d"), k_max, 1000, [1000.0] * k_max,
+    m = advice.Measured(advice.Candidate("draft", "d"), k_max, 1000, [1000.0] * k_max,
                          [1000 * alpha ** i for i in range(1, k_max + 1)], [float(d) for d in range(1, k_max + 1)],
                          c, True, 1.0)
     for k in range(1, k_max + 1):
-        assert advisor.predicted_speedup(m, k, v) == pytest.approx(speedup(alpha, k, c, lambda d: v(d + 1)))
-    be = advisor.break_even(m, 4, v)
+        assert advice.predicted_speedup(m, k, v) == pytest.approx(speedup(alpha, k, c, lambda d: v(d + 1)))
+    be = advice.break_even(m, 4, v)
     assert speedup(be, 4, c, lambda d: v(d + 1)) == pytest.approx(1.0, abs=1e-6)
-    assert advisor.break_even(advisor.Measured(m.candidate, 2, 1, [1, 1], [1, 1], [1, 2], 5.0, True, 1.0), 2, v) is None
+    assert advice.break_even(advice.Measured(m.candidate, 2, 1, [1, 1], [1, 1], [1, 2], 5.0, True, 1.0), 2, v) is None
 
 
 def test_candidates_parse_and_refuse_with_a_reason():
     """'draft:SPEC' names a draft model, 'draft:head' is the trained head, and an unknown name or a
     draft without a model is refused with what to write instead."""
-    assert advisor.Candidate.parse("draft:bundled") == advisor.Candidate("draft", "bundled")
-    assert advisor.Candidate.parse("pld") == advisor.Candidate("pld", None)
+    assert advice.Candidate.parse("draft:bundled") == advice.Candidate("draft", "bundled")
+    assert advice.Candidate.parse("pld") == advice.Candidate("pld", None)
     with pytest.raises(ValueError, match="not a candidate"):
-        advisor.Candidate.parse("magic")
+        advice.Candidate.parse("magic")
     with pytest.raises(ValueError, match="draft:SPEC"):
-        advisor.Candidate.parse("draft")
+        advice.Candidate.parse("draft")
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +70,7 @@ def profile():
     target = load("tiny-random:vocab=48,layers=2,seed=3")
     draft = load("tiny-random:vocab=48,layers=2,seed=3,draft=1")
     prompts = [[1, 5, 9, 2, 7, 1, 5, 9], [3, 4, 3, 4, 3, 4]]
-    cands = [advisor.Candidate("pld"), advisor.Candidate("draft", "d"), advisor.Candidate("logitspec")]
+    cands = [advice.Candidate("pld"), advice.Candidate("draft", "d"), advice.Candidate("logitspec")]
     return advisor.measure(target, cands, prompts, lambda spec: draft, lambda n: 1.0 + 0.02 * n, k_max=4,
                            max_new_tokens=12, check=2, progress=lambda m: None)
 
@@ -77,7 +78,7 @@ def profile():
 def test_measure_ranks_every_candidate_and_checks_the_best(profile):
     """On a tiny target, every candidate is measured at k_max with rates in [0, 1], ranked by its
     predicted best speedup, and the two best were decoded again and compared with plain decoding."""
-    rows = advisor.ranked(profile)
+    rows = advice.ranked(profile)
     assert [r[0].candidate.method for r in rows] and len(rows) == 3
     assert [r[2] for r in rows] == sorted((r[2] for r in rows), reverse=True)
     for m in profile.measured:
@@ -90,12 +91,12 @@ def test_the_profile_file_gives_back_the_same_advice(profile, tmp_path):
     """A saved profile reads back equal, and `advise --from` prints the same report without a model;
     a file that is not a profile is refused on one line."""
     path = tmp_path / "profile.json"
-    advisor.save(profile, path)
-    again = advisor.load(path)
+    advice.save(profile, path)
+    again = advice.load(path)
     assert again == profile
     out = subprocess.run([sys.executable, "-m", "specviz", "advise", "--from", str(path)], cwd=ROOT,
                          capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0 and out.stdout.strip() == advisor.report(profile).strip()
+    assert out.returncode == 0 and out.stdout.strip() == advice.report(profile).strip()
     assert "conditional: P(accepted at i given i reached)" in out.stdout and "marginal: P(position i accepted)" in out.stdout
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"format": "other"}))
@@ -107,7 +108,44 @@ def test_the_profile_file_gives_back_the_same_advice(profile, tmp_path):
 def test_a_missed_prediction_is_flagged_with_a_reason():
     """A prediction more than 15 % off the measurement gets a sentence saying which way and why;
     one within 15 % gets none."""
-    m = advisor.Measured(advisor.Candidate("pld"), 1, 1, [1], [1], [1], 0.0, False, 1.0)
-    assert advisor.miss_reason(1.10, 1.0, m) == ""
-    assert "time outside the model passes" in advisor.miss_reason(2.0, 1.2, m)
-    assert "v(n) is higher" in advisor.miss_reason(1.0, 1.5, m)
+    m = advice.Measured(advice.Candidate("pld"), 1, 1, [1], [1], [1], 0.0, False, 1.0)
+    assert advice.miss_reason(1.10, 1.0, m) == ""
+    assert "time outside the model passes" in advice.miss_reason(2.0, 1.2, m)
+    assert "v(n) is higher" in advice.miss_reason(1.0, 1.5, m)
+
+
+def test_load_prediction_is_the_batch_one_formula_scaled_by_measured_passes():
+    """S_B(K) at batch 1 equals S(K) when v(n) is the batch-1 passes over the plain step; at a batch
+    where a pass over n tokens costs n plain steps a draft-free candidate with one token per pass
+    gains nothing, and the first batch size with S_B < 1 is where it stops paying."""
+    m = advice.Measured(advice.Candidate("pld"), 3, 10, [10.0, 6, 3], [6.0, 3, 1], [1.0, 2.0, 3.0], 0.05, False, 1.0)
+    sizes = [1, 2, 3, 5]
+    load = advice.LoadCost([1, 4, 16], sizes, [[0.010, 0.011, 0.012, 0.014],  # batch 1: nearly free
+                                               [0.012, 0.016, 0.020, 0.030],
+                                               [0.020, 0.040, 0.060, 0.100]], 64)  # batch 16: n steps
+    v1 = lambda n: load.pass_at(0, n) / load.step_s(0)  # noqa: E731
+    for k in (1, 2, 3):
+        assert advice.load_speedup(m, k, load, 0) == pytest.approx(advice.predicted_speedup(m, k, v1))
+    tokens = 1 + 0.6 + 0.3 + 0.1
+    assert advice.load_speedup(m, 3, load, 2) == pytest.approx(tokens * 0.020 / (0.05 * 0.010 + 0.080))
+    profile = advice.Profile("t", 1, {}, "", 1.0, 0.01, {1: 1.0, 4: 1.2}, [m], load=load)
+    (_, points, stops), = advice.under_load(profile)
+    assert [b for b, _, _ in points] == [1, 4, 16] and points[0][2] > 1.0
+    assert stops == next(b for b, _, s in points if s < 1.0) == 16
+    assert "stops paying at 16 runs at once" in advice.report(profile)
+
+
+def test_layer_skip_candidates_name_their_layers_and_bad_lists_are_refused():
+    """'layerskip:0-2+5' keeps layers 0, 1, 2 and 5, is labelled with the same ranges and hands them
+    to the engine as its `layers` knob; a list that is not numbers gets a message that shows the form."""
+    c = advice.Candidate.parse("layerskip:0-2+5")
+    assert c.layers == [0, 1, 2, 5] and c.label == "layerskip[0-2+5]" and c.knobs == {"layers": [0, 1, 2, 5]}
+    assert advice.Candidate.parse("layerskip").knobs == {} and advice.Candidate.parse("layerskip").label == "layerskip"
+    with pytest.raises(ValueError, match="layerskip:0-9"):
+        advice.Candidate.parse("layerskip:first-half")
+
+
+def test_a_damaged_profile_is_refused_with_what_to_do():
+    """A file in the right format but with a field missing is refused with one sentence, not a traceback."""
+    with pytest.raises(ValueError, match="damaged.*measure it again"):
+        advice.Profile.from_dict({"format": advice.FORMAT, "target": "t"})

@@ -1,0 +1,114 @@
+"""Does the advice pick what a brute-force sweep would? One run, on the bundled model (issue 24).
+
+1. `advise` measures every candidate once at K max, predicts, ranks and checks its top picks.
+2. The same candidates are then decoded at every K from 1 to K max (planning off, as the advisor
+   predicts), repeats in rotated order, with plain decoding between the candidates' sweeps; each
+   configuration's speed is the median over repeats of its tokens ÷ decode seconds over the prompts.
+3. It reports the recommended configuration's measured speed against the sweep's best, and the top
+   pick's predicted speedup against its checked measurement.
+
+    .venv/bin/python scripts/advise_bench.py --limit 8 --max-new-tokens 48 --k-max 6 --repeats 2 \\
+        --out docs/bench/2026-12-01-advise
+
+Writes profile.json (the advisor's), sweep.json and summary.md to --out; with --record also
+assets/recorded_advice.json, the profile the app's Advise tab opens on.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from specviz.decoding import planner  # noqa: E402
+from specviz.measure import advice, advisor  # noqa: E402
+from specviz.models.loader import load  # noqa: E402
+
+CANDIDATES = "head,layerskip,layerskip:0-5+24-29,layerskip:0-2+27-29,pld,logitspec,hybrid"
+PROMPTS = ROOT.parent / "shared" / "bench" / "prompts.json"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--candidates", default=CANDIDATES)
+    ap.add_argument("--prompts", default=str(PROMPTS))
+    ap.add_argument("--limit", type=int, default=8)
+    ap.add_argument("--k-max", type=int, default=6)
+    ap.add_argument("--max-new-tokens", type=int, default=48)
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--record", action="store_true", help="also write assets/recorded_advice.json")
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    items = json.loads(Path(args.prompts).read_text(encoding="utf-8"))[: args.limit]
+    prompts = [x["prompt"] if isinstance(x, dict) else x for x in items]
+    target = load("bundled")
+    cands = [advice.Candidate.parse(c) for c in args.candidates.split(",")]
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    say = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+
+    profile = advisor.measure(target, cands, prompts, load, planner.verify_cost(target), say, k_max=args.k_max,
+                              max_new_tokens=args.max_new_tokens, check=2)
+    advice.save(profile, out / "profile.json")
+    if args.record:
+        shutil.copy(out / "profile.json", ROOT / "assets" / "recorded_advice.json")
+
+    common = dict(max_new_tokens=args.max_new_tokens, temperature=0.0, top_p=1.0, seed=0, plan=False, record=False)
+    configs = [(c, k) for c in cands for k in range(1, args.k_max + 1)]
+    rates: dict[str, list[float]] = {}
+    ar: list[float] = []
+    for rep in range(args.repeats):
+        order = cands[rep % len(cands):] + cands[:rep % len(cands)]  # rotate which candidate goes first
+        for cand in order:
+            _, r = advisor._decode_all(target, None, prompts, method="ar", **common)
+            ar.append(r)
+            for k in range(1, args.k_max + 1):
+                say(f"sweep {rep + 1}/{args.repeats}: {cand.label} at K = {k}")
+                _, r = advisor._decode_all(target, None, prompts, method=cand.method, k=k, knobs=cand.knobs,
+                                           **common)
+                rates.setdefault(f"{cand.label}|{k}", []).append(r)
+    ar_rate = statistics.median(ar)
+    sweep = {key: statistics.median(v) for key, v in rates.items()}
+    best_key = max(sweep, key=sweep.get)
+    top, top_k, top_pred = advice.ranked(profile)[0]
+    pick_key = f"{top.candidate.label}|{top_k}"
+    chk = profile.checks.get(top.candidate.label)
+    data = dict(started=started, machine=profile.machine, prompts=len(prompts), k_max=args.k_max,
+                max_new_tokens=args.max_new_tokens, repeats=args.repeats, ar_tokens_per_s=ar_rate,
+                ar_runs=ar, sweep={k: dict(tokens_per_s=v, speedup=v / ar_rate, runs=rates[k]) for k, v in sweep.items()},
+                best=best_key, pick=pick_key, pick_vs_best=sweep[pick_key] / sweep[best_key],
+                pick_predicted=top_pred, pick_checked=chk.measured if chk else None,
+                pick_sweep_speedup=sweep[pick_key] / ar_rate)
+    (out / "sweep.json").write_text(json.dumps(data, indent=1), encoding="utf-8")
+    lines = [f"Run started {started} on {profile.machine}; {len(prompts)} public prompts, greedy, "
+             f"{args.max_new_tokens} new tokens, K 1…{args.k_max}, planning off, {args.repeats} repeats "
+             f"(median); plain decoding {ar_rate:.1f} tokens/s (median of {len(ar)}).", "",
+             "| candidate | " + " | ".join(f"K={k}" for k in range(1, args.k_max + 1)) + " | advisor's K, predicted |",
+             "|---" * (args.k_max + 2) + "|"]
+    predicted = {m.candidate.label: (k, s) for m, k, s in advice.ranked(profile)}
+    for cand in cands:
+        cells = []
+        for k in range(1, args.k_max + 1):
+            key = f"{cand.label}|{k}"
+            cell = f"{sweep[key] / ar_rate:.2f}×"
+            cells.append(f"**{cell}**" if key == best_key else cell)
+        k, s = predicted.get(cand.label, (None, None))
+        lines.append(f"| {cand.label} | " + " | ".join(cells) + (f" | K={k}, {s:.2f}× |" if k else " | – |"))
+    lines += ["", f"Sweep's best: {best_key.replace('|', ' at K = ')}, {sweep[best_key] / ar_rate:.2f}×. "
+              f"Advisor's pick: {pick_key.replace('|', ' at K = ')}, {sweep[pick_key] / ar_rate:.2f}× in the sweep "
+              f"= {data['pick_vs_best']:.3f} of the best. Predicted {top_pred:.2f}×; checked "
+              + (f"{chk.measured:.2f}× ({abs(top_pred - chk.measured) / chk.measured:.1%} off)." if chk else "not checked.")]
+    (out / "summary.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (out / "advice.md").write_text(advice.report(profile) + "\n", encoding="utf-8")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

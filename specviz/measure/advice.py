@@ -1,0 +1,363 @@
+"""The pair advisor's data and arithmetic: what was measured, what it predicts, and the report.
+
+Measuring is specviz/measure/advisor.py; everything here is plain data and arithmetic (no torch,
+no UI), so a saved profile replays in the app and on the command line without a model.
+
+**Per-position acceptance.** Position i of a draft is *reached* when the cycle drafted at least i
+deep and positions 1…i−1 were accepted. Over all cycles of a candidate measured at `k_max`:
+- the *conditional* rate, P(accepted at i | position i was reached) = accepted_i ÷ reached_i;
+- the *marginal* rate, P(position i accepted) = accepted_i ÷ cycles.
+
+**S(K) for every K from one measurement.** Accepting at position i does not depend on what was
+drafted after it, so cutting drafts at K keeps positions 1…K as measured. With n_K the mean draft
+tokens per cycle at depth ≤ K (a tree's siblings included) and v(n) the cost of a verify pass over n
+tokens in plain steps,
+
+    S(K) = (1 + Σ_{i=1..K} marginal_i) / (cost_draft(K) + v(n_K + 1)),
+
+cost_draft(K) = K·c for a method that runs a model per step (c: one step in plain steps) and c, its
+measured drafting per cycle, for a draft-free one. For a chain with a constant rate α the numerator
+is Leviathan et al.'s (1 − α^(K+1)) / (1 − α) (measure/theory.py). The break-even rate is the
+constant α at which S at the candidate's best K would be 1: below it, plain decoding wins.
+
+**Under load.** With B runs decoding at once, plain decoding makes one token per run per batched
+step of step_B seconds; a cycle costs the drafting (seconds at batch 1: drafts are assumed not to
+batch, which is what draft-free methods do and the pessimistic case for a model draft) plus a
+batched verify pass of n_K + 1 tokens per run, pass_B(n) seconds. So
+
+    S_B(K) = (1 + Σ_{i≤K} marginal_i) · step_B / (cost_draft(K) · step_1 + pass_B(n_K + 1)),
+
+which is S(K) at B = 1. A batch fills the compute a single run leaves idle, pass_B(n)/step_B grows
+towards n, and the candidate stops paying at the first B where S_B < 1 at every K.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from specviz.measure.theory import best_k, expected_tokens
+from specviz.models.cost_profile import interpolate
+from specviz.proposers import REGISTRY, resolve_draft
+
+MISS = 0.15  # a prediction further than this from the measurement is flagged
+FORMAT = "specviz-advice/2"
+READS = ("specviz-advice/1", FORMAT)  # /1 had no load, pair checks or disagreement
+LOAD_BATCHES = (1, 2, 4, 8, 16)  # runs at once for the load prediction (the app's class is ~30)
+
+
+def _layers_text(layers: list[int]) -> str:
+    """[0, 1, 2, 5, 6] → '0-2+5-6' ('+', not ',', so a list of candidates can be comma-separated)."""
+    runs, start = [], layers[0]
+    for a, b in zip(layers, layers[1:] + [None]):
+        if b != a + 1:
+            runs.append(str(start) if start == a else f"{start}-{a}")
+            start = b
+    return "+".join(runs)
+
+
+def _parse_layers(text: str) -> list[int]:
+    out: list[int] = []
+    for part in re.split(r"[+,]", text):
+        m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part)
+        if not m:
+            raise ValueError(f"'{text}' is not a layer list: write indices and ranges, e.g. layerskip:0-9+20-29")
+        lo, hi = int(m[1]), int(m[2] or m[1])
+        out.extend(range(lo, hi + 1))
+    return sorted(set(out))
+
+
+@dataclass
+class Candidate:
+    """One row of the advice: an engine method; for 'draft' the draft model's spec, for
+    'layerskip' optionally the kept layers."""
+    method: str
+    draft: str | None = None
+    layers: list[int] | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> "Candidate":
+        """'pld', 'logitspec', 'head', 'hybrid', 'layerskip', 'layerskip:0-9+20-29' or 'draft:SPEC'."""
+        text = text.strip()
+        method, _, rest = text.partition(":")
+        if method == "layerskip":
+            return cls(method, None, _parse_layers(rest) if rest.strip() else None)
+        method, draft = resolve_draft(method, rest or None)
+        if method != "ar" and method not in REGISTRY:
+            raise ValueError(f"'{text}' is not a candidate: use one of {', '.join(REGISTRY)}, or draft:SPEC")
+        if method == "draft" and not draft:
+            raise ValueError("a draft-model candidate names its model: draft:SPEC (a hub id or 'bundled')")
+        return cls(method, draft)
+
+    @property
+    def label(self) -> str:
+        if self.method == "draft":
+            return f"draft {self.draft}"
+        if self.layers:
+            return f"layerskip[{_layers_text(self.layers)}]"
+        return self.method
+
+    @property
+    def knobs(self) -> dict:
+        return {"layers": list(self.layers)} if self.layers else {}
+
+
+@dataclass
+class Measured:
+    """One candidate measured once at k_max (see the module docstring)."""
+    candidate: Candidate
+    k_max: int
+    cycles: int
+    reached: list[float]
+    accepted: list[float]
+    nodes_at_depth: list[float]  # mean draft tokens per cycle at depth ≤ d, d = 1…k_max
+    c: float  # a draft step in plain steps (a model draft) or drafting per cycle (draft-free)
+    per_step: bool  # whether c is per draft step
+    tokens_per_s: float
+
+    @property
+    def conditional(self) -> list[float]:
+        return [a / r if r else 0.0 for a, r in zip(self.accepted, self.reached)]
+
+    @property
+    def marginal(self) -> list[float]:
+        return [a / self.cycles if self.cycles else 0.0 for a in self.accepted]
+
+
+@dataclass
+class Check:
+    k: int
+    predicted: float
+    measured: float
+    flag: str = ""  # why the prediction missed by more than MISS, if it did
+
+
+@dataclass
+class LoadCost:
+    """Seconds of one target pass over n tokens per run (`pass_s[i][j]`: batch_sizes[i], sizes[j]),
+    timed in this process with a cache of `prefix_len` tokens per run; sizes[0] is 1, a plain step."""
+    batch_sizes: list[int]
+    sizes: list[int]
+    pass_s: list[list[float]]
+    prefix_len: int
+
+    def step_s(self, i: int) -> float:
+        return self.pass_s[i][0]
+
+    def pass_at(self, i: int, n: float) -> float:
+        return interpolate(dict(zip(self.sizes, self.pass_s[i])), n)
+
+
+@dataclass
+class Profile:
+    """Everything the advice rests on, as data: reloadable without a model."""
+    target: str
+    prompts: int
+    settings: dict
+    machine: str
+    ar_tokens_per_s: float
+    step_s: float
+    v: dict[int, float]  # the cost profile's v(n) at n = 1…
+    measured: list[Measured] = field(default_factory=list)
+    checks: dict[str, Check] = field(default_factory=dict)
+    measured_at: str = ""
+    pairs: dict[str, list[dict]] = field(default_factory=dict)  # draft label → pair-check findings
+    refused: dict[str, str] = field(default_factory=dict)  # candidate label → why it was not measured
+    load: LoadCost | None = None
+    load_note: str = ""  # why there is no load prediction, when there is none
+    disagreement: dict | None = None  # measure/disagreement.Disagreement.to_dict()
+    disagreement_note: str = ""  # why there is none, when there is none
+
+    def v_of(self, n: float) -> float:
+        return interpolate(self.v, n)
+
+    def to_dict(self) -> dict:
+        return {"format": FORMAT, **asdict(self)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Profile":
+        if not isinstance(d, dict) or d.get("format") not in READS:
+            got = d.get("format") if isinstance(d, dict) else type(d).__name__
+            raise ValueError(f"not a SpecViz advice profile (format {got!r}, expected {FORMAT!r})")
+        try:
+            d = {k: v for k, v in d.items() if k != "format"}
+            d["v"] = {int(n): float(x) for n, x in d["v"].items()}
+            d["measured"] = [Measured(**{**m, "candidate": Candidate(**m["candidate"])}) for m in d["measured"]]
+            d["checks"] = {k: Check(**c) for k, c in d.get("checks", {}).items()}
+            d["load"] = LoadCost(**d["load"]) if d.get("load") else None
+            return cls(**d)
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise ValueError(f"the advice profile is damaged ({type(e).__name__}: {e}); measure it again") from None
+
+
+# -- prediction: pure arithmetic ------------------------------------------------------------------
+def tokens_per_cycle(m: Measured, k: int) -> float:
+    return 1.0 + sum(m.marginal[:min(k, m.k_max)])
+
+
+def _draft_cost(m: Measured, k: int) -> float:
+    return k * m.c if m.per_step else m.c
+
+
+def _nodes(m: Measured, k: int) -> float:
+    k = min(k, m.k_max)
+    return m.nodes_at_depth[k - 1] if m.nodes_at_depth else float(k)
+
+
+def predicted_speedup(m: Measured, k: int, v: Callable[[float], float]) -> float:
+    """S(K) of the module docstring."""
+    k = min(k, m.k_max)
+    return tokens_per_cycle(m, k) / (_draft_cost(m, k) + v(_nodes(m, k) + 1))
+
+
+def curve(m: Measured, v: Callable[[float], float]) -> list[tuple[int, float]]:
+    return [(k, predicted_speedup(m, k, v)) for k in range(1, m.k_max + 1)]
+
+
+def break_even(m: Measured, k: int, v: Callable[[float], float]) -> float | None:
+    """The constant per-position rate α at which S(k) = 1 (None: it loses even at α = 1)."""
+    cost = _draft_cost(m, k) + v(_nodes(m, k) + 1)
+    if expected_tokens(1.0, k) < cost:
+        return None
+    lo, hi = 0.0, 1.0
+    for _ in range(50):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if expected_tokens(mid, k) < cost else (lo, mid)
+    return hi
+
+
+def ranked(profile: Profile) -> list[tuple[Measured, int, float]]:
+    """(candidate, best K, predicted S there), best first."""
+    rows = [(m, *best_k(curve(m, profile.v_of))) for m in profile.measured]
+    return sorted(rows, key=lambda r: -r[2])
+
+
+def load_speedup(m: Measured, k: int, load: LoadCost, i: int) -> float:
+    """S_B(K) of the module docstring at batch load.batch_sizes[i]."""
+    k = min(k, m.k_max)
+    cycle_s = _draft_cost(m, k) * load.step_s(0) + load.pass_at(i, _nodes(m, k) + 1)
+    return tokens_per_cycle(m, k) * load.step_s(i) / cycle_s
+
+
+def under_load(profile: Profile) -> list[tuple[Measured, list[tuple[int, int, float]], int | None]]:
+    """Per candidate: (batch size, best K there, S_B) for every measured batch size, and the first
+    batch size at which it no longer pays (None: it pays at every one measured)."""
+    if profile.load is None:
+        return []
+    out = []
+    for m in profile.measured:
+        points = []
+        for i, b in enumerate(profile.load.batch_sizes):
+            k, s = best_k([(k, load_speedup(m, k, profile.load, i)) for k in range(1, m.k_max + 1)])
+            points.append((b, k, s))
+        out.append((m, points, next((b for b, _, s in points if s < 1.0), None)))
+    return out
+
+
+def miss_reason(predicted: float, measured: float, m: Measured) -> str:
+    """Why a prediction missed by more than MISS, in a sentence; '' when it did not."""
+    if not measured or abs(predicted - measured) <= MISS * measured:
+        return ""
+    if predicted > measured:
+        return (f"predicted {predicted:.2f}× but measured {measured:.2f}×: time outside the model passes "
+                "(Python per cycle, the host's load) is not in the formula, and it weighs more when a cycle "
+                "commits few tokens")
+    return (f"predicted {predicted:.2f}× but measured {measured:.2f}×: the cost profile's v(n) is higher than "
+            "this run's passes cost, or the plain run was slowed by the host's load")
+
+
+# -- the report ------------------------------------------------------------------------------------
+def summary(profile: Profile) -> str:
+    """One line: what was measured, how, where and when."""
+    s = profile.settings
+    return (f"Target {profile.target}, {profile.prompts} prompts, T = {s.get('temperature')}, top-p = "
+            f"{s.get('top_p')}, {s.get('max_new_tokens')} new tokens, measured once at K = {s.get('k_max')} "
+            f"with planning off; {profile.machine}; {profile.measured_at}. Plain decoding: "
+            f"{profile.ar_tokens_per_s:.1f} tokens/s.")
+
+
+def recommendation(profile: Profile) -> str:
+    """The advice in a sentence or two: the pick, its K, its predicted (and checked) speedup."""
+    rows = ranked(profile)
+    if not rows:
+        return "No candidate was measured, so there is nothing to recommend."
+    m, k, s = rows[0]
+    chk = profile.checks.get(m.candidate.label)
+    checked = "" if chk is None else f", measured {chk.measured:.2f}× at K = {chk.k}"
+    text = f"Use {m.candidate.label} at K = {k}: predicted {s:.2f}× plain decoding{checked}."
+    if s < 1.0:
+        text = f"Keep plain decoding: the best candidate, {m.candidate.label} at K = {k}, is predicted at {s:.2f}×."
+    if len(rows) > 1:
+        m2, k2, s2 = rows[1]
+        text += f" Next: {m2.candidate.label} at K = {k2}, {s2:.2f}×."
+    return text
+
+
+def findings(profile: Profile) -> list[str]:
+    """The pair checks and refusals, one sentence each (plain text: the page escapes it)."""
+    out = [f"{label}: {f['message']}" for label, fs in profile.pairs.items() for f in fs if f.get("level") != "ok"]
+    out += [f"{label} was not measured: {why}" for label, why in profile.refused.items()]
+    return out
+
+
+def load_sentences(profile: Profile) -> list[str]:
+    if profile.load is None:
+        return [profile.load_note] if profile.load_note else []
+    top = profile.load.batch_sizes[-1]
+    return [f"{m.candidate.label} stops paying at {b} runs at once." if b is not None else
+            f"{m.candidate.label} still pays at {top} runs at once ({points[-1][2]:.2f}× at K = {points[-1][1]})."
+            for m, points, b in under_load(profile)]
+
+
+def disagreement_sentences(profile: Profile) -> list[str]:
+    if not profile.disagreement:
+        return [profile.disagreement_note] if profile.disagreement_note else []
+    from specviz.measure.disagreement import Disagreement
+
+    return Disagreement.from_dict(profile.disagreement).sentences()
+
+
+def report(profile: Profile) -> str:
+    """The ranked table, per-position rates (conditional and marginal, labelled), load, pair checks,
+    disagreement and the checks, in markdown."""
+    lines = [summary(profile), "", recommendation(profile), "",
+             "| rank | candidate | best K | predicted speedup | break-even α | c | checked: measured speedup |",
+             "|---|---|---|---|---|---|---|"]
+    for i, (m, k, s_k) in enumerate(ranked(profile), 1):
+        be = break_even(m, k, profile.v_of)
+        chk = profile.checks.get(m.candidate.label)
+        checked = "–" if chk is None else f"{chk.measured:.2f}× at K = {chk.k}" + (f" ⚠ {chk.flag}" if chk.flag else "")
+        unit = "per step" if m.per_step else "per cycle"
+        lines.append(f"| {i} | {m.candidate.label} | {k} | {s_k:.2f}× | {'none' if be is None else f'{be:.2f}'} | "
+                     f"{m.c:.3f} {unit} | {checked} |")
+    lines += ["", "Acceptance by draft position, measured at K = k_max:", "",
+              "| candidate | conditional: P(accepted at i given i reached) | marginal: P(position i accepted) |",
+              "|---|---|---|"]
+    for m in profile.measured:
+        lines.append(f"| {m.candidate.label} | {', '.join(f'{x:.2f}' for x in m.conditional)} | "
+                     f"{', '.join(f'{x:.2f}' for x in m.marginal)} |")
+    if profile.load is not None:
+        sizes = profile.load.batch_sizes
+        lines += ["", "Predicted speedup under load (runs decoding at once; best K at each):", "",
+                  "| candidate | " + " | ".join(f"B = {b}" for b in sizes) + " |", "|---" * (len(sizes) + 1) + "|"]
+        for m, points, _ in under_load(profile):
+            lines.append(f"| {m.candidate.label} | " + " | ".join(f"{s:.2f}× (K {k})" for _, k, s in points) + " |")
+    for title, items in (("Under load", load_sentences(profile)), ("Pair check", findings(profile)),
+                         ("Where the candidates disagree", disagreement_sentences(profile))):
+        if items:
+            lines += ["", f"{title}:", ""] + [f"- {x}" for x in items]
+    return "\n".join(lines)
+
+
+def save(profile: Profile, path: Path) -> None:
+    Path(path).write_text(json.dumps(profile.to_dict(), indent=1), encoding="utf-8")
+
+
+def load(path: Path) -> Profile:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ValueError(f"Cannot read the advice profile {path}: {e}") from None
+    return Profile.from_dict(data)
