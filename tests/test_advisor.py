@@ -149,3 +149,19 @@ def test_a_damaged_profile_is_refused_with_what_to_do():
     """A file in the right format but with a field missing is refused with one sentence, not a traceback."""
     with pytest.raises(ValueError, match="damaged.*measure it again"):
         advice.Profile.from_dict({"format": advice.FORMAT, "target": "t"})
+
+
+def test_a_draft_the_pair_check_blocks_is_left_out_with_the_reason():
+    """The advisor checks a draft model before measuring it: a draft whose tokenizer swaps two ids
+    is not measured, the profile says why, and the report carries the pair check's sentence; the
+    other candidates are measured as usual."""
+    from tests.test_pair_check import model, tok
+
+    target, bad = model(tok(), name="t"), model(tok(swap=(5, 6)), name="swapped")
+    profile = advisor.measure(target, [advice.Candidate("pld"), advice.Candidate("draft", "swapped")],
+                              [[3, 4, 5, 3, 4, 5, 3, 4]], lambda spec: bad, lambda n: 1.0, k_max=2,
+                              max_new_tokens=6, check=0, load_batches=(), progress=lambda m: None)
+    assert [m.candidate.label for m in profile.measured] == ["pld"]
+    assert "pair check found an error" in profile.refused["draft swapped"]
+    text = advice.report(profile)
+    assert "draft swapped: The tokenizers differ at 2 of the 40 ids" in text and "id 5 is" in text

@@ -20,6 +20,7 @@ from specviz.ui.settings import BASE_INPUTS, RunSettings
 from specviz.ui import state
 from specviz.ui.limits import served_targets
 from specviz.ui.views import ASSETS
+from specviz.ui.advise_tab import build_advise_tab
 from specviz.ui.compare_tab import build_compare_tabs
 
 log = logging.getLogger(__name__)
@@ -214,6 +215,7 @@ def build_demo() -> gr.Blocks:
             with gr.Tab("Learn", id="learn", elem_id="sv-tab-learn"):
                 learn.build_learn_tab()
             build_compare_tabs(decode)  # the Compare and Theory & hardware tabs
+            build_advise_tab(decode, [e["prompt"] for e in load_examples()])
         if run is not None and run.cycles:  # the slider starts on the cycle the views show
             centre["cycle"].value = views.index_on_screen(run, None)
             centre["cycle"].maximum = max(len(run.cycles) - 1, 1)

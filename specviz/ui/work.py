@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Iterator
 
-from specviz.measure import batch_effect
+from specviz.measure import advisor, batch_effect
 from specviz.decoding import planner
 from specviz.measure.comparison import Comparison
 from specviz.models.costs import CostProfile
@@ -158,3 +158,17 @@ def batch(spec: str, k: int, refresh: bool):
                          "batches on its server. Measure it there, or pick a target that runs here.")
     return batch_effect.measure_batch_effect(model(spec), k=int(k), cache_file=batch_effect.default_cache_file(),
                                              refresh=bool(refresh))
+
+
+# -- Advise -----------------------------------------------------------------------------------------
+def advise_duration(target: str, candidates: list, prompts: list[str], options: dict) -> int:
+    runs = len(prompts) * (len(candidates) + 1 + 2 * int(options.get("check", 2)))  # measure, anchor, checks
+    return _seconds(runs * int(options.get("max_new_tokens", 48)), base=STEP_S + 30)  # + the batched passes
+
+
+@on_gpu(duration=advise_duration)
+def advise(target: str, candidates: list, prompts: list[str], options: dict):
+    """The advisor's measurement (measure/advisor.py); yields (what it does next, the profile so far)."""
+    target_model = model(target)
+    yield from advisor.measure_steps(target_model, candidates, prompts, model, planner.verify_cost(target_model),
+                                     **options)

@@ -1,0 +1,205 @@
+"""The Advise tab: which draft, method and K for this target, on these prompts and this machine.
+
+The measurement is specviz.measure.advisor's, run through work.advise (a GPU call on ZeroGPU) in the
+same queue slot as every other model event; the drawing is specviz.viz.advice_figures. The tab opens
+on a recorded profile (assets/recorded_advice.json), and a saved profile can be replayed without a
+model, so the page paints before anything loads.
+"""
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import gradio as gr
+
+from specviz.measure import advice
+from specviz.models.loader import EMPTY_PROMPT
+from specviz.ui import errors, work
+from specviz.ui.limits import check_prompt_text, check_run_settings
+from specviz.ui.presets import BUNDLED, K_RANGE, MAX_NEW_RANGE, TARGETS, TEMPERATURE_RANGE, TOP_P_RANGE
+from specviz.ui.state import LIMITS, load_with_progress, session_of
+from specviz.ui.views import ASSETS, status_html
+from specviz.viz import advice_figures as afig
+
+RECORDED = ASSETS / "recorded_advice.json"
+METHODS = [("Hybrid", "hybrid"), ("Prompt lookup", "pld"), ("LogitSpec", "logitspec"),
+           ("Draft head (bundled target)", "head"), ("Layer skip", "layerskip")]
+DEFAULT_METHODS = ["hybrid", "pld", "logitspec", "head", "layerskip"]
+SEPARATOR = "---"  # a line holding only this separates two prompts
+MAX_PROMPTS = 8
+MAX_CANDIDATES = 8
+K_MAX_DEFAULT = 8
+MAX_NEW_DEFAULT = 48
+INTRO = ("<p class='sv-cmp-intro'>Every candidate decodes the prompts once at K max with planning off, so each "
+         "draft position is judged; per position the page shows the conditional rate P(accepted at i | i "
+         "reached) and the marginal rate P(position i accepted). From them and the target's measured pass "
+         "costs it predicts the speedup at every K and under load, ranks the candidates, then decodes the best "
+         "ones for real beside plain decoding and flags a prediction more than 15 % off. Separate prompts with "
+         f"a line holding only <code>{SEPARATOR}</code>.</p>")
+
+
+def _recorded() -> advice.Profile | None:
+    try:
+        return advice.load(RECORDED)
+    except ValueError:
+        return None
+
+
+def _paint(message: str, level: str, profile: advice.Profile | None, file: str | None = None) -> tuple:
+    if profile is None:
+        empty = advice.Profile("", 0, {}, "", 0.0, 0.0, {1: 1.0})
+        return (status_html(message, level), "", afig.curves_figure(empty), afig.acceptance_figure(empty),
+                afig.load_figure(empty), file)
+    return (status_html(message, level), afig.advice_html(profile), afig.curves_figure(profile),
+            afig.acceptance_figure(profile), afig.load_figure(profile), file)
+
+
+def first_values() -> tuple:
+    """What the tab shows before anyone measures: the recorded profile, said to be recorded."""
+    profile = _recorded()
+    if profile is None:
+        return _paint("Pick a target, candidates and prompts, then press Advise.", "info", None)
+    note = (f"Recorded on {profile.measured_at} ({profile.machine}), on the bundled model and the public benchmark "
+            "prompts. Press Advise to measure on this server; 'python scripts/advise_bench.py' records it anew.")
+    return _paint(note, "info", profile)
+
+
+def parse_prompts(text: str) -> list[str]:
+    prompts, lines = [], []
+    for line in (text or "").splitlines() + [SEPARATOR]:
+        if line.strip() == SEPARATOR:
+            if "\n".join(lines).strip():
+                prompts.append("\n".join(lines).strip())
+            lines = []
+        else:
+            lines.append(line)
+    return prompts
+
+
+def candidates_of(methods: list[str], drafts: str) -> list[advice.Candidate]:
+    out = [advice.Candidate.parse(m) for m in methods or []]
+    out += [advice.Candidate.parse(f"draft:{d.strip()}") for d in (drafts or "").split(",") if d.strip()]
+    if not out:
+        raise ValueError("No candidate: tick at least one method, or name a draft model.")
+    if len(out) > MAX_CANDIDATES:
+        raise ValueError(f"{len(out)} candidates; this page measures at most {MAX_CANDIDATES} at once.")
+    return out
+
+
+def _save(profile: advice.Profile) -> str:
+    path = Path(tempfile.mkdtemp(prefix="specviz-advice-")) / "profile.json"
+    advice.save(profile, path)
+    return str(path)
+
+
+def run_advice(target: str, methods: list[str], drafts: str, prompts_text: str, k_max: int, max_new: int,
+               temperature: float, top_p: float, check: int, under_load: bool, request: gr.Request,
+               progress=gr.Progress()):
+    """Measure, predict and check; stream what it does next, and paint the profile when done."""
+    session = session_of(request)
+    session.compare_stop.clear()
+    try:
+        spec = (target or BUNDLED).strip() or BUNDLED
+        cands = candidates_of(methods, drafts)
+        prompts = parse_prompts(prompts_text)
+        if not prompts:
+            raise ValueError(EMPTY_PROMPT)
+        if len(prompts) > MAX_PROMPTS:
+            raise ValueError(f"{len(prompts)} prompts; this page measures at most {MAX_PROMPTS} (the command line "
+                             "takes any number: python -m specviz advise --prompts FILE).")
+        for p in prompts:
+            check_prompt_text(p, LIMITS)
+        check_run_settings(LIMITS, int(k_max), int(max_new))
+        options = dict(k_max=int(k_max), max_new_tokens=int(max_new), temperature=float(temperature),
+                       top_p=float(top_p), check=int(check), load_batches=advice.LOAD_BATCHES if under_load else ())
+        yield _paint("Loading the models…", "info", None)
+        load_with_progress(spec, progress)  # here, never inside a GPU call
+        for c in cands:
+            if c.draft:
+                load_with_progress(c.draft, progress)
+    except errors.USER_ERRORS as e:
+        yield _paint(str(e), "error", None)
+        return
+    profile, steps = None, work.advise(spec, cands, prompts, options)
+    try:
+        for message, profile in steps:
+            if message == "done":
+                break
+            progress(None, desc=message)
+            yield _paint(f"{message[:1].upper()}{message[1:]}…", "info", profile if profile.measured else None)
+            if session.compare_stop.is_set():
+                yield _paint("Stopped. What was measured so far is shown; there are no checks yet.", "warn",
+                             profile if profile.measured else None)
+                return
+    except Exception as e:  # noqa: BLE001 -- a failed measurement must not take the page down
+        yield _paint(errors.message(e, errors.TAB_HINT), "error", profile if profile and profile.measured else None)
+        return
+    finally:
+        steps.close()
+    flagged = [k for k, c in profile.checks.items() if c.flag]
+    level, note = ("warn", f"Done; the prediction for {', '.join(flagged)} missed by more than 15 % (why: in the "
+                           "table).") if flagged else ("ok", "Done: measured, predicted and checked.")
+    yield _paint(note, level, profile, _save(profile))
+
+
+def replay(file) -> tuple:
+    """A saved profile.json, shown without a model."""
+    if file is None:
+        return (gr.skip(),) * 6
+    try:
+        profile = advice.load(Path(getattr(file, "name", file)))
+    except ValueError as e:
+        return _paint(str(e), "error", None)
+    return _paint(f"Replayed {Path(getattr(file, 'name', file)).name}: measured {profile.measured_at} "
+                  f"({profile.machine}); no model ran.", "ok", profile)
+
+
+def stop(request: gr.Request) -> str:
+    session_of(request).compare_stop.set()
+    return status_html("Stopping after the current piece of work…", "warn")
+
+
+def build_advise_tab(decode: dict, examples: list[str]) -> None:
+    """Add the Advise tab to the Blocks being built; `decode` holds the shared concurrency kwargs and
+    `examples` the page's example prompts, the first three of which fill the prompt box."""
+    with gr.Tab("Advise", id="advise", elem_id="sv-tab-advise"):
+        gr.HTML(INTRO)
+        with gr.Row():
+            target = gr.Dropdown(TARGETS, value=BUNDLED, allow_custom_value=True, label="Target", min_width=240,
+                                 elem_id="sv-adv-target")
+            methods = gr.CheckboxGroup(METHODS, value=DEFAULT_METHODS, label="Draft-free and built-in candidates",
+                                       elem_id="sv-adv-methods")
+            drafts = gr.Textbox("", label="Draft models (comma-separated specs)", max_lines=1,
+                                info="Each is checked against the target's tokenizer first.", elem_id="sv-adv-drafts")
+        prompts = gr.Textbox(f"\n{SEPARATOR}\n".join(examples[:3]), lines=6, max_lines=16, label="Prompts", elem_id="sv-adv-prompts")
+        with gr.Row():
+            k_max = gr.Slider(*K_RANGE, value=min(K_MAX_DEFAULT, K_RANGE[1]), step=1, precision=0, label="K max",
+                              elem_id="sv-adv-kmax")
+            max_new = gr.Slider(*MAX_NEW_RANGE, value=MAX_NEW_DEFAULT, step=1, precision=0, label="Max new tokens",
+                                elem_id="sv-adv-maxnew")
+            temperature = gr.Slider(*TEMPERATURE_RANGE, value=0.0, step=0.05, label="Temperature", elem_id="sv-adv-temp")
+            top_p = gr.Slider(*TOP_P_RANGE, value=1.0, step=0.05, label="Top-p", elem_id="sv-adv-topp")
+            check = gr.Slider(0, 4, value=2, step=1, precision=0, label="Check the best N for real",
+                              elem_id="sv-adv-check")
+            under_load = gr.Checkbox(True, label="Predict under load (times batched passes)",
+                                     elem_id="sv-adv-load-on")
+        with gr.Row():
+            go = gr.Button("Advise", variant="primary", elem_id="sv-adv-go")
+            stop_btn = gr.Button("Stop", variant="stop", elem_id="sv-adv-stop")
+            upload = gr.File(label="Replay a profile.json", file_types=[".json"], height=90,
+                             elem_id="sv-adv-upload")
+        first = first_values()
+        status = gr.HTML(first[0], elem_id="sv-adv-status")
+        html = gr.HTML(first[1], elem_id="sv-adv-table")
+        with gr.Row(equal_height=False):
+            curves = gr.Plot(first[2], show_label=False, elem_id="sv-adv-curves")
+            accept = gr.Plot(first[3], show_label=False, elem_id="sv-adv-accept")
+        loadp = gr.Plot(first[4], show_label=False, elem_id="sv-adv-load")
+        download = gr.File(label="This profile (JSON: advise --from reads it)", interactive=False,
+                           elem_id="sv-adv-download")
+    outputs = [status, html, curves, accept, loadp, download]
+    event = go.click(run_advice, inputs=[target, methods, drafts, prompts, k_max, max_new, temperature, top_p,
+                                         check, under_load], outputs=outputs, api_name="advise",
+                     show_progress_on=[status], **decode)
+    stop_btn.click(stop, outputs=status, cancels=[event], api_name="advise_stop", show_progress="hidden")
+    upload.upload(replay, inputs=upload, outputs=outputs, api_name="advise_replay", show_progress="hidden")

@@ -1,0 +1,102 @@
+"""The Advise tab in headless Chromium: it opens on the recorded profile before any model loads,
+replays a saved profile, refuses a bad one, and runs a small advice on the bundled model."""
+from __future__ import annotations
+
+import importlib
+import json
+
+import pytest
+
+from tests.conftest import IN_CI
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+sync_api = importlib.import_module("playwright.sync_api") if IN_CI else pytest.importorskip("playwright.sync_api")
+
+WAIT_MS = 60_000
+RUN_MS = 300_000  # a small advice on a busy 2-core machine
+
+
+@pytest.fixture(scope="module")
+def url():
+    from specviz.browser import serve
+
+    demo, address = serve()
+    yield address
+    demo.close()
+
+
+@pytest.fixture
+def page(chromium, url):
+    context = chromium.new_context(viewport={"width": 1600, "height": 1000})
+    tab = context.new_page()
+    tab.goto(url, wait_until="domcontentloaded")
+    tab.wait_for_selector("#sv-tree .js-plotly-plot", timeout=WAIT_MS)
+    tab.locator("#sv-tabs button[role=tab]:has-text('Advise')").click()
+    tab.wait_for_selector("#sv-adv-curves .js-plotly-plot", timeout=WAIT_MS)
+    yield tab
+    context.close()
+
+
+def wait_text(page, selector: str, needle: str, timeout: int = WAIT_MS) -> None:
+    page.wait_for_function("([s, n]) => (document.querySelector(s)?.innerText || '').includes(n)",
+                           arg=[selector, needle], timeout=timeout)
+
+
+def test_the_tab_opens_on_the_recorded_profile_before_any_model_loads(page):
+    """Without a click beyond the tab: the recorded recommendation, a row per recorded candidate, the
+    S(K), acceptance and load figures with a trace per candidate, and still no model in memory."""
+    from specviz.measure import advice
+    from specviz.ui import advise_tab
+    from specviz.ui.state import MODELS
+
+    recorded = advice.load(advise_tab.RECORDED)
+    assert "Recorded on" in page.locator("#sv-adv-status").inner_text()
+    table = page.locator("#sv-adv-table").inner_text()
+    assert advice.recommendation(recorded) in table
+    assert page.locator("#sv-adv-table tbody tr").count() == len(recorded.measured)
+    for plot in ("#sv-adv-curves", "#sv-adv-load"):
+        assert page.locator(f"{plot} .scatterlayer .trace").count() >= len(recorded.measured)
+    assert page.locator("#sv-adv-accept .scatterlayer .trace").count() == 2 * len(recorded.measured)
+    assert MODELS.peek("bundled") is None
+
+
+def test_a_saved_profile_replays_and_a_bad_file_is_refused(page, tmp_path):
+    """Uploading a profile.json repaints the tab from it; a JSON file that is not a profile leaves a
+    message naming the problem in the status line."""
+    from specviz.measure import advice
+    from specviz.ui import advise_tab
+
+    profile = advice.load(advise_tab.RECORDED)
+    profile.measured = profile.measured[:2]
+    profile.checks = {}
+    good = tmp_path / "two.json"
+    advice.save(profile, good)
+    page.locator("#sv-adv-upload input[type=file]").set_input_files(str(good))
+    wait_text(page, "#sv-adv-status", "Replayed two.json")
+    assert page.locator("#sv-adv-table tbody tr").count() == 2
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"format": "something else"}))
+    page.locator("#sv-adv-upload button[aria-label='Clear']").first.click()
+    page.locator("#sv-adv-upload input[type=file]").set_input_files(str(bad))
+    wait_text(page, "#sv-adv-status", "not a SpecViz advice profile")
+
+
+def test_a_small_advice_runs_and_offers_its_profile(page):
+    """On the bundled model, two draft-free candidates on one short prompt: the status streams what
+    it does, ends 'Done', the table ranks exactly those two, and the profile is offered for download."""
+    methods = page.locator("#sv-adv-methods")
+    for name in ("Hybrid", "Draft head (bundled target)", "Layer skip"):
+        methods.get_by_label(name, exact=True).uncheck()
+    page.locator("#sv-adv-prompts textarea").fill("Count from one to twenty: one, two, three,")
+    for slider, value in (("#sv-adv-kmax", "2"), ("#sv-adv-maxnew", "8"), ("#sv-adv-check", "1")):
+        box = page.locator(f"{slider} input[type=number]")
+        box.fill(value)
+        box.press("Enter")
+    page.locator("#sv-adv-load-on input").uncheck()
+    page.locator("#sv-adv-go").click()
+    wait_text(page, "#sv-adv-status", "Done", timeout=RUN_MS)
+    rows = page.locator("#sv-adv-table tbody tr")
+    assert rows.count() == 2
+    assert {rows.nth(i).locator("td").nth(1).inner_text() for i in range(2)} == {"pld", "logitspec"}
+    assert "measured" in page.locator("#sv-adv-table").inner_text()
+    assert page.locator("#sv-adv-download a").count() >= 1
