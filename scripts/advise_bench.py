@@ -7,8 +7,11 @@
 3. It reports the recommended configuration's measured speed against the sweep's best, and the top
    pick's predicted speedup against its checked measurement.
 
-    .venv/bin/python scripts/advise_bench.py --limit 8 --max-new-tokens 48 --k-max 6 --repeats 2 \\
+    .venv/bin/python scripts/advise_bench.py --max-new-tokens 40 --k-max 5 --repeats 2 --record \\
         --out docs/bench/2026-12-01-advise
+
+The default prompts are six of the public set, one per kind (IDS): on a 2-core CPU the sweep of six
+candidates × K 1…5 × 2 repeats then takes about half an hour.
 
 Writes profile.json (the advisor's), sweep.json and summary.md to --out; with --record also
 assets/recorded_advice.json, the profile the app's Advise tab opens on.
@@ -30,25 +33,26 @@ from specviz.decoding import planner  # noqa: E402
 from specviz.measure import advice, advisor  # noqa: E402
 from specviz.models.loader import load  # noqa: E402
 
-CANDIDATES = "head,layerskip,layerskip:0-5+24-29,layerskip:0-2+27-29,pld,logitspec,hybrid"
+CANDIDATES = "head,layerskip,layerskip:0-5+24-29,pld,logitspec,hybrid"
 PROMPTS = ROOT.parent / "shared" / "bench" / "prompts.json"
+IDS = "sum-1,code-1,rag-1,ext-1,math-1,chat-1"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--candidates", default=CANDIDATES)
     ap.add_argument("--prompts", default=str(PROMPTS))
-    ap.add_argument("--limit", type=int, default=8)
-    ap.add_argument("--k-max", type=int, default=6)
-    ap.add_argument("--max-new-tokens", type=int, default=48)
+    ap.add_argument("--ids", default=IDS, help="comma-separated prompt ids of the prompt file (default %(default)s)")
+    ap.add_argument("--k-max", type=int, default=5)
+    ap.add_argument("--max-new-tokens", type=int, default=40)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--out", required=True)
     ap.add_argument("--record", action="store_true", help="also write assets/recorded_advice.json")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    items = json.loads(Path(args.prompts).read_text(encoding="utf-8"))[: args.limit]
-    prompts = [x["prompt"] if isinstance(x, dict) else x for x in items]
+    items = {x["id"]: x["prompt"] for x in json.loads(Path(args.prompts).read_text(encoding="utf-8"))}
+    prompts = [items[i.strip()] for i in args.ids.split(",")]
     target = load("bundled")
     cands = [advice.Candidate.parse(c) for c in args.candidates.split(",")]
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -80,14 +84,14 @@ def main() -> None:
     top, top_k, top_pred = advice.ranked(profile)[0]
     pick_key = f"{top.candidate.label}|{top_k}"
     chk = profile.checks.get(top.candidate.label)
-    data = dict(started=started, machine=profile.machine, prompts=len(prompts), k_max=args.k_max,
+    data = dict(started=started, machine=profile.machine, prompts=args.ids.split(","), k_max=args.k_max,
                 max_new_tokens=args.max_new_tokens, repeats=args.repeats, ar_tokens_per_s=ar_rate,
                 ar_runs=ar, sweep={k: dict(tokens_per_s=v, speedup=v / ar_rate, runs=rates[k]) for k, v in sweep.items()},
                 best=best_key, pick=pick_key, pick_vs_best=sweep[pick_key] / sweep[best_key],
                 pick_predicted=top_pred, pick_checked=chk.measured if chk else None,
                 pick_sweep_speedup=sweep[pick_key] / ar_rate)
     (out / "sweep.json").write_text(json.dumps(data, indent=1), encoding="utf-8")
-    lines = [f"Run started {started} on {profile.machine}; {len(prompts)} public prompts, greedy, "
+    lines = [f"Run started {started} on {profile.machine}; public prompts {args.ids}, greedy, "
              f"{args.max_new_tokens} new tokens, K 1…{args.k_max}, planning off, {args.repeats} repeats "
              f"(median); plain decoding {ar_rate:.1f} tokens/s (median of {len(ar)}).", "",
              "| candidate | " + " | ".join(f"K={k}" for k in range(1, args.k_max + 1)) + " | advisor's K, predicted |",

@@ -9,25 +9,31 @@ deep and positions 1…i−1 were accepted. Over all cycles of a candidate measu
 - the *marginal* rate, P(position i accepted) = accepted_i ÷ cycles.
 
 **S(K) for every K from one measurement.** Accepting at position i does not depend on what was
-drafted after it, so cutting drafts at K keeps positions 1…K as measured. With n_K the mean draft
-tokens per cycle at depth ≤ K (a tree's siblings included) and v(n) the cost of a verify pass over n
-tokens in plain steps,
+drafted after it, so cutting drafts at K keeps positions 1…K as measured. Costs are in *plain
+cycles*: the measured time of one cycle of plain decoding, of which the share `pass_share` is its
+one-token target pass and the rest the engine's own work. With n_K the mean draft tokens per cycle
+at depth ≤ K (a tree's siblings included), v(n) a target pass over n tokens in one-token passes,
+and o the candidate's measured time per cycle outside drafting and its pass,
 
-    S(K) = (1 + Σ_{i=1..K} marginal_i) / (cost_draft(K) + v(n_K + 1)),
+    S(K) = (1 + Σ_{i=1..K} marginal_i) / (cost_draft(K) + pass_share · v(n_K + 1) + o),
 
-cost_draft(K) = K·c for a method that runs a model per step (c: one step in plain steps) and c, its
-measured drafting per cycle, for a draft-free one. For a chain with a constant rate α the numerator
-is Leviathan et al.'s (1 − α^(K+1)) / (1 − α) (measure/theory.py). The break-even rate is the
-constant α at which S at the candidate's best K would be 1: below it, plain decoding wins.
+cost_draft(K) = K·c for a method that runs a model per step (c: one step) and c, its measured
+drafting per cycle, for a draft-free one. With pass_share = 1 and o = 0 this is Leviathan et al.'s
+S(K); for a chain with a constant rate α the numerator is (1 − α^(K+1)) / (1 − α)
+(measure/theory.py). The break-even rate is the constant α at which S at the candidate's best K
+would be 1: below it, plain decoding wins. v(n) is timed in the same run (batch 1 of the load
+timing below), at the prompts' mean context length.
 
-**Under load.** With B runs decoding at once, plain decoding makes one token per run per batched
-step of step_B seconds; a cycle costs the drafting (seconds at batch 1: drafts are assumed not to
-batch, which is what draft-free methods do and the pessimistic case for a model draft) plus a
-batched verify pass of n_K + 1 tokens per run, pass_B(n) seconds. So
+**Under load.** With B runs decoding at once, every pass is a batched one: r_B(n) is a pass of n
+tokens per run at batch B over a one-token pass at batch 1 (timed). Plain decoding then makes one
+token per run per pass_share · r_B(1) + (1 − pass_share) plain cycles, and a speculative cycle costs
+its drafting and its own work as at batch 1 (drafts are assumed not to batch: what draft-free
+methods do, and the pessimistic case for a model draft) plus the batched pass, so
 
-    S_B(K) = (1 + Σ_{i≤K} marginal_i) · step_B / (cost_draft(K) · step_1 + pass_B(n_K + 1)),
+    S_B(K) = (1 + Σ_{i≤K} marginal_i) · (pass_share · r_B(1) + 1 − pass_share)
+             / (cost_draft(K) + pass_share · r_B(n_K + 1) + o),
 
-which is S(K) at B = 1. A batch fills the compute a single run leaves idle, pass_B(n)/step_B grows
+which is S(K) at B = 1. A batch fills the compute a single run leaves idle, r_B(n)/r_B(1) grows
 towards n, and the candidate stops paying at the first B where S_B < 1 at every K.
 """
 from __future__ import annotations
@@ -113,9 +119,10 @@ class Measured:
     reached: list[float]
     accepted: list[float]
     nodes_at_depth: list[float]  # mean draft tokens per cycle at depth ≤ d, d = 1…k_max
-    c: float  # a draft step in plain steps (a model draft) or drafting per cycle (draft-free)
+    c: float  # a draft step (a model draft) or drafting per cycle (draft-free), in plain cycles
     per_step: bool  # whether c is per draft step
     tokens_per_s: float
+    overhead: float = 0.0  # o: time per cycle outside drafting and the target pass, in plain cycles
 
     @property
     def conditional(self) -> list[float]:
@@ -158,8 +165,8 @@ class Profile:
     settings: dict
     machine: str
     ar_tokens_per_s: float
-    step_s: float
-    v: dict[int, float]  # the cost profile's v(n) at n = 1…
+    step_s: float  # one plain cycle, measured: the unit of every cost here
+    v: dict[int, float]  # v(n) at n = 1…: a pass over n tokens in one-token passes
     measured: list[Measured] = field(default_factory=list)
     checks: dict[str, Check] = field(default_factory=dict)
     measured_at: str = ""
@@ -169,6 +176,8 @@ class Profile:
     load_note: str = ""  # why there is no load prediction, when there is none
     disagreement: dict | None = None  # measure/disagreement.Disagreement.to_dict()
     disagreement_note: str = ""  # why there is none, when there is none
+    pass_share: float = 1.0  # the share of a plain cycle that is its one-token target pass
+    v_source: str = ""  # where v(n) came from
 
     def v_of(self, n: float) -> float:
         return interpolate(self.v, n)
@@ -206,19 +215,23 @@ def _nodes(m: Measured, k: int) -> float:
     return m.nodes_at_depth[k - 1] if m.nodes_at_depth else float(k)
 
 
-def predicted_speedup(m: Measured, k: int, v: Callable[[float], float]) -> float:
+def _cycle_cost(m: Measured, k: int, v: Callable[[float], float], pass_share: float) -> float:
+    return _draft_cost(m, k) + pass_share * v(_nodes(m, k) + 1) + m.overhead
+
+
+def predicted_speedup(m: Measured, k: int, v: Callable[[float], float], pass_share: float = 1.0) -> float:
     """S(K) of the module docstring."""
     k = min(k, m.k_max)
-    return tokens_per_cycle(m, k) / (_draft_cost(m, k) + v(_nodes(m, k) + 1))
+    return tokens_per_cycle(m, k) / _cycle_cost(m, k, v, pass_share)
 
 
-def curve(m: Measured, v: Callable[[float], float]) -> list[tuple[int, float]]:
-    return [(k, predicted_speedup(m, k, v)) for k in range(1, m.k_max + 1)]
+def curve(m: Measured, v: Callable[[float], float], pass_share: float = 1.0) -> list[tuple[int, float]]:
+    return [(k, predicted_speedup(m, k, v, pass_share)) for k in range(1, m.k_max + 1)]
 
 
-def break_even(m: Measured, k: int, v: Callable[[float], float]) -> float | None:
+def break_even(m: Measured, k: int, v: Callable[[float], float], pass_share: float = 1.0) -> float | None:
     """The constant per-position rate α at which S(k) = 1 (None: it loses even at α = 1)."""
-    cost = _draft_cost(m, k) + v(_nodes(m, k) + 1)
+    cost = _cycle_cost(m, k, v, pass_share)
     if expected_tokens(1.0, k) < cost:
         return None
     lo, hi = 0.0, 1.0
@@ -230,15 +243,16 @@ def break_even(m: Measured, k: int, v: Callable[[float], float]) -> float | None
 
 def ranked(profile: Profile) -> list[tuple[Measured, int, float]]:
     """(candidate, best K, predicted S there), best first."""
-    rows = [(m, *best_k(curve(m, profile.v_of))) for m in profile.measured]
+    rows = [(m, *best_k(curve(m, profile.v_of, profile.pass_share))) for m in profile.measured]
     return sorted(rows, key=lambda r: -r[2])
 
 
-def load_speedup(m: Measured, k: int, load: LoadCost, i: int) -> float:
+def load_speedup(m: Measured, k: int, load: LoadCost, i: int, pass_share: float = 1.0) -> float:
     """S_B(K) of the module docstring at batch load.batch_sizes[i]."""
     k = min(k, m.k_max)
-    cycle_s = _draft_cost(m, k) * load.step_s(0) + load.pass_at(i, _nodes(m, k) + 1)
-    return tokens_per_cycle(m, k) * load.step_s(i) / cycle_s
+    r = lambda n: load.pass_at(i, n) / load.step_s(0)  # noqa: E731 -- r_B(n)
+    plain = pass_share * r(1) + 1.0 - pass_share
+    return tokens_per_cycle(m, k) * plain / _cycle_cost(m, k, r, pass_share)
 
 
 def under_load(profile: Profile) -> list[tuple[Measured, list[tuple[int, int, float]], int | None]]:
@@ -250,7 +264,8 @@ def under_load(profile: Profile) -> list[tuple[Measured, list[tuple[int, int, fl
     for m in profile.measured:
         points = []
         for i, b in enumerate(profile.load.batch_sizes):
-            k, s = best_k([(k, load_speedup(m, k, profile.load, i)) for k in range(1, m.k_max + 1)])
+            k, s = best_k([(k, load_speedup(m, k, profile.load, i, profile.pass_share))
+                           for k in range(1, m.k_max + 1)])
             points.append((b, k, s))
         out.append((m, points, next((b for b, _, s in points if s < 1.0), None)))
     return out
@@ -261,21 +276,23 @@ def miss_reason(predicted: float, measured: float, m: Measured) -> str:
     if not measured or abs(predicted - measured) <= MISS * measured:
         return ""
     if predicted > measured:
-        return (f"predicted {predicted:.2f}× but measured {measured:.2f}×: time outside the model passes "
-                "(Python per cycle, the host's load) is not in the formula, and it weighs more when a cycle "
-                "commits few tokens")
-    return (f"predicted {predicted:.2f}× but measured {measured:.2f}×: the cost profile's v(n) is higher than "
-            "this run's passes cost, or the plain run was slowed by the host's load")
+        return (f"predicted {predicted:.2f}× but measured {measured:.2f}×: this run's cycles cost more than the "
+                "measured ones (the host's load changes between the two, or the drafts at this K are longer "
+                "than the average the formula uses), or its acceptance was lower at this K")
+    return (f"predicted {predicted:.2f}× but measured {measured:.2f}×: the passes timed for v(n) cost more than "
+            "this run's, or the plain run beside it was slowed by the host's load")
 
 
 # -- the report ------------------------------------------------------------------------------------
 def summary(profile: Profile) -> str:
     """One line: what was measured, how, where and when."""
     s = profile.settings
+    v = f" v(n): {profile.v_source}." if profile.v_source else ""
     return (f"Target {profile.target}, {profile.prompts} prompts, T = {s.get('temperature')}, top-p = "
             f"{s.get('top_p')}, {s.get('max_new_tokens')} new tokens, measured once at K = {s.get('k_max')} "
             f"with planning off; {profile.machine}; {profile.measured_at}. Plain decoding: "
-            f"{profile.ar_tokens_per_s:.1f} tokens/s.")
+            f"{profile.ar_tokens_per_s:.1f} tokens/s, {profile.step_s * 1e3:.0f} ms a cycle, "
+            f"{profile.pass_share:.0%} of it the target pass.{v}")
 
 
 def recommendation(profile: Profile) -> str:
@@ -306,7 +323,9 @@ def load_sentences(profile: Profile) -> list[str]:
     if profile.load is None:
         return [profile.load_note] if profile.load_note else []
     top = profile.load.batch_sizes[-1]
-    return [f"{m.candidate.label} stops paying at {b} runs at once." if b is not None else
+    first = profile.load.batch_sizes[0]
+    return [f"{m.candidate.label} loses to plain decoding at every batch size measured." if b == first else
+            f"{m.candidate.label} stops paying at {b} runs at once." if b is not None else
             f"{m.candidate.label} still pays at {top} runs at once ({points[-1][2]:.2f}× at K = {points[-1][1]})."
             for m, points, b in under_load(profile)]
 
@@ -326,7 +345,7 @@ def report(profile: Profile) -> str:
              "| rank | candidate | best K | predicted speedup | break-even α | c | checked: measured speedup |",
              "|---|---|---|---|---|---|---|"]
     for i, (m, k, s_k) in enumerate(ranked(profile), 1):
-        be = break_even(m, k, profile.v_of)
+        be = break_even(m, k, profile.v_of, profile.pass_share)
         chk = profile.checks.get(m.candidate.label)
         checked = "–" if chk is None else f"{chk.measured:.2f}× at K = {chk.k}" + (f" ⚠ {chk.flag}" if chk.flag else "")
         unit = "per step" if m.per_step else "per cycle"

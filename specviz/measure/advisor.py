@@ -36,9 +36,6 @@ from specviz.measure.pair_check import blocking, pair_check
 from specviz.models.timing import pass_times
 from specviz.proposers import proposer_class
 
-LOAD_PREFIX = 64  # tokens already cached per run when the batched passes are timed
-
-
 # -- measurement -------------------------------------------------------------------------------------
 def count_positions(runs: list[RunTrace], k_max: int) -> tuple[int, list[float], list[float], list[float]]:
     """(cycles, reached_i, accepted_i, mean nodes at depth ≤ i) over every cycle of the runs."""
@@ -64,7 +61,7 @@ def _decode_all(target, draft, prompts, **kw) -> tuple[list[RunTrace], float]:
     return runs, tokens / seconds if seconds > 0 else 0.0
 
 
-def measure_load(target, batch_sizes, sizes, prefix_len: int = LOAD_PREFIX, repeats: int = 3) -> LoadCost:
+def measure_load(target, batch_sizes, sizes, prefix_len: int, repeats: int = 3) -> LoadCost:
     """Target passes over each of `sizes` tokens per run (1, a plain step, included), at each batch size."""
     sizes = sorted({1, *(int(n) for n in sizes)})
     rows = []
@@ -95,13 +92,17 @@ def measure_steps(target, candidates: list[Candidate], prompts: list, get_model:
     settings = dict(k_max=k_max, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=0)
     common = dict(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=0, plan=False,
                   record=False)
+    ns = range(1, 4 * k_max + 2)
     profile = Profile(target=target.name, prompts=len(prompts), settings=settings, machine=machine(),
-                      ar_tokens_per_s=0.0, step_s=0.0, v={n: float(v(n)) for n in range(1, 4 * k_max + 2)},
-                      measured_at=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
+                      ar_tokens_per_s=0.0, step_s=0.0, v={n: float(v(n)) for n in ns},
+                      measured_at=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                      v_source="the target's cost profile (planner.verify_cost)")
     yield "plain decoding (the anchor)", profile
     ar_runs, profile.ar_tokens_per_s = _decode_all(target, None, prompts, method="ar", **common)
-    steps = [c.verify_s for r in ar_runs for c in r.cycles if c.verify_s > 0]
-    profile.step_s = statistics.fmean(steps) if steps else 0.0
+    ar_cycles = [c for r in ar_runs for c in r.cycles]
+    if ar_cycles:
+        profile.step_s = statistics.fmean(c.draft_s + c.verify_s + c.other_s for c in ar_cycles)
+        profile.pass_share = statistics.fmean(c.verify_s for c in ar_cycles) / profile.step_s
     runs: dict[str, list[RunTrace]] = {}
     for cand in candidates:
         draft = None
@@ -127,22 +128,28 @@ def measure_steps(target, candidates: list[Candidate], prompts: list, get_model:
         runs[cand.label] = cand_runs
         n, reached, accepted, nodes = count_positions(cand_runs, k_max)
         per_step = bool(proposer_class(cand.method).paid_per_step)
-        drafting = [c for r in cand_runs for c in r.cycles if c.nodes]
-        draft_s = sum(c.draft_s for c in drafting)
-        depth = sum(max(nd.depth for nd in c.nodes) for c in drafting)
-        unit = depth if per_step else len(drafting)
+        cycles = [c for r in cand_runs for c in r.cycles]
+        draft_s = sum(c.draft_s for c in cycles)
+        depth = sum(max(nd.depth for nd in c.nodes) for c in cycles if c.nodes)
+        unit = depth if per_step else len(cycles)  # per step drafted, or per cycle of any kind
         c = draft_s / unit / profile.step_s if unit and profile.step_s else 0.0
-        profile.measured.append(Measured(cand, k_max, n, reached, accepted, nodes, c, per_step, rate))
+        other = statistics.fmean(c.other_s for c in cycles) / profile.step_s if cycles and profile.step_s else 0.0
+        profile.measured.append(Measured(cand, k_max, n, reached, accepted, nodes, c, per_step, rate, other))
     found = disagreement(runs)
     profile.disagreement = found.to_dict() if found else None
     profile.disagreement_note = "" if found else (why_not(runs) or "")
-    if load_batches and profile.measured:
-        if getattr(target, "remote", None) is not None:
-            profile.load_note = ("No load prediction: a target served by vLLM batches on its server, so its "
-                                 "batched passes cannot be timed here.")
-        else:
-            yield f"timing target passes at {', '.join(map(str, load_batches))} runs at once", profile
-            profile.load = measure_load(target, load_batches, _load_sizes(profile.measured))
+    if getattr(target, "remote", None) is not None:
+        profile.load_note = ("No load prediction: a target served by vLLM batches on its server, so its "
+                             "batched passes cannot be timed here.")
+    elif profile.measured:  # v(n) at batch 1 always; the other batch sizes when a load prediction is asked for
+        batches = sorted({1, *load_batches})
+        context = statistics.fmean(len(r.prompt_ids) + len(r.token_ids) / 2 for r in ar_runs)
+        yield f"timing target passes at {', '.join(map(str, batches))} run(s) at once", profile
+        timed = measure_load(target, batches, _load_sizes(profile.measured), prefix_len=int(context))
+        profile.v = {n: timed.pass_at(0, n) / timed.step_s(0) for n in ns}
+        profile.v_source = (f"timed in this run at batch 1, {timed.prefix_len} tokens of context, "
+                            f"{timed.step_s(0) * 1e3:.0f} ms a one-token pass")
+        profile.load = timed if load_batches else None
     for m, k, predicted in ranked(profile)[:check]:
         yield f"checking {m.candidate.label} at K = {k} against plain decoding", profile
         draft = get_model(m.candidate.draft) if m.candidate.draft else None

@@ -171,13 +171,15 @@ def build_advise_tab(decode: dict, examples: list[str]) -> None:
                                        elem_id="sv-adv-methods")
             drafts = gr.Textbox("", label="Draft models (comma-separated specs)", max_lines=1,
                                 info="Each is checked against the target's tokenizer first.", elem_id="sv-adv-drafts")
-        prompts = gr.Textbox(f"\n{SEPARATOR}\n".join(examples[:3]), lines=6, max_lines=16, label="Prompts", elem_id="sv-adv-prompts")
+        prompts = gr.Textbox(f"\n{SEPARATOR}\n".join(examples[:3]), lines=6, max_lines=16, label="Prompts",
+                             elem_id="sv-adv-prompts")
         with gr.Row():
             k_max = gr.Slider(*K_RANGE, value=min(K_MAX_DEFAULT, K_RANGE[1]), step=1, precision=0, label="K max",
                               elem_id="sv-adv-kmax")
             max_new = gr.Slider(*MAX_NEW_RANGE, value=MAX_NEW_DEFAULT, step=1, precision=0, label="Max new tokens",
                                 elem_id="sv-adv-maxnew")
-            temperature = gr.Slider(*TEMPERATURE_RANGE, value=0.0, step=0.05, label="Temperature", elem_id="sv-adv-temp")
+            temperature = gr.Slider(*TEMPERATURE_RANGE, value=0.0, step=0.05, label="Temperature",
+                                    elem_id="sv-adv-temp")
             top_p = gr.Slider(*TOP_P_RANGE, value=1.0, step=0.05, label="Top-p", elem_id="sv-adv-topp")
             check = gr.Slider(0, 4, value=2, step=1, precision=0, label="Check the best N for real",
                               elem_id="sv-adv-check")

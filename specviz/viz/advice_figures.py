@@ -29,7 +29,7 @@ def curves_figure(profile: advice.Profile) -> go.Figure:
     colour, fig = _colours(profile), go.Figure()
     for m in profile.measured:
         label = m.candidate.label
-        ks, ss = zip(*advice.curve(m, profile.v_of))
+        ks, ss = zip(*advice.curve(m, profile.v_of, profile.pass_share))
         fig.add_scatter(x=ks, y=ss, mode="lines+markers", name=esc_plot(label), line_color=colour[label],
                         hovertemplate=f"{esc_plot(label)}, K=%{{x}}: %{{y:.2f}}× predicted<extra></extra>")
         chk = profile.checks.get(label)
@@ -55,7 +55,8 @@ def acceptance_figure(profile: advice.Profile) -> go.Figure:
         for ys, kind, dash in ((m.conditional, CONDITIONAL, "solid"), (m.marginal, MARGINAL, "dot")):
             fig.add_scatter(x=xs, y=ys, mode="lines+markers", name=esc_plot(f"{label}, {kind.split(':')[0]}"),
                             line=dict(color=colour[label], dash=dash),
-                            hovertemplate=f"{esc_plot(label)}<br>{esc_plot(kind)}<br>i=%{{x}}: %{{y:.2f}}<extra></extra>")
+                            hovertemplate=f"{esc_plot(label)}<br>{esc_plot(kind)}<br>i=%{{x}}: %{{y:.2f}}"
+                                          "<extra></extra>")
     base_layout(fig, title, "draft position i", "rate")
     fig.update_yaxes(range=[0, 1.05])
     return fig
@@ -73,7 +74,8 @@ def load_figure(profile: advice.Profile) -> go.Figure:
         bs, ks, ss = zip(*points)
         fig.add_scatter(x=bs, y=ss, mode="lines+markers", name=esc_plot(label), line_color=colour[label],
                         customdata=ks,
-                        hovertemplate=f"{esc_plot(label)}<br>%{{x}} runs: %{{y:.2f}}× at K=%{{customdata}}<extra></extra>")
+                        hovertemplate=f"{esc_plot(label)}<br>%{{x}} runs: %{{y:.2f}}× at K=%{{customdata}}"
+                                      "<extra></extra>")
     fig.add_hline(y=1.0, line_dash="dot", line_color=GREY, annotation_text="plain = 1×")
     base_layout(fig, title, "runs decoding at once (batch size)", "× plain tokens/s")
     sizes = profile.load.batch_sizes
@@ -93,7 +95,7 @@ def advice_html(profile: advice.Profile) -> str:
     """The recommendation, the ranked table and the sentences: pair check, load, disagreement."""
     rows = []
     for i, (m, k, s_k) in enumerate(advice.ranked(profile), 1):
-        be = advice.break_even(m, k, profile.v_of)
+        be = advice.break_even(m, k, profile.v_of, profile.pass_share)
         chk = profile.checks.get(m.candidate.label)
         checked = "–" if chk is None else f"{chk.measured:.2f}× at K = {chk.k}"
         flag = f'<div class="sv-advice-flag">⚠ {esc(chk.flag)}</div>' if chk is not None and chk.flag else ""
