@@ -114,9 +114,11 @@ def test_qwen2_sized_padding_is_fine():
     assert "152064" in msg and "151936" in msg
 
 
-def test_a_draft_with_too_few_rows_is_an_error_check_tokenizers_lets_through():
+def test_a_draft_with_too_few_rows_is_an_error_and_the_engine_refuses_it_too():
     """A draft with 36 rows under a target whose tokenizer has 40 real tokens is an error on vocab_size
-    naming ids 36 to 39, which the pair can never produce, although check_tokenizers accepts it."""
+    naming ids 36 to 39, which the pair can never produce; check_tokenizers, which the engine calls
+    before any run, refuses the pair as well (it used to let it through: the output was then cut to
+    36 ids, not the target's)."""
     target, draft = model(tok(), rows=40), model(tok(), rows=36)
     findings = pair_check(target, draft)
     sizes = by_topic(findings, "vocab_size")
@@ -124,7 +126,8 @@ def test_a_draft_with_too_few_rows_is_an_error_check_tokenizers_lets_through():
     assert "36 to 39" in next(f.message for f in sizes if f.level == "error")
     assert levels(findings, "tokens") == {"ok"}
     assert blocking(findings)
-    assert check_tokenizers(target, draft) == 36
+    with pytest.raises(TokenizerMismatch, match="36 rows but the target has 40 real tokens"):
+        check_tokenizers(target, draft)
 
 
 def test_a_model_with_fewer_rows_than_its_tokenizer_is_warned():

@@ -46,7 +46,9 @@ def check_tokenizers(target: LoadedModel, draft: LoadedModel) -> int:
     """The vocabulary size both models share, after checking that ids mean the same tokens.
 
     Embedding sizes may differ (padding rows, e.g. Qwen2.5 0.5B vs 7B); only the ids both
-    tokenizers know must agree. Raises TokenizerMismatch naming the first id that differs.
+    tokenizers know must agree. Raises TokenizerMismatch naming the first id that differs, or when
+    the draft has fewer rows than the target has real tokens: verification reads only the shared
+    columns, so the target's tokens above them could never be output.
     """
     shared = min(target.vocab_size, draft.vocab_size)
     tt, dt = target.tokenizer, draft.tokenizer
@@ -70,6 +72,12 @@ def check_tokenizers(target: LoadedModel, draft: LoadedModel) -> int:
             b_s = "missing" if b is None else repr(b)
             raise TokenizerMismatch(f"{head}: id {i} is {a_s} in the target but {b_s} in the draft. "
                                     "Pick a draft from the same model family as the target.")
+    real = min(target.vocab_size, len(tt))  # the target's real tokens: rows from len(tt) up are padding
+    if draft.vocab_size < real:
+        raise TokenizerMismatch(f"{head} vocabulary: the draft has {draft.vocab_size} rows but the target has "
+                                f"{real} real tokens, so the pair could never produce the target's tokens from id "
+                                f"{draft.vocab_size} up and its output would not be the target's. Pick a draft "
+                                "with the target's whole vocabulary.")
     _TOKENIZERS_OK[key] = (tt, dt)
     return shared
 
