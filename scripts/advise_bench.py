@@ -4,7 +4,10 @@
 2. The same candidates are then decoded at every K from 1 to K max (planning off, as the advisor
    predicts), repeats in rotated order, with plain decoding between the candidates' sweeps; each
    configuration's speed is the median over repeats of its tokens ÷ decode seconds over the prompts.
-3. It reports the recommended configuration's measured speed against the sweep's best, and the top
+3. A noisy sweep's best is flattered by its luckiest repeat, so the `--refine` best configurations
+   of the sweep and the advisor's pick are measured `--refine-repeats` more times, rotated, and
+   every configuration's speed is then the median over all its repeats.
+4. It reports the recommended configuration's measured speed against the sweep's best, and the top
    pick's predicted speedup against its checked measurement.
 
     .venv/bin/python scripts/advise_bench.py --max-new-tokens 40 --k-max 5 --repeats 2 --record \\
@@ -47,6 +50,8 @@ def main() -> None:
     ap.add_argument("--max-new-tokens", type=int, default=40)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--refine", type=int, default=4, help="the sweep's N best to measure again (default 4)")
+    ap.add_argument("--refine-repeats", type=int, default=4, help="(default 4)")
     ap.add_argument("--record", action="store_true", help="also write assets/recorded_advice.json")
     args = ap.parse_args()
     out = Path(args.out)
@@ -78,22 +83,35 @@ def main() -> None:
                 _, r = advisor._decode_all(target, None, prompts, method=cand.method, k=k, knobs=cand.knobs,
                                            **common)
                 rates.setdefault(f"{cand.label}|{k}", []).append(r)
+    top, top_k, top_pred = advice.ranked(profile)[0]
+    pick_key = f"{top.candidate.label}|{top_k}"
+    first = {key: statistics.median(v) for key, v in rates.items()}
+    again = sorted(first, key=first.get, reverse=True)[: args.refine]
+    again += [pick_key] if pick_key not in again else []
+    by_key = {f"{c.label}|{k}": (c, k) for c, k in configs}
+    for rep in range(args.refine_repeats):
+        _, r = advisor._decode_all(target, None, prompts, method="ar", **common)
+        ar.append(r)
+        for key in again[rep % len(again):] + again[: rep % len(again)]:
+            cand, k = by_key[key]
+            say(f"refine {rep + 1}/{args.refine_repeats}: {cand.label} at K = {k}")
+            _, r = advisor._decode_all(target, None, prompts, method=cand.method, k=k, knobs=cand.knobs, **common)
+            rates[key].append(r)
     ar_rate = statistics.median(ar)
     sweep = {key: statistics.median(v) for key, v in rates.items()}
     best_key = max(sweep, key=sweep.get)
-    top, top_k, top_pred = advice.ranked(profile)[0]
-    pick_key = f"{top.candidate.label}|{top_k}"
     chk = profile.checks.get(top.candidate.label)
     data = dict(started=started, machine=profile.machine, prompts=args.ids.split(","), k_max=args.k_max,
                 max_new_tokens=args.max_new_tokens, repeats=args.repeats, ar_tokens_per_s=ar_rate,
                 ar_runs=ar, sweep={k: dict(tokens_per_s=v, speedup=v / ar_rate, runs=rates[k]) for k, v in sweep.items()},
                 best=best_key, pick=pick_key, pick_vs_best=sweep[pick_key] / sweep[best_key],
                 pick_predicted=top_pred, pick_checked=chk.measured if chk else None,
-                pick_sweep_speedup=sweep[pick_key] / ar_rate)
+                pick_sweep_speedup=sweep[pick_key] / ar_rate, refined=again, refine_repeats=args.refine_repeats)
     (out / "sweep.json").write_text(json.dumps(data, indent=1), encoding="utf-8")
     lines = [f"Run started {started} on {profile.machine}; public prompts {args.ids}, greedy, "
              f"{args.max_new_tokens} new tokens, K 1…{args.k_max}, planning off, {args.repeats} repeats "
-             f"(median); plain decoding {ar_rate:.1f} tokens/s (median of {len(ar)}).", "",
+             f"(median), then {args.refine_repeats} more of {', '.join(k.replace('|', ' K=') for k in again)}; "
+             f"plain decoding {ar_rate:.1f} tokens/s (median of {len(ar)}).", "",
              "| candidate | " + " | ".join(f"K={k}" for k in range(1, args.k_max + 1)) + " | advisor's K, predicted |",
              "|---" * (args.k_max + 2) + "|"]
     predicted = {m.candidate.label: (k, s) for m, k, s in advice.ranked(profile)}

@@ -59,8 +59,8 @@ def first_values() -> tuple:
     profile = _recorded()
     if profile is None:
         return _paint("Pick a target, candidates and prompts, then press Advise.", "info", None)
-    note = (f"Recorded on {profile.measured_at} ({profile.machine}), on the bundled model and the public benchmark "
-            "prompts. Press Advise to measure on this server; 'python scripts/advise_bench.py' records it anew.")
+    note = (f"Recorded on {profile.measured_at} ({profile.machine}), on the bundled model and six of the public "
+            "benchmark prompts. Press Advise to measure on this server; 'python scripts/advise_bench.py' records it anew.")
     return _paint(note, "info", profile)
 
 
