@@ -60,7 +60,8 @@ def first_values() -> tuple:
     if profile is None:
         return _paint("Pick a target, candidates and prompts, then press Advise.", "info", None)
     note = (f"Recorded on {profile.measured_at} ({profile.machine}), on the bundled model and six of the public "
-            "benchmark prompts. Press Advise to measure on this server; 'python scripts/advise_bench.py' records it anew.")
+            "benchmark prompts. Press Advise to measure on this server; 'python scripts/advise_bench.py --record' "
+            "records it anew.")
     return _paint(note, "info", profile)
 
 
