@@ -357,7 +357,15 @@ def _cmd_advise(argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _main(list(sys.argv[1:] if argv is None else argv))
+    except BrokenPipeError:  # the reader went away (`… | head`): stop quietly, as cat does
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so that the interpreter's final flush does not fail again
+        return 141  # 128 + SIGPIPE, what a shell reports for a writer killed by a closed pipe
+
+
+def _main(argv: list[str]) -> int:
     if argv[:1] == ["bench"]:  # bench parses its own arguments
         return _cmd_bench(argv[1:])
     if argv[:1] == ["advise"]:  # and advise

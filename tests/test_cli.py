@@ -147,3 +147,17 @@ def test_value_error_from_the_engine_is_one_line():
     errors = [line for line in proc.stderr.splitlines() if line.startswith("specviz: error: ")]
     assert len(errors) == 1 and "layer" in errors[0]
     assert proc.stderr.strip().splitlines()[-1] == errors[0]
+
+
+def test_a_reader_that_closes_the_pipe_early_gets_no_traceback():
+    """`python -m specviz advise --from … | head -1`: when the reader has closed the pipe, the command
+    stops with exit code 141 (SIGPIPE's) and writes nothing on stderr, where Python's default is a
+    BrokenPipeError traceback. (The reader closes before the report is written, so that the write
+    always meets a closed pipe rather than a buffer with room.)"""
+    proc = subprocess.Popen([sys.executable, "-m", "specviz", "advise", "--from",
+                             str(ROOT / "assets" / "recorded_advice.json")], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    proc.stdout.close()  # no reader is left: the first write fails with EPIPE
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141, err
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
