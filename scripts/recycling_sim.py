@@ -88,16 +88,25 @@ def replay(prompt: list[int], out: list[int], top: torch.Tensor, template, cap: 
     return passes, sizes
 
 
-def main() -> None:
-    bench = json.loads(Path(sys.argv[1]).read_text())
+def references(path: str):
+    """(target, v(n), [(prompt id, prompt ids, HF plain's greedy output)]) of a bench run, in its order."""
+    bench = json.loads(Path(path).read_text())
     target = load("bundled")
-    v = verify_cost(target)
     prompts = {p["id"]: p["prompt"] for p in json.loads((ROOT.parent / "shared/bench/prompts.json").read_text())}
-    data = []
-    for pid, res in bench["results"].items():
-        prompt = target.encode(prompts[pid], chat=not bench["settings"].get("raw"))
-        out = res["hf"]["token_ids"]
-        data.append((pid, prompt, out, rows_of(target, prompt + out)))
+    refs = [(pid, target.encode(prompts[pid], chat=not bench["settings"].get("raw")), res["hf"]["token_ids"])
+            for pid, res in bench["results"].items()]
+    return target, verify_cost(target), refs
+
+
+def summary_line(name: str, tokens_per_pass: list[float], speed: list[float]) -> str:
+    gm = math.exp(statistics.fmean(math.log(s) for s in speed))
+    return (f"{name:44s} tokens/pass mean {statistics.fmean(tokens_per_pass):.2f} [min {min(tokens_per_pass):.2f}, "
+            f"max {max(tokens_per_pass):.2f}]; modelled × plain: geomean {gm:.2f} [worst {min(speed):.2f}]")
+
+
+def main() -> None:
+    target, v, refs = references(sys.argv[1])
+    data = [(pid, prompt, out, rows_of(target, prompt + out)) for pid, prompt, out in refs]
     print(f"{len(data)} prompts, reference = HF plain greedy outputs of {sys.argv[1]}; v(n) from "
           f"{v.model} ({v.hardware or v.device})")
     for name, (template, cap) in TEMPLATES.items():
@@ -107,9 +116,7 @@ def main() -> None:
             tokens = len(out) - 1
             tpp.append(tokens / passes)
             speed.append(tokens / sum(v(n + 1) for n in sizes))  # × plain, one plain step per token
-        gm = math.exp(statistics.fmean(math.log(s) for s in speed))
-        print(f"{name:24s} tokens/pass mean {statistics.fmean(tpp):.2f} [min {min(tpp):.2f}, max {max(tpp):.2f}]; "
-              f"modelled × plain: geomean {gm:.2f} [worst {min(speed):.2f}]")
+        print(summary_line(name, tpp, speed))
 
 
 if __name__ == "__main__":

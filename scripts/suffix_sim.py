@@ -18,9 +18,6 @@ stand in for the suffix tree: a node's children and their counts are the same nu
 from __future__ import annotations
 
 import heapq
-import json
-import math
-import statistics
 import sys
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -28,8 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from specviz.decoding.planner import verify_cost  # noqa: E402
-from specviz.models.loader import load  # noqa: E402
+from recycling_sim import references, summary_line  # noqa: E402  (the same references and pricing)
 
 MAX_PATTERN = 8  # longest context kept per continuation count
 
@@ -129,12 +125,7 @@ def replay(prompt: list[int], out: list[int], draft, earlier: SuffixCounts | Non
 
 
 def main() -> None:
-    bench = json.loads(Path(sys.argv[1]).read_text())
-    target = load("bundled")
-    v = verify_cost(target)
-    prompts = {p["id"]: p["prompt"] for p in json.loads((ROOT.parent / "shared/bench/prompts.json").read_text())}
-    data = [(pid, target.encode(prompts[pid], chat=not bench["settings"].get("raw")), res["hf"]["token_ids"])
-            for pid, res in bench["results"].items()]
+    _, v, data = references(sys.argv[1])
     print(f"{len(data)} prompts in the bench's order, reference = HF plain greedy outputs of {sys.argv[1]}; "
           f"v(n) from {v.model} ({v.hardware or v.device})")
     rules = {
@@ -155,9 +146,7 @@ def main() -> None:
             speed.append(tokens / sum(v(n + 1) for n in sizes))  # × plain, one plain step per token
             if earlier is not None:  # this request's output joins the earlier ones for the next
                 earlier.add(out, len(out))
-        gm = math.exp(statistics.fmean(math.log(s) for s in speed))
-        print(f"{name:44s} tokens/pass mean {statistics.fmean(tpp):.2f} [min {min(tpp):.2f}, max {max(tpp):.2f}]; "
-              f"modelled × plain: geomean {gm:.2f} [worst {min(speed):.2f}]")
+        print(summary_line(name, tpp, speed))
 
 
 if __name__ == "__main__":
