@@ -60,10 +60,10 @@ def _nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
         inside = kept < k
         edge, after = top.gather(-1, kept - 1), top.gather(-1, kept.clamp(max=k - 1))
         done = (inside & (edge > after)).squeeze(-1)  # the cut lies in the top k, between unequal values
-        if bool(done.any()):
+        if bool(done.any()):  # out's rows are still zeros: the kept values go in, the rest stays 0
             out[todo[done]] = out[todo[done]].scatter(-1, idx[done], top[done].masked_fill(~keep[done], 0.0))
         todo = todo[~done]
-    if len(todo):
+    if len(todo):  # the full sort, as before the shortcut
         sorted_p, order = torch.sort(rows[todo], dim=-1, descending=True)
         drop = (sorted_p.cumsum(-1) - sorted_p) >= top_p
         out[todo] = out[todo].scatter(-1, order, sorted_p.masked_fill(drop, 0.0))
