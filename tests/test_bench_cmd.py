@@ -53,3 +53,22 @@ def test_bench_writes_json_with_every_field_and_the_report(tmp_path, bench_promp
     html = (out / "report.html").read_text(encoding="utf-8")
     assert "<table" in html and "plotly" in html.lower() and "Speedup over HF plain generate" in html
     assert "| pld |" in (out / "summary.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("variant,want", [
+    ("hybrid", ("hybrid", True, {})),
+    ("pld:norecord", ("pld", False, {})),
+    ("hybrid:norecord:head_width=1:head_beam=2", ("hybrid", False, {"head_width": 1, "head_beam": 2})),
+    ("logitspec:decay=0.5", ("logitspec", True, {"decay": 0.5})),
+])
+def test_a_variant_names_its_method_recording_and_knobs(variant, want):
+    """A bench variant is a method, then ':norecord' and ':name=value' knobs in any order, values
+    read as numbers where they are numbers."""
+    assert bench.parse_variant(variant) == want
+
+
+def test_a_variant_with_a_stray_part_is_refused():
+    """A part that is neither 'norecord' nor name=value is a ValueError naming it."""
+    with pytest.raises(ValueError, match="'nocord' is neither"):
+        bench.parse_variant("pld:nocord")
+

@@ -80,6 +80,83 @@ def test_tiny_head_q_is_zero_off_its_subset(tiny_head):
         assert abs(float(q.sum()) - 1) < 1e-5 and float(q[off].sum()) == 0 and q[x] > 0
 
 
+def _ctx(target, head, temperature, k):
+    """A proposer on the tiny head and the context of its first proposal after PROMPT's prefill."""
+    dec = Decoder(target, PROMPT, proposer=HeadProposer(head, target.model), k=k, temperature=temperature, chat=False)
+    dec.prefill()
+    return ProposeContext(dec.ids, dec.last_logits, k, dec.sampling, len(PROMPT), last_hidden=dec.last_hidden)
+
+
+def _path_score(tree, i):
+    score = 1.0
+    for a in tree.ancestors(i):
+        score *= float(tree.q_of(a)[tree.tokens[a]])
+    return score
+
+
+def test_greedy_head_tree_grows_the_likeliest_nodes(tiny_head):
+    """Greedy, width 3, beam 2, K 3: depth 1 holds the head's top 3 tokens in order of q; at each
+    deeper level exactly the 2 likeliest nodes of the level above (product of q along the path)
+    have children, 3 each, ranked by q (Source branch 0, 1, 2); siblings share their parent's q."""
+    target, head = tiny_head
+    ctx = _ctx(target, head, 0.0, 3)
+    tree = HeadProposer(head, target.model, width=3, beam=2).propose(ctx)
+    depths = tree.depths
+    assert [depths.count(d) for d in (1, 2, 3)] == [3, 6, 6]
+    with torch.inference_mode():
+        _, logits = HeadProposer(head, target.model).steps.one(ctx.last_hidden, ctx.ids[-1])
+    first = head.vocab_ids[torch.softmax(logits, -1).topk(3).indices].tolist()
+    assert [tree.tokens[i] for i in range(len(tree)) if depths[i] == 1] == first
+    for d in (1, 2):
+        level = [i for i in range(len(tree)) if depths[i] == d]
+        expanded = sorted({tree.parents[i] for i in range(len(tree)) if depths[i] == d + 1})
+        likeliest = sorted(sorted(level, key=lambda i: -_path_score(tree, i))[:2])
+        assert expanded == likeliest
+    for par in {-1, *tree.parents}:
+        kids = tree.children(par)
+        qs = [float(tree.q_of(c)[tree.tokens[c]]) for c in kids]
+        assert [tree.source_of(c).branch for c in kids] == [0, 1, 2]
+        assert qs == sorted(qs, reverse=True) and all(tree.q_of(c) is tree.q_of(kids[0]) for c in kids)
+
+
+def test_a_tree_one_wide_is_the_chain(tiny_head):
+    """Width 1 and beam 1 drafts the chain the head drafts token by token, from the same step."""
+    target, head = tiny_head
+    ctx = _ctx(target, head, 0.0, 4)
+    chain = HeadProposer(head, target.model, width=1, beam=1).propose(ctx)
+    tree = HeadProposer(head, target.model, width=1, beam=1)._tree(ctx, ctx.last_hidden, ctx.ids[-1])
+    assert tree.is_chain and tree.tokens == chain.tokens
+
+
+def test_sampling_keeps_the_heads_chain(tiny_head):
+    """Under sampling the head drafts a chain of K draws, whatever its width: a top-b pick is not a
+    draw from q, so no tree."""
+    target, head = tiny_head
+    tree = HeadProposer(head, target.model, width=3, beam=3).propose(_ctx(target, head, 1.0, 4))
+    assert tree.is_chain and len(tree) == 4
+
+
+def test_greedy_head_tree_is_lossless(tiny_head):
+    """Greedy runs with the head's tree (width 3, beam 2) give plain greedy's tokens on the tiny
+    target, and its choices beyond the first were accepted somewhere (the tree was used)."""
+    target, head = tiny_head
+    used = 0
+    for prompt in ([1, 2, 3], [4, 0, 5, 1], [2, 2]):
+        plain = specviz.generate(target, prompt, method="ar", max_new_tokens=30, chat=False, record=False)
+        run = specviz.generate(target, prompt, proposer=HeadProposer(head, target.model, width=3, beam=2),
+                               k=3, max_new_tokens=30, chat=False, plan=False)
+        assert run.token_ids == plain.token_ids
+        used += sum(1 for c in run.cycles for i in c.accepted if c.nodes[i].branch > 0)
+    assert used > 0
+
+
+def test_bad_tree_sizes_are_refused(tiny_head):
+    """Width or beam below 1 is a ValueError that names both."""
+    target, head = tiny_head
+    with pytest.raises(ValueError, match="width and beam of at least 1"):
+        HeadProposer(head, target.model, width=0)
+
+
 # -- files and targets ---------------------------------------------------------------------------
 def test_shipped_head_loads_offline():
     """assets/head/head.safetensors loads without network and is sized for the bundled target."""

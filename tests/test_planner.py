@@ -61,6 +61,18 @@ def test_a_likely_branch_goes_ahead_of_an_unlikely_one_before_it():
     assert sent.tokens == [11, 12, 13] and sent.parents == [-1, 0, 1]
 
 
+def test_greedy_confidence_is_the_nodes_own_q():
+    """Under greedy decoding a node's finest key is its source, depth and its own q(x), not max q:
+    a head tree's second choice (q 0.3 beside a first choice of 0.6) is counted in its own bucket,
+    and under sampling no confidence key is used at all."""
+    q = torch.tensor([0.0, 0.6, 0.3, 0.1])
+    tree = DraftTree([1, 2], [-1, -1], [q, q], [HEAD, Source(SourceKind.HEAD, branch=1)])
+    greedy = Planner(greedy=True)
+    assert greedy.keys(tree, 0, 1)[-1].endswith("|3") and greedy.keys(tree, 1, 1)[-1].endswith("|1")
+    assert greedy.keys(tree, 0, 1)[0] != greedy.keys(tree, 1, 1)[0]  # the branch keys the source
+    assert Planner(greedy=False).keys(tree, 1, 1) == [key(tree.source_of(1), 1)]
+
+
 def test_a_model_draft_beside_a_reliable_retrieval_chain_drafts_nothing():
     """Beside a 4-token retrieval chain accepted 95 % of the time, a head accepted 60 % whose step
     costs 0.1 target steps drafts nothing (its tokens would rank last and not pay their drafting);

@@ -68,6 +68,30 @@ def test_head_steps_taken_together_give_each_run_its_own_step():
         assert torch.allclose(got[0], want_pred, atol=1e-5) and torch.allclose(got[1], want_logits, atol=1e-5)
 
 
+def test_a_trees_frontier_and_a_chain_step_share_a_round():
+    """A greedy head tree sends its frontier as one request of several rows; gathered with two
+    one-row chain steps, the round answers all three, 5 rows in one batch, and each request gets
+    the rows its own step gives (a frontier's rows in order)."""
+    target = tiny_random(family="llama", seed=15)
+    steps = _head(target).steps
+    d = steps.head.cfg.hidden
+    gen = torch.Generator().manual_seed(5)
+    requests = [(torch.randn(d, generator=gen), 4), (torch.randn(3, d, generator=gen), [1, 2, 3]),
+                (torch.randn(d, generator=gen), 7)]
+    with torch.inference_mode():
+        solo = [steps.one(f, x) if f.dim() == 1 else steps.many(f, x) for f, x in requests]
+    gathered = Gathered([steps.rounds], 3)
+    try:
+        together = _at_once(lambda f, x: steps.rounds.submit((f, x)), requests)
+    finally:
+        gathered.close()
+    assert steps.rounds.most_shared == 3 and steps.rounds.shared_passes == 1
+    for (want_pred, want_logits), got in zip(solo, together):
+        assert not isinstance(got, Exception), got
+        assert got[0].shape == want_pred.shape and got[1].shape == want_logits.shape
+        assert torch.allclose(got[0], want_pred, atol=1e-5) and torch.allclose(got[1], want_logits, atol=1e-5)
+
+
 def test_every_run_on_one_head_meets_in_the_same_rounds():
     """Two proposers built on the same head and target share one set of rounds (and one subset LM
     head); another head gets its own."""

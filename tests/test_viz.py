@@ -428,3 +428,13 @@ def test_narration_says_who_proposed_and_what_the_planner_left_out():
     text = narrate(cycle)
     assert "(1 by lookup, 1 by head)" in text
     assert "offered 9 nodes; the 2 expected to pay" in text
+
+
+def test_a_heads_later_choices_are_named_by_their_rank():
+    """A head node with Source branch b > 0 (a greedy head tree's sibling) reads 'head choice b+1';
+    the head's first choice, branch 0, reads plain 'head'."""
+    from specviz.viz.tree_figure import source_label
+
+    first = NodeTrace(index=0, token=5, text="a", parent=-1, depth=1, source="head")
+    second = NodeTrace(index=1, token=6, text="b", parent=-1, depth=1, source="head", branch=1)
+    assert source_label(first) == "head" and source_label(second) == "head choice 2"

@@ -13,7 +13,7 @@ Exactness: the rule never looks at the drafted tokens themselves. Under sampling
 estimate depends only on its source and depth, and counts from earlier cycles, so which
 nodes are sent is independent of this cycle's draws and the verification stays exact.
 Under greedy decoding any draft is exact, so the estimate may also use the draft's
-confidence, max q, when the node has a q. Costs come from a fixed profile, never from this
+confidence in its token, q(x), when the node has a q. Costs come from a fixed profile, never from this
 run's timings, so a seed gives the same run every time.
 
 Models that draft (draft model, head) pay c target steps per draft step, so `depth` picks
@@ -72,11 +72,12 @@ class Planner:
 
     # -- estimates -------------------------------------------------------------------------------
     def keys(self, tree: DraftTree, i: int, depth: int) -> list[str]:
-        """Node i's estimate keys, general first: source and depth; under greedy also max q."""
+        """Node i's estimate keys, general first: source and depth; under greedy also q(x), the
+        draft's confidence in the node's own token (its max q for a chain of argmax picks)."""
         base = key(tree.source_of(i), depth)
         q = tree.q_of(i)
         if self.greedy and q is not None:  # confidence: only where it cannot bias a draw
-            return [base, f"{base}|{min(int(float(q.max()) * 5), 4)}"]
+            return [base, f"{base}|{min(int(float(q[tree.tokens[i]]) * 5), 4)}"]
         return [base]
 
     def est(self, key: str) -> float:

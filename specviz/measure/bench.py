@@ -35,7 +35,8 @@ def parse_args(argv):
     ap.add_argument("--prompts", required=True, help="JSON list of {id, cat, prompt}")
     ap.add_argument("--methods", default="ar,pld,logitspec",
                     help="ours, comma-separated: ar,pld,logitspec,draft,layerskip; add ':norecord' "
-                         "to a method for a run with trace recording off")
+                         "to a method for a run with trace recording off, and ':name=value' for a knob "
+                         "(e.g. hybrid:norecord:head_width=1)")
     ap.add_argument("--anchors", default="hf,hf_pld", help="hf,hf_pld,hf_assist (or 'none'); a vLLM-served "
                     "target (--target vllm:…) always takes vllm, the server's own plain decoding")
     ap.add_argument("--target", default="bundled")
@@ -71,12 +72,34 @@ def _hf_call(target, ids, anchor, draft, args):
     return {"token_ids": out[0, len(ids):].tolist()}
 
 
+def parse_variant(variant: str) -> tuple[str, bool, dict]:
+    """(method, record, knobs) of a variant such as 'hybrid', 'pld:norecord' or
+    'hybrid:norecord:head_width=1': after the method, ':norecord' and ':name=value' in any order."""
+    method, *parts = variant.split(":")
+    knobs = {}
+    for part in parts:
+        name, eq, value = part.partition("=")
+        if eq:
+            knobs[name] = int(value) if value.lstrip("-").isdigit() else float(value) if _is_float(value) else value
+        elif part != "norecord":
+            raise ValueError(f"variant '{variant}': '{part}' is neither 'norecord' nor name=value")
+    return method, "norecord" not in parts, knobs
+
+
+def _is_float(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _ours_call(target, ids, variant, draft, args):
-    method, _, flag = variant.partition(":")
+    method, record, knobs = parse_variant(variant)
     run = generate(target, ids, method=method, draft=draft if method == "draft" else None,
                    k=args.lookup_k if method in LOOKUP_METHODS else args.k,
                    temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.max_new_tokens,
-                   chat=False, record=flag != "norecord")
+                   chat=False, record=record, **knobs)
     m = run.metrics
     return {"token_ids": run.token_ids, "mean_accepted_tokens": m["mean_accepted_tokens"],
             "acceptance_rate": m["acceptance_rate"], "retrieval_success": m["retrieval_success"],

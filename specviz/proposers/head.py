@@ -1,4 +1,6 @@
-"""The project's own draft head (specviz/head/model.py) proposes a chain, each token sampled from its own q.
+"""The project's own draft head (specviz/head/model.py): under sampling a chain, each token drawn
+from its own q; under greedy decoding a small tree of its top choices (`_tree`), which greedy
+verification keeps exact whatever it holds.
 
 The head reads the target's final hidden state at the position ctx.last_logits came from. It asks
 for it with `needs_hidden`, and the engine, which ran that pass and knows which row it committed
@@ -30,28 +32,42 @@ class _Steps:
     def __init__(self, head, embed: torch.nn.Module, lm_head: torch.nn.Module):
         self.head, self.embed = head, embed
         self.w = lm_head.weight.detach()[head.vocab_ids].to(next(head.parameters()).dtype)
-        self.rounds = Rounds(self._batch, max_size=MAX_ROWS)
+        self.rounds = Rounds(self._batch, size=lambda r: 1 if r[0].dim() == 1 else r[0].shape[0],
+                             max_size=MAX_ROWS)
 
     def one(self, f: torch.Tensor, x: int) -> tuple[torch.Tensor, torch.Tensor]:
         """(the predicted hidden state, its subset logits) for hidden state `f` and next token `x`."""
         pred = self.head(f, self.embed(torch.tensor(x, device=f.device)).to(f.dtype))
         return pred, pred @ self.w.T
 
+    def many(self, f: torch.Tensor, xs: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(predicted hidden states, subset logits) for the rows of `f` (rows × hidden) and their
+        next tokens `xs`, in one batch: a greedy tree's frontier (HeadProposer._tree)."""
+        pred = self.head(f, self.embed(torch.tensor(xs, device=f.device)).to(f.dtype))
+        return pred, pred @ self.w.T
+
     @torch.inference_mode()
     def _batch(self, slots: list[Slot]) -> int:
+        """Each request is (f, x), one row, or (F, xs), a tree's frontier: all rows in one batch."""
         if len(slots) == 1:
-            slots[0].settle(self.one(*slots[0].request))
+            f, x = slots[0].request
+            slots[0].settle(self.one(f, x) if f.dim() == 1 else self.many(f, x))
             return 1
-        f = torch.stack([s.request[0] for s in slots])
-        x = torch.tensor([s.request[1] for s in slots], device=f.device)
-        pred = self.head(f, self.embed(x).to(f.dtype))
-        logits = pred @ self.w.T
-        for i, slot in enumerate(slots):
-            slot.settle((pred[i], logits[i]))
+        f = torch.cat([s.request[0].reshape(-1, s.request[0].shape[-1]) for s in slots])
+        xs = [x for s in slots for x in (s.request[1] if s.request[0].dim() == 2 else [s.request[1]])]
+        pred, logits = self.many(f, xs)
+        row = 0
+        for slot in slots:
+            n = 1 if slot.request[0].dim() == 1 else slot.request[0].shape[0]
+            part = slice(row, row + n)
+            slot.settle((pred[row], logits[row]) if slot.request[0].dim() == 1 else (pred[part], logits[part]))
+            row += n
         return len(slots)
 
 
 MAX_ROWS = 64  # runs in one head round: 30 rows cost 3 rows' time here (docs/BENCHMARKS.md)
+# greedy drafting builds a tree (HeadProposer._tree): children per node, and nodes grown per depth
+WIDTH, BEAM = 3, 3
 _STEPS: "weakref.WeakKeyDictionary[torch.nn.Module, tuple]" = weakref.WeakKeyDictionary()
 
 
@@ -70,16 +86,18 @@ class HeadProposer(Proposer):
     paid_per_step = True
     needs_hidden = True
     step_cost = 0.07  # one head step in target steps, measured on the bundled model (docs/HEAD.md)
-    KNOBS = ("path",)
+    KNOBS = ("path", "width", "beam")
 
-    def __init__(self, head, target_model: torch.nn.Module):
+    def __init__(self, head, target_model: torch.nn.Module, width: int = WIDTH, beam: int = BEAM):
         embed, _norm, lm_head = target_parts(target_model)
-        self.head = head
+        if width < 1 or beam < 1:
+            raise ValueError(f"the head's tree needs width and beam of at least 1 (got {width} and {beam})")
+        self.head, self.width, self.beam = head, width, beam
         self.vocab = lm_head.weight.shape[0]
         self.steps = _steps(head, embed, lm_head)
 
     @classmethod
-    def build(cls, target, draft=None, path=None, **knobs):
+    def build(cls, target, draft=None, path=None, width: int | None = None, beam: int | None = None, **knobs):
         if draft is not None:
             raise ValueError("method 'head' drafts with the project's trained head; do not pass a draft model")
         cls.check_knobs(knobs)
@@ -90,7 +108,7 @@ class HeadProposer(Proposer):
         if head is None:  # read once per process; a forked GPU worker inherits it with the target
             head = _HEADS[key] = load_head(path, dtype=target.dtype, device=target.device)
         check_target(head, target.model, path or DEFAULT_PATH)
-        return cls(head, target.model)
+        return cls(head, target.model, int(WIDTH if width is None else width), int(BEAM if beam is None else beam))
 
     # -- drafting ------------------------------------------------------------------------------
     def _q(self, logits: torch.Tensor, sampling) -> tuple[int, torch.Tensor]:
@@ -108,6 +126,8 @@ class HeadProposer(Proposer):
         if f is None:
             raise RuntimeError("the draft head needs ctx.last_hidden: the engine hands it over to "
                                "proposers whose needs_hidden is True")
+        if ctx.sampling.greedy and self.width > 1:
+            return self._tree(ctx, f, x)
         tokens, qs = [], []
         for _ in range(ctx.k):
             # with other runs drafting beside this one, their steps go through the head together
@@ -117,3 +137,34 @@ class HeadProposer(Proposer):
             qs.append(q)
             f = pred  # the next step reads the head's own guess of the hidden state
         return DraftTree.chain(tokens, qs, sources=[self.source] * len(tokens))
+
+    def _tree(self, ctx: ProposeContext, f: torch.Tensor, x: int) -> DraftTree:
+        """Greedy only: a tree from the head's top choices, ctx.k deep. Each depth is one batched
+        head step over the `beam` likeliest nodes so far (by the product of q along their path);
+        each of them gets its `width` likeliest tokens as children, child b with Source branch b,
+        so the planner keeps one estimate per choice and depth. Siblings share their parent's q.
+
+        Greedy verification follows the target's argmax wherever it is among the children, so the
+        tree is exact whatever it holds; under sampling a top-b pick is not a draw from q, so
+        sampling keeps the chain."""
+        tokens, parents, qs, sources = [], [], [], []
+        frontier = [(-1, f, x, 1.0)]  # (node, hidden state, token, path score)
+        for _ in range(ctx.k):
+            rows = torch.stack([h for _, h, _, _ in frontier])
+            xs = [t for _, _, t, _ in frontier]
+            pred, logits = self.steps.rounds.submit((rows, xs)) if ctx.together else self.steps.many(rows, xs)
+            probs = ctx.sampling.display_probs(logits)
+            top_p, top_j = probs.topk(self.width, dim=-1)
+            top_ids = self.head.vocab_ids[top_j].tolist()
+            children = []
+            for r, ((node, _, _, score), ps) in enumerate(zip(frontier, top_p.tolist())):
+                q = torch.zeros(self.vocab, dtype=probs.dtype, device=probs.device)
+                q[self.head.vocab_ids] = probs[r]
+                for b, (tok, pb) in enumerate(zip(top_ids[r], ps)):
+                    children.append((len(tokens), pred[r], tok, score * pb))
+                    tokens.append(tok)
+                    parents.append(node)
+                    qs.append(q)
+                    sources.append(self.source if b == 0 else Source(SourceKind.HEAD, branch=b))
+            frontier = sorted(children, key=lambda c: -c[3])[: self.beam]
+        return DraftTree(tokens, parents, qs, sources)

@@ -1,4 +1,5 @@
-"""Hybrid: prompt lookup, LogitSpec's next-next candidates and the draft head's chain in one tree.
+"""Hybrid: prompt lookup, LogitSpec's next-next candidates and the draft head's drafts in one tree
+(the head's chain under sampling, its small tree of top choices under greedy decoding: head.py).
 
 Retrieval branches (logitspec.py: the root's own continuation, which is prompt lookup, then one
 branch per candidate from the last logits) are point masses, q = None. The head's chain carries
@@ -35,7 +36,8 @@ def join(first: DraftTree, second: DraftTree) -> DraftTree:
 
 class HybridProposer(Proposer):
     name = "hybrid"
-    KNOBS = LogitSpecProposer.KNOBS  # the retrieval part's; the head takes none
+    # the retrieval part's, and the head's greedy tree (head.py: children per node, nodes grown per depth)
+    KNOBS = LogitSpecProposer.KNOBS + ("head_width", "head_beam")
 
     def __init__(self, retrieval: LogitSpecProposer, head: HeadProposer | None):
         self.retrieval, self.head = retrieval, head
@@ -43,14 +45,14 @@ class HybridProposer(Proposer):
         self.needs_hidden = head is not None
 
     @classmethod
-    def build(cls, target, draft=None, **knobs):
+    def build(cls, target, draft=None, head_width: int | None = None, head_beam: int | None = None, **knobs):
         if draft is not None:
             raise ValueError("method 'hybrid' drafts with retrieval and the trained head; do not pass a draft model")
         cls.check_knobs(knobs)
         # the planner, not LogitSpec's own back-off, decides when drafting stops paying
         retrieval = LogitSpecProposer.build(target, None, **{"adaptive": False, **knobs})
         try:
-            head = HeadProposer.build(target)
+            head = HeadProposer.build(target, width=head_width, beam=head_beam)
         except (ModelLoadError, ValueError):  # no trained head for this target: retrieval alone
             head = None
         return cls(retrieval, head)

@@ -204,7 +204,7 @@ def evaluate(target, head: DraftHead, prompts: list[str], k: int, max_new: int, 
     c = (head time per drafted token) / (target time per plain decoding step),
     both measured here, in the same process, on the same prompts.
     """
-    proposer = HeadProposer(head, target.model)
+    proposer = HeadProposer(head, target.model, width=1, beam=1)  # the chain: α per position as in HEAD.md
     out, plain_s, plain_n = {}, 0.0, 0
     for p in prompts:  # plain decoding: the target's cost of one step
         run = generate(target, p, method="ar", max_new_tokens=max_new, record=False)

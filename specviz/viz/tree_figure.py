@@ -122,7 +122,8 @@ def source_kind(node: NodeTrace) -> str:
 
 
 def source_label(node: NodeTrace) -> str:
-    """The node's source as a reader sees it, e.g. 'cand 2 (logit rank 3)' or 'lookup 3-gram'."""
+    """The node's source as a reader sees it, e.g. 'cand 2 (logit rank 3)', 'lookup 3-gram' or
+    'head choice 2'."""
     gram = f"lookup {node.ngram}-gram" if node.ngram is not None else "lookup"
     if node.source == "candidate":
         return f"cand {node.branch} (logit rank {node.rank})" if node.rank is not None else f"cand {node.branch} {gram}"
@@ -130,6 +131,8 @@ def source_label(node: NodeTrace) -> str:
         return f"root {gram}"
     if node.source == "lookup":
         return gram
+    if node.source == "head" and node.branch:  # greedy head trees: the head's 2nd, 3rd, … choice
+        return f"head choice {node.branch + 1}"
     return KIND_WORDS.get(node.source, node.source)
 
 
