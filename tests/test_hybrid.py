@@ -47,6 +47,22 @@ def test_nodes_carry_their_sources_true_q(models):
     assert {"head", "root", "candidate"} <= sources
 
 
+def test_greedy_merge_drops_what_a_sibling_already_holds():
+    """Under greedy decoding the head's nodes join retrieval's tree without duplicates: a head node
+    whose token a sibling already holds is dropped and its children hang from that sibling (and
+    are dropped in turn where they repeat a token there); new tokens keep the head's q and source."""
+    from specviz.drafting.tree import DraftTree, Source, SourceKind
+
+    lookup, head = Source(SourceKind.ROOT), Source(SourceKind.HEAD)
+    q = torch.full((12,), 1 / 12)
+    retrieval = DraftTree.chain([5, 6, 7], sources=[lookup] * 3)
+    drafts = DraftTree([5, 8, 6, 9, 10], [-1, -1, 0, 0, 2], [q] * 5, [head] * 5)
+    merged = hybrid.merge_greedy(retrieval, drafts)
+    assert merged.tokens == [5, 6, 7, 8, 9, 10] and merged.parents == [-1, 0, 1, -1, 0, 1]
+    assert merged.q_of(0) is None and merged.q_of(3) is q and merged.source_of(5) == head
+    assert hybrid.join(retrieval, drafts).tokens == retrieval.tokens + drafts.tokens  # sampling keeps all
+
+
 def test_greedy_hybrid_is_lossless():
     """Greedy hybrid decoding, with the planner on or off, gives HF generate's tokens; every run
     verified draft nodes and accepted some, and the planner, when on, cut some of what was offered

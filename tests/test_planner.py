@@ -73,6 +73,21 @@ def test_greedy_confidence_is_the_nodes_own_q():
     assert Planner(greedy=False).keys(tree, 1, 1) == [key(tree.source_of(1), 1)]
 
 
+def test_an_unseen_greedy_node_starts_from_its_share_of_the_top_q():
+    """Before any counts, a greedy node with a q is estimated at 0.5 × q(x) / max q (a third choice
+    at 0.06 beside a first at 0.6: 0.05; the first choice itself: 0.5), a node without a q at the
+    prior's 0.5; under sampling every node starts at 0.5. A fine key without counts leans on its
+    coarse key: after 20 rejections of the source at that depth, the node is below a tenth of that."""
+    q = torch.tensor([0.0, 0.6, 0.3, 0.06, 0.04])
+    tree = DraftTree([3, 1, 7], [-1, -1, -1], [q, q, None],
+                     [Source(SourceKind.HEAD, branch=2), HEAD, LOOKUP])
+    greedy = Planner(greedy=True)
+    assert greedy.path_values(tree) == pytest.approx([0.05, 0.5, 0.5])
+    assert Planner(greedy=False).path_values(tree) == pytest.approx([0.5, 0.5, 0.5])
+    greedy.counts[key(tree.source_of(0), 1)] = [0.0, 20.0]
+    assert greedy.path_values(tree)[0] < 0.005
+
+
 def test_a_model_draft_beside_a_reliable_retrieval_chain_drafts_nothing():
     """Beside a 4-token retrieval chain accepted 95 % of the time, a head accepted 60 % whose step
     costs 0.1 target steps drafts nothing (its tokens would rank last and not pay their drafting);

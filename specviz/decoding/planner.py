@@ -80,9 +80,35 @@ class Planner:
             return [base, f"{base}|{min(int(float(q[tree.tokens[i]]) * 5), 4)}"]
         return [base]
 
-    def est(self, key: str) -> float:
+    def est(self, key: str, prior: float | None = None) -> float:
+        """The key's acceptance rate: its counts under a Beta prior worth PRIOR's two observations,
+        centred on `prior` (default PRIOR's 0.5)."""
         acc, reached = self.counts.get(key, (0.0, 0.0))
-        return (acc + PRIOR[0]) / (reached + PRIOR[0] + PRIOR[1])
+        weight = PRIOR[0] + PRIOR[1]
+        mean = PRIOR[0] / weight if prior is None else prior
+        return (acc + weight * mean) / (reached + weight)
+
+    def shrunk(self, keys: list[str], prior: float | None = None) -> float:
+        """The finest key's rate, its prior centred on the next coarser key's rate, and so on up to
+        the coarsest key, centred on `prior`: a fine key with few counts (a confidence bucket)
+        leans on what its source at that depth has shown."""
+        est = self.est(keys[0], prior)
+        for k in keys[1:]:
+            est = self.est(k, est)
+        return est
+
+    def prior(self, tree: DraftTree, i: int) -> float | None:
+        """Under greedy decoding, a node with a q starts from PRIOR's 0.5 scaled by q(x) / max q,
+        kept within [0.02, 0.98]: a draft's first choice starts where it always did, and a head's
+        third choice at a tenth of the first's q starts at 0.05, not at a coin flip, before its key
+        has counts. (q(x) itself is no prior: a small model's flat q says little about how often
+        its argmax agrees with the target's.) Otherwise None: PRIOR's 0.5."""
+        q = tree.q_of(i)
+        if not self.greedy or q is None:
+            return None
+        top = float(q.max())
+        share = float(q[tree.tokens[i]]) / top if top > 0 else 1.0
+        return min(max(PRIOR[0] / (PRIOR[0] + PRIOR[1]) * share, 0.02), 0.98)
 
     # -- choices -----------------------------------------------------------------------------------
     def path_values(self, tree: DraftTree) -> list[float]:
@@ -90,7 +116,8 @@ class Planner:
         depths, path = tree.depths, []
         for i in range(len(tree)):
             par = tree.parents[i]
-            path.append(self.est(self.keys(tree, i, depths[i])[-1]) * (path[par] if par >= 0 else 1.0))
+            est = self.shrunk(self.keys(tree, i, depths[i]), self.prior(tree, i))
+            path.append(est * (path[par] if par >= 0 else 1.0))
         return path
 
     def best_send(self, values: list[float], draft_cost: float = 0.0) -> tuple[int, float]:

@@ -34,6 +34,35 @@ def join(first: DraftTree, second: DraftTree) -> DraftTree:
                      first.retrieval_hit)
 
 
+def merge_greedy(first: DraftTree, second: DraftTree) -> DraftTree:
+    """`first` with `second`'s nodes added where they are new: under greedy decoding, a node of
+    `second` whose token a sibling in the merged tree already holds is that sibling (only one child
+    can match the target's argmax), so it is dropped and its children hang from the sibling.
+    The head's continuation after a token retrieval also drafted becomes a second branch under
+    retrieval's node, instead of a duplicate that takes a place in the pass and can never be
+    followed (verify_greedy follows the first match). Greedy only: under sampling two nodes with one
+    token are two draws, each with its own q (join)."""
+    tokens, parents = list(first.tokens), list(first.parents)
+    qs = [first.q_of(i) for i in range(len(first))]
+    sources = [first.source_of(i) for i in range(len(first))]
+    at: dict[tuple[int, int], int] = {(par, tok): i for i, (par, tok) in enumerate(zip(parents, tokens))}
+    where: list[int] = []  # second's node → its node in the merged tree
+    for i, tok in enumerate(second.tokens):
+        par = second.parents[i]
+        par = where[par] if par >= 0 else -1
+        same = at.get((par, tok))
+        if same is None:
+            same = len(tokens)
+            tokens.append(tok)
+            parents.append(par)
+            qs.append(second.q_of(i))
+            sources.append(second.source_of(i))
+            at[(par, tok)] = same
+        where.append(same)
+    return DraftTree(tokens, parents, qs if any(q is not None for q in qs) else None, sources,
+                     first.retrieval_hit)
+
+
 class HybridProposer(Proposer):
     name = "hybrid"
     # the retrieval part's, and the head's greedy tree (head.py: children per node, nodes grown per depth)
@@ -68,7 +97,8 @@ class HybridProposer(Proposer):
         k = ctx.planner.depth(self.head.source, ctx.k, tree) if ctx.planner is not None else min(HEAD_K, ctx.k)
         if k < 1:
             return tree
-        return join(tree, self.head.propose(dataclasses.replace(ctx, k=k)))
+        drafts = self.head.propose(dataclasses.replace(ctx, k=k))
+        return merge_greedy(tree, drafts) if ctx.sampling.greedy else join(tree, drafts)
 
     def observe(self, cycle) -> None:
         self.retrieval.observe(cycle)
