@@ -28,7 +28,9 @@ class SourceKind(str, Enum):
 class Source:
     """Who proposed a node, as data: the planner keys its statistics by it, and viz/ words it."""
     kind: SourceKind
-    branch: int = 0  # LogitSpec's candidate number (1: the best-ranked candidate); 0 elsewhere
+    # LogitSpec's candidate number (1: the best-ranked candidate); a greedy head tree's node: its
+    # rank among its siblings (0: the head's first choice); 0 elsewhere
+    branch: int = 0
     rank: int | None = None  # a candidate's own node: its rank in the last logits
     ngram: int | None = None  # retrieved nodes: the length of the n-gram match that found them
 
