@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+import torch
+
 from specviz.decoding.trace import ACCEPTED, REJECTED
 from specviz.drafting.tree import DraftTree, Source, SourceKind
 from specviz.models.cost_profile import CostProfile, as_planned
@@ -63,6 +65,7 @@ class Planner:
         self.greedy, self.c = greedy, c  # c: one draft step in target steps
         self._v, self._v_max = v, [1.0]
         self.counts: dict[str, list[float]] = {}  # key → [accepted, reached]
+        self._confidence: list[tuple[DraftTree, list]] = []  # confidence(): the latest trees' reads
 
     def v(self, n: int) -> float:
         """v(n), never below v of a smaller pass: a timing where more tokens came out cheaper is noise."""
@@ -75,10 +78,29 @@ class Planner:
         """Node i's estimate keys, general first: source and depth; under greedy also q(x), the
         draft's confidence in the node's own token (its max q for a chain of argmax picks)."""
         base = key(tree.source_of(i), depth)
-        q = tree.q_of(i)
-        if self.greedy and q is not None:  # confidence: only where it cannot bias a draw
-            return [base, f"{base}|{min(int(float(q[tree.tokens[i]]) * 5), 4)}"]
+        conf = self.confidence(tree)[i]
+        if conf is not None:  # confidence: only where it cannot bias a draw (greedy)
+            return [base, f"{base}|{min(int(conf[0] * 5), 4)}"]
         return [base]
+
+    def confidence(self, tree: DraftTree) -> list[tuple[float, float] | None]:
+        """Per node, (q(x), max q) under greedy decoding where the node has a q, else None. Read
+        from the device in one transfer per tree (kept for the few trees of the current cycle), not
+        one per node: on a GPU each read is a sync."""
+        for kept, conf in self._confidence:
+            if kept is tree:
+                return conf
+        conf: list = [None] * len(tree)
+        have = [i for i in range(len(tree)) if tree.q_of(i) is not None] if self.greedy else []
+        if have:
+            tops = {}  # siblings share one q: its max once
+            for i in have:
+                tops.setdefault(id(tree.q_of(i)), tree.q_of(i).max())
+            rows = torch.stack([torch.stack([tree.q_of(i)[tree.tokens[i]], tops[id(tree.q_of(i))]]) for i in have])
+            for i, (qx, top) in zip(have, rows.float().tolist()):
+                conf[i] = (qx, top)
+        self._confidence = [(tree, conf)] + self._confidence[:3]
+        return conf
 
     def est(self, key: str, prior: float | None = None) -> float:
         """The key's acceptance rate: its counts under a Beta prior worth PRIOR's two observations,
@@ -103,11 +125,11 @@ class Planner:
         third choice at a tenth of the first's q starts at 0.05, not at a coin flip, before its key
         has counts. (q(x) itself is no prior: a small model's flat q says little about how often
         its argmax agrees with the target's.) Otherwise None: PRIOR's 0.5."""
-        q = tree.q_of(i)
-        if not self.greedy or q is None:
+        conf = self.confidence(tree)[i]
+        if conf is None:
             return None
-        top = float(q.max())
-        share = float(q[tree.tokens[i]]) / top if top > 0 else 1.0
+        qx, top = conf
+        share = qx / top if top > 0 else 1.0
         return min(max(PRIOR[0] / (PRIOR[0] + PRIOR[1]) * share, 0.02), 0.98)
 
     # -- choices -----------------------------------------------------------------------------------
