@@ -55,16 +55,23 @@ def test_head_steps_taken_together_give_each_run_its_own_step():
     steps = _head(target).steps
     d = steps.head.cfg.hidden
     rows = [(torch.randn(d, generator=torch.Generator().manual_seed(i)), 3 + i) for i in range(4)]
+    _check_one_round(steps, rows)
+
+
+def _check_one_round(steps, requests) -> None:
+    """The head steps `requests` ((f, x) rows or (F, xs) frontiers), gathered into one round, each
+    get what their own step gives: the predicted hidden states and subset logits, shapes included."""
     with torch.inference_mode():
-        solo = [steps.one(f, x) for f, x in rows]
-    gathered = Gathered([steps.rounds], 4)
+        solo = [steps.one(f, x) if f.dim() == 1 else steps.many(f, x) for f, x in requests]
+    gathered = Gathered([steps.rounds], len(requests))
     try:
-        together = _at_once(lambda f, x: steps.rounds.submit((f, x)), rows)
+        together = _at_once(lambda f, x: steps.rounds.submit((f, x)), requests)
     finally:
         gathered.close()
-    assert steps.rounds.most_shared == 4 and steps.rounds.shared_passes == 1
+    assert steps.rounds.most_shared == len(requests) and steps.rounds.shared_passes == 1
     for (want_pred, want_logits), got in zip(solo, together):
         assert not isinstance(got, Exception), got
+        assert got[0].shape == want_pred.shape and got[1].shape == want_logits.shape
         assert torch.allclose(got[0], want_pred, atol=1e-5) and torch.allclose(got[1], want_logits, atol=1e-5)
 
 
@@ -78,18 +85,7 @@ def test_a_trees_frontier_and_a_chain_step_share_a_round():
     gen = torch.Generator().manual_seed(5)
     requests = [(torch.randn(d, generator=gen), 4), (torch.randn(3, d, generator=gen), [1, 2, 3]),
                 (torch.randn(d, generator=gen), 7)]
-    with torch.inference_mode():
-        solo = [steps.one(f, x) if f.dim() == 1 else steps.many(f, x) for f, x in requests]
-    gathered = Gathered([steps.rounds], 3)
-    try:
-        together = _at_once(lambda f, x: steps.rounds.submit((f, x)), requests)
-    finally:
-        gathered.close()
-    assert steps.rounds.most_shared == 3 and steps.rounds.shared_passes == 1
-    for (want_pred, want_logits), got in zip(solo, together):
-        assert not isinstance(got, Exception), got
-        assert got[0].shape == want_pred.shape and got[1].shape == want_logits.shape
-        assert torch.allclose(got[0], want_pred, atol=1e-5) and torch.allclose(got[1], want_logits, atol=1e-5)
+    _check_one_round(steps, requests)
 
 
 def test_every_run_on_one_head_meets_in_the_same_rounds():
