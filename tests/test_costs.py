@@ -60,6 +60,24 @@ def test_interpolation_between_and_past_the_measured_sizes(tiny):
     assert prof.cost_s(6) == pytest.approx(2.5)
 
 
+def test_as_planned_reads_a_slow_timing_as_no_dearer_than_a_larger_pass():
+    """as_planned: v(1) = 1, no pass below 1, and each pass at most the least v of any larger one up
+    to the largest measured size, so one slow timing (v(6) = 1.3 here, between 1.0 at 4 and 1.13
+    at 8) lowers to what the larger pass showed instead of raising every larger pass to itself;
+    past the largest size the profile's own extrapolation, which never falls, is kept."""
+    from specviz.models.cost_profile import CostProfile, as_planned
+
+    prof = CostProfile(model="m", device="cpu", dtype="float32", prefix_len=200, step_s=0.07,
+                       v={1: 1.0, 2: 0.9, 4: 1.0, 6: 1.3, 8: 1.13, 16: 1.29})
+    planned = as_planned(prof, 20)
+    assert planned[0] == 1.0 and planned[1] == 1.0 and planned[3] == pytest.approx(1.0)
+    assert planned[5] == pytest.approx(1.13) and planned[4] == pytest.approx(1.13)  # v(5), v(6)
+    assert planned[7] == pytest.approx(1.13) and planned[15] == pytest.approx(1.29)
+    assert planned[19] == pytest.approx(prof(20)) and prof(20) > 1.29
+    assert all(a <= b for a, b in zip(planned, planned[1:]))
+    assert as_planned(prof, 8) == planned[:8]  # the horizon is the profile's, not n_max
+
+
 def test_second_call_reads_the_cache_and_a_new_process_reads_the_file(tiny, tmp_path):
     """The second call does not time anything; after the memory is emptied, the file answers;
     refresh=True times again."""

@@ -88,6 +88,31 @@ def test_an_unseen_greedy_node_starts_from_its_share_of_the_top_q():
     assert greedy.path_values(tree)[0] < 0.005
 
 
+def test_an_unsent_depth_starts_where_the_depth_above_stands():
+    """A depth with no counts is centred on the estimate one depth up, not on 0.5: after a lookup
+    source was accepted 19 times in 20 at depths 1 to 3, its depth-4 to 6 nodes (never sent) are
+    estimated at depth 3's rate, about 0.95, so a 6-node chain's tail is worth a place; with no counts
+    at all the chain decays as 0.5^d. Under sampling too (the rule reads counts only); a head's
+    second choice at depth 2 leans on the first choice's depth-1 rate, scaled by its q share."""
+    chain = DraftTree.chain([5, 6, 7, 8, 9, 10], sources=[LOOKUP] * 6)
+    for greedy in (True, False):
+        planner = Planner(greedy=greedy)
+        assert planner.path_values(chain) == pytest.approx([0.5 ** d for d in range(1, 7)])
+        for depth in (1, 2, 3):
+            planner.counts[key(LOOKUP, depth)] = [19.0, 20.0]
+        path = planner.path_values(chain)
+        r1 = (19 + 1) / 22  # 19 of 20 under Beta(1, 1)
+        r2 = (19 + 2 * r1) / 22  # the prior's two observations centred on the depth above
+        r3 = (19 + 2 * r2) / 22
+        assert [path[i] / (path[i - 1] if i else 1.0) for i in range(6)] == pytest.approx([r1, r2, r3, r3, r3, r3])
+        assert path[5] > 0.6  # with 0.5 at every unseen depth it would be under 0.22
+    q = torch.tensor([0.0, 0.8, 0.4])
+    tree = DraftTree([1, 2], [-1, 0], [q, q], [HEAD, Source(SourceKind.HEAD, branch=1)])
+    planner = Planner(greedy=True)
+    planner.counts[key(HEAD, 1)] = [9.0, 10.0]  # the first choice at depth 1: (9 + 1) / 12
+    assert planner.path_values(tree)[1] / planner.path_values(tree)[0] == pytest.approx(10 / 12 * 0.5)
+
+
 def test_a_model_draft_beside_a_reliable_retrieval_chain_drafts_nothing():
     """Beside a 4-token retrieval chain accepted 95 % of the time, a head accepted 60 % whose step
     costs 0.1 target steps drafts nothing (its tokens would rank last and not pay their drafting);

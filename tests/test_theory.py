@@ -183,13 +183,15 @@ def test_cost_figure_draws_every_measured_point_and_says_where_it_came_from():
 
 def test_cost_figure_shows_what_the_planner_counts_where_a_timing_fell():
     """Where noise timed a pass cheaper than a smaller one, the figure adds the planner's reading of
-    the curve (Planner.v: never below a smaller pass), which differs from the measured point there."""
+    the curve (cost_profile.as_planned: never below a one-token pass, never above a larger pass),
+    which differs from the measured points there."""
     from specviz.viz.compare_figures import cost_figure
 
     prof = profile({1: 1.0, 2: 0.9, 4: 1.3, 8: 1.2, 16: 2.0})
     read = plot_traces(cost_figure(prof, run_tokens=5))
     planned = dict(zip(read["as the planner reads it"].x, read["as the planner reads it"].y))
-    assert planned[2] == pytest.approx(1.0) and planned[8] == pytest.approx(1.3) and planned[16] == 2.0
+    assert planned[2] == pytest.approx(1.0) and planned[4] == pytest.approx(1.2)
+    assert planned[8] == pytest.approx(1.2) and planned[16] == 2.0
     star = read["this run's verify pass"]
     assert list(star.x) == [5] and list(star.y) == pytest.approx([prof(5)])
 

@@ -22,6 +22,7 @@ offered already (the hybrid's retrieval).
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable
 
 import torch
@@ -68,7 +69,7 @@ class Planner:
         self._confidence: list[tuple[DraftTree, list]] = []  # confidence(): the latest trees' reads
 
     def v(self, n: int) -> float:
-        """v(n), never below v of a smaller pass: a timing where more tokens came out cheaper is noise."""
+        """v(n) as cost_profile.as_planned reads the profile: at least 1, at most v of any larger pass."""
         if len(self._v_max) < n:
             self._v_max = as_planned(self._v, max(n, 2 * len(self._v_max)))
         return self._v_max[n - 1]
@@ -119,18 +120,36 @@ class Planner:
             est = self.est(k, est)
         return est
 
-    def prior(self, tree: DraftTree, i: int) -> float | None:
-        """Under greedy decoding, a node with a q starts from PRIOR's 0.5 scaled by q(x) / max q,
-        kept within [0.02, 0.98]: a draft's first choice starts where it always did, and a head's
-        third choice at a tenth of the first's q starts at 0.05, not at a coin flip, before its key
-        has counts. (q(x) itself is no prior: a small model's flat q says little about how often
-        its argmax agrees with the target's.) Otherwise None: PRIOR's 0.5."""
+    def chained(self, source: Source | None, depth: int) -> float:
+        """The rate of `source`'s nodes at `depth`, its prior centred on the rate at depth - 1 (at
+        depth 1 on PRIOR's 0.5): a depth not yet sent starts where the one above it stands, not at
+        a coin flip. A draft that has matched the target so far tends to go on matching (a copied
+        span goes on; DESIGN.md's α by position rises with depth), so with a prior of 0.5 at every
+        depth a long retrieval chain would be learnt one depth per few cycles, and a short run
+        would end before the planner sent what pays. Depends only on counts, never on tokens."""
+        rate = None
+        for d in range(1, min(depth, MAX_DEPTH_KEY) + 1):
+            rate = self.est(key(source, d), rate)
+        return rate
+
+    def prior(self, tree: DraftTree, i: int, depth: int) -> float | None:
+        """Where node i's coarse key (source and depth) is centred: the rate one depth up (`chained`),
+        and under greedy decoding, for a node with a q, the first choice's rate one depth up scaled
+        by q(x) / max q, kept within [0.02, 0.98]: a draft's first choice starts where the depth
+        above stands, and a head's third choice at a tenth of the first's q starts at a tenth of
+        that, before its key has counts. (q(x) itself is no prior: a small model's flat q says little about how often its
+        argmax agrees with the target's.) At depth 1 without a q: None, PRIOR's 0.5."""
         conf = self.confidence(tree)[i]
+        source = tree.source_of(i)
+        if conf is not None and source is not None:  # q's share already says how far below the first choice
+            source = dataclasses.replace(source, branch=0)
+        above = self.chained(source, depth - 1) if depth > 1 else None
         if conf is None:
-            return None
+            return above
         qx, top = conf
         share = qx / top if top > 0 else 1.0
-        return min(max(PRIOR[0] / (PRIOR[0] + PRIOR[1]) * share, 0.02), 0.98)
+        start = PRIOR[0] / (PRIOR[0] + PRIOR[1]) if above is None else above
+        return min(max(start * share, 0.02), 0.98)
 
     # -- choices -----------------------------------------------------------------------------------
     def path_values(self, tree: DraftTree) -> list[float]:
@@ -138,7 +157,7 @@ class Planner:
         depths, path = tree.depths, []
         for i in range(len(tree)):
             par = tree.parents[i]
-            est = self.shrunk(self.keys(tree, i, depths[i]), self.prior(tree, i))
+            est = self.shrunk(self.keys(tree, i, depths[i]), self.prior(tree, i, depths[i]))
             path.append(est * (path[par] if par >= 0 else 1.0))
         return path
 
@@ -177,7 +196,7 @@ class Planner:
         best_k, best = 0, self.best_send(sorted(base, reverse=True))[1]
         chain, p = [], 1.0
         for k in range(1, k_max + 1):
-            p *= self.est(key(source, k))
+            p *= self.chained(source, k)
             chain.append(p)
             rate = self.best_send(sorted(base + chain, reverse=True), self.c * k)[1]
             if rate > best:

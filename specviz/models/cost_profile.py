@@ -61,9 +61,18 @@ class CostProfile:
 
 
 def as_planned(v: Callable[[float], float], n_max: int) -> list[float]:
-    """v(1), …, v(n_max) as the planner reads them: v(1) = 1 by definition, and never below v of
-    a smaller pass, since a timing where more tokens came out cheaper is noise."""
-    out = [1.0]
-    for n in range(2, n_max + 1):
-        out.append(max(out[-1], float(v(n))))
+    """v(1), …, v(n_max) as the planner reads them: v(1) = 1 by definition, no pass below it, and
+    no pass dearer than a larger one. Noise on a shared machine only ever adds time, and a pass
+    over more tokens costs at least as much as one over fewer, so each measured v(m) is an upper
+    bound on every smaller pass's cost: v(n) reads as the least of them, over every n' ≥ n up to
+    the largest measured size (or n_max, if larger). One slow timing therefore cannot make the
+    planner take every larger pass as dear (a running maximum from the left would)."""
+    top = max(getattr(v, "v", None) or {n_max: 0})
+    horizon = max(n_max, top)
+    raw = [float(v(n)) for n in range(1, horizon + 1)]
+    out, least = [0.0] * horizon, float("inf")
+    for i in range(horizon - 1, -1, -1):
+        least = min(least, raw[i])
+        out[i] = max(1.0, least)
+    out[0] = 1.0
     return out[:n_max]
