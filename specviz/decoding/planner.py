@@ -23,6 +23,7 @@ offered already (the hybrid's retrieval).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Callable
 
 import torch
@@ -51,12 +52,19 @@ def verify_cost(target) -> Callable[[int], float]:
     return costs.profile(target)
 
 
+@functools.lru_cache(maxsize=4096)  # a few dozen sources and depths per run; planning asks for them per node
 def key(source: Source | None, depth: int) -> str:
     """The statistics key of a node from `source` at `depth`: who proposed it and how (a candidate's
     number, a match's length), never a display label and never a candidate's logit rank, which
     changes every cycle."""
     source = source or Source(SourceKind.DRAFT)
     return f"{SourceKind(source.kind).value}|{source.branch}|{source.ngram or 0}|{min(depth, MAX_DEPTH_KEY)}"
+
+
+@functools.lru_cache(maxsize=1024)
+def first_choice(source: Source | None) -> Source | None:
+    """`source` as its first choice (branch 0): whose depth above a head's lower choice leans on."""
+    return source if source is None else dataclasses.replace(source, branch=0)
 
 
 class Planner:
@@ -127,12 +135,19 @@ class Planner:
         span goes on; DESIGN.md's α by position rises with depth), so with a prior of 0.5 at every
         depth a long retrieval chain would be learnt one depth per few cycles, and a short run
         would end before the planner sent what pays. Depends only on counts, never on tokens."""
-        rate = None
-        for d in range(1, min(depth, MAX_DEPTH_KEY) + 1):
-            rate = self.est(key(source, d), rate)
+        return self._chained(source, depth, {})
+
+    def _chained(self, source: Source | None, depth: int, memo: dict) -> float:
+        """`chained`, remembering each (source, depth) in `memo` (one planning call's)."""
+        depth = min(depth, MAX_DEPTH_KEY)
+        at = key(source, depth)
+        rate = memo.get(at)
+        if rate is None:
+            above = self._chained(source, depth - 1, memo) if depth > 1 else None
+            rate = memo[at] = self.est(at, above)
         return rate
 
-    def prior(self, tree: DraftTree, i: int, depth: int) -> float | None:
+    def prior(self, tree: DraftTree, i: int, depth: int, memo: dict | None = None) -> float | None:
         """Where node i's coarse key (source and depth) is centred: the rate one depth up (`chained`),
         and under greedy decoding, for a node with a q, the first choice's rate one depth up scaled
         by q(x) / max q, kept within [0.02, 0.98]: a draft's first choice starts where the depth
@@ -141,9 +156,9 @@ class Planner:
         argmax agrees with the target's.) At depth 1 without a q: None, PRIOR's 0.5."""
         conf = self.confidence(tree)[i]
         source = tree.source_of(i)
-        if conf is not None and source is not None:  # q's share already says how far below the first choice
-            source = dataclasses.replace(source, branch=0)
-        above = self.chained(source, depth - 1) if depth > 1 else None
+        if conf is not None:  # q's share already says how far below the first choice
+            source = first_choice(source)
+        above = self._chained(source, depth - 1, {} if memo is None else memo) if depth > 1 else None
         if conf is None:
             return above
         qx, top = conf
@@ -154,10 +169,10 @@ class Planner:
     # -- choices -----------------------------------------------------------------------------------
     def path_values(self, tree: DraftTree) -> list[float]:
         """Each node's chance to be reached and accepted: the product of its path's estimates."""
-        depths, path = tree.depths, []
+        depths, path, memo = tree.depths, [], {}
         for i in range(len(tree)):
             par = tree.parents[i]
-            est = self.shrunk(self.keys(tree, i, depths[i]), self.prior(tree, i, depths[i]))
+            est = self.shrunk(self.keys(tree, i, depths[i]), self.prior(tree, i, depths[i], memo))
             path.append(est * (path[par] if par >= 0 else 1.0))
         return path
 
@@ -194,9 +209,9 @@ class Planner:
         hybrid's retrieval), each draft step costing c target steps."""
         base = self.path_values(beside) if beside is not None else []
         best_k, best = 0, self.best_send(sorted(base, reverse=True))[1]
-        chain, p = [], 1.0
+        chain, p, memo = [], 1.0, {}
         for k in range(1, k_max + 1):
-            p *= self.chained(source, k)
+            p *= self._chained(source, k, memo)
             chain.append(p)
             rate = self.best_send(sorted(base + chain, reverse=True), self.c * k)[1]
             if rate > best:
