@@ -72,3 +72,26 @@ def test_a_variant_with_a_stray_part_is_refused():
     with pytest.raises(ValueError, match="'nocord' is neither"):
         bench.parse_variant("pld:nocord")
 
+
+
+def _row(walls, tokens=(1, 2)):
+    return {"wall_s_repeats": list(walls), "tokens_per_s": len(tokens) / sorted(walls)[len(walls) // 2],
+            "token_ids": list(tokens)}
+
+
+def test_repeat_by_repeat_the_prompts_slower_every_time_are_named():
+    """Against hf, each repeat's ratio pairs the two runs of that repeat; a prompt is listed as
+    slower in every repeat only when all its paired ratios are below 1 (here b, 3 of 3), not when one
+    repeat was faster (a), and the summary text names it with the chance level, 1/2^repeats."""
+    results = {"a": {"hf": _row([1.0, 1.0, 1.0]), "ar": _row([1.1, 0.9, 1.05])},
+               "b": {"hf": _row([1.0, 2.0, 1.0]), "ar": _row([1.2, 2.1, 1.01])}}
+    s = bench.summarise(results, ["hf", "ar"])
+    assert s["ar"]["repeat_ratios_vs_hf"]["a"] == pytest.approx([1 / 1.1, 1 / 0.9, 1 / 1.05])
+    assert s["ar"]["slower_every_repeat"] == ["b"]
+    assert "slower_every_repeat" not in s["hf"]
+    report = {"machine": {"date": "d", "cpu": "c", "torch": "t", "threads": 2}, "settings": {"repeats": 3},
+              "results": results, "summary": s}
+    text = bench.summary_markdown(report)
+    assert "- ar: 1 of 2 (b)" in text and "probability 1/8" in text
+    one = {"a": {"hf": _row([1.0]), "ar": _row([1.1])}}
+    assert "slower_every_repeat" not in bench.summarise(one, ["hf", "ar"])["ar"]  # one repeat: no pairs to read

@@ -125,6 +125,7 @@ def _median_row(runs: list[dict]) -> dict:
     row = {k: statistics.median(r[k] for r in runs) for k in runs[0]
            if isinstance(runs[0][k], (int, float)) and runs[0][k] is not None}
     row["new_tokens"] = len(runs[0]["token_ids"])
+    row["wall_s_repeats"] = [r["wall_s"] for r in runs]  # in repeat order: pairs with the anchor's
     if "acceptance_by_position" in runs[0]:  # the same every repeat under greedy decoding
         row["acceptance_by_position"] = runs[0]["acceptance_by_position"]
     row["token_ids"] = runs[0]["token_ids"]
@@ -136,8 +137,16 @@ def geomean(xs) -> float:
     return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
 
 
+def repeat_ratios(row: dict, anchor: dict) -> list[float]:
+    """The variant's speed over the anchor's, repeat by repeat (the two ran one after the other
+    in each repeat, so they share its machine state); [] for rows without per-repeat times."""
+    ours, theirs = row.get("wall_s_repeats") or [], anchor.get("wall_s_repeats") or []
+    return [a / b for a, b in zip(theirs, ours) if a > 0 and b > 0]
+
+
 def summarise(results: dict, variants: list[str]) -> dict:
-    """Per variant: geometric-mean speedups over hf and hf_pld, worst prompt, lossless count."""
+    """Per variant: geometric-mean speedups over hf and hf_pld, worst prompt, lossless count, and
+    against hf repeat by repeat: the prompts where the variant was slower in every repeat."""
     out = {}
     for v in variants:
         rows = [(pid, r[v], r.get("hf"), r.get("hf_pld")) for pid, r in results.items()]
@@ -146,6 +155,10 @@ def summarise(results: dict, variants: list[str]) -> dict:
             ratios = [x["tokens_per_s"] / h["tokens_per_s"] for _, x, h, _ in rows]
             s.update(speedup_vs_hf=geomean(ratios), worst_vs_hf=min(ratios),
                      identical_to_hf=sum(x["token_ids"] == h["token_ids"] for _, x, h, _ in rows))
+            paired = {pid: repeat_ratios(x, h) for pid, x, h, _ in rows}
+            if v != "hf" and all(len(rs) > 1 for rs in paired.values()):
+                s["repeat_ratios_vs_hf"] = paired
+                s["slower_every_repeat"] = [pid for pid, rs in paired.items() if max(rs) < 1.0]
         served = [(x, r["vllm"]) for pid, r in results.items() for x in [r[v]] if "vllm" in r]
         if served:
             s.update(speedup_vs_vllm=geomean(x["tokens_per_s"] / b["tokens_per_s"] for x, b in served),
@@ -239,6 +252,15 @@ def summary_markdown(report: dict) -> str:
                   "| variant | × vLLM plain (geomean) | identical to vLLM |", "|---|---|---|"]
         lines += [f"| {v} | {fmt(s.get('speedup_vs_vllm'))}× | {s.get('identical_to_vllm', '–')}/{n} |"
                   for v, s in report["summary"].items()]
+    slow = [(v, s) for v, s in report["summary"].items() if "slower_every_repeat" in s]
+    if slow:
+        reps = report["settings"].get("repeats") or 0
+        lines += ["", f"Against HF plain repeat by repeat (each repeat runs every variant once): the prompts "
+                  f"where a variant was slower in all {reps} repeats. If the two were equally fast, "
+                  f"each prompt would be so by chance with probability 1/{2 ** reps}, about "
+                  f"{n / 2 ** reps:.1f} of {n}.", ""]
+        lines += [f"- {v}: {len(s['slower_every_repeat'])} of {n}"
+                  + (f" ({', '.join(s['slower_every_repeat'])})" if s["slower_every_repeat"] else "") for v, s in slow]
     if report.get("cost_profile"):
         cp = report["cost_profile"]
         lines += ["", f"Cost profile the planner used: one-token pass {cp['step_ms']:.1f} ms; v(n) = "
