@@ -125,7 +125,8 @@ def _median_row(runs: list[dict]) -> dict:
     row = {k: statistics.median(r[k] for r in runs) for k in runs[0]
            if isinstance(runs[0][k], (int, float)) and runs[0][k] is not None}
     row["new_tokens"] = len(runs[0]["token_ids"])
-    row["wall_s_repeats"] = [r["wall_s"] for r in runs]  # in repeat order: pairs with the anchor's
+    # in repeat order, to pair with the anchor's; tokens/s, since a sampled repeat's length differs
+    row["tokens_per_s_repeats"] = [r["tokens_per_s"] for r in runs]
     if "acceptance_by_position" in runs[0]:  # the same every repeat under greedy decoding
         row["acceptance_by_position"] = runs[0]["acceptance_by_position"]
     row["token_ids"] = runs[0]["token_ids"]
@@ -138,10 +139,11 @@ def geomean(xs) -> float:
 
 
 def repeat_ratios(row: dict, anchor: dict) -> list[float]:
-    """The variant's speed over the anchor's, repeat by repeat (the two ran one after the other
-    in each repeat, so they share its machine state); [] for rows without per-repeat times."""
-    ours, theirs = row.get("wall_s_repeats") or [], anchor.get("wall_s_repeats") or []
-    return [a / b for a, b in zip(theirs, ours) if a > 0 and b > 0]
+    """The variant's tokens/s over the anchor's, repeat by repeat (the two ran one after the other
+    in each repeat, so they share its machine state; a sampled repeat's length differs, so speeds,
+    not times); [] for rows without per-repeat speeds."""
+    ours, theirs = row.get("tokens_per_s_repeats") or [], anchor.get("tokens_per_s_repeats") or []
+    return [a / b for a, b in zip(ours, theirs) if a > 0 and b > 0]
 
 
 def summarise(results: dict, variants: list[str]) -> dict:
