@@ -3,11 +3,11 @@
 A verify pass over n tokens costs v(n) plain steps (v(1) = 1), from the target's cost profile
 (costs.py: measured once per model, device and dtype, then cached).
 A node i is accepted, if its parent was, with a probability estimated from running counts per
-source (`est`): its path probability P(i) is the product along its path, and a cycle commits
-1 + Σ P(i) tokens on average. Nodes are ranked by P(i) (a node always after its parent), and the
-m most likely are sent, m chosen to give the most expected tokens per unit of time,
-(1 + Σ P) / v(m + 1). The kept tree may be empty: a plain
-step is then cheaper than any draft on offer.
+source and depth (`est`; a depth with few counts leans on the depth above it, `chained`): its
+path probability P(i) is the product along its path, and a cycle commits 1 + Σ P(i) tokens on
+average. Nodes are ranked by P(i) (a node always after its parent), and the m most likely are
+sent, m chosen to give the most expected tokens per unit of time, (1 + Σ P) / v(m + 1). The kept
+tree may be empty: a plain step is then cheaper than any draft on offer.
 
 Exactness: the rule never looks at the drafted tokens themselves. Under sampling a node's
 estimate depends only on its source and depth, and counts from earlier cycles, so which
@@ -152,8 +152,9 @@ class Planner:
         and under greedy decoding, for a node with a q, the first choice's rate one depth up scaled
         by q(x) / max q, kept within [0.02, 0.98]: a draft's first choice starts where the depth
         above stands, and a head's third choice at a tenth of the first's q starts at a tenth of
-        that, before its key has counts. (q(x) itself is no prior: a small model's flat q says little about how often its
-        argmax agrees with the target's.) At depth 1 without a q: None, PRIOR's 0.5."""
+        that, before its key has counts. (q(x) itself is no prior: a small model's flat q says
+        little about how often its argmax agrees with the target's.) At depth 1 without a q: None,
+        PRIOR's 0.5."""
         conf = self.confidence(tree)[i]
         source = tree.source_of(i)
         if conf is not None:  # q's share already says how far below the first choice

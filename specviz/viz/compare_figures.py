@@ -183,9 +183,9 @@ def cost_source(prof: CostProfile) -> str:
 
 def cost_figure(prof: CostProfile, run_tokens: float | None = None) -> go.Figure:
     """v(n) at every measured n, seconds per pass in the hover; `run_tokens` marks a verify pass of
-    that many tokens (a run's drafts plus its newest token) on the curve. Where a timing came out
-    cheaper than a smaller pass's, or below a one-token pass, a dashed line shows what the planner
-    counts instead (cost_profile.as_planned)."""
+    that many tokens (a run's drafts plus its newest token) on the curve. Where noise broke the
+    order (a pass timed dearer than a larger one, or below a one-token pass), a dashed line shows
+    what the planner counts instead (cost_profile.as_planned)."""
     title = "Cost of a target pass, v(n)"
     if not prof.v:
         return note_figure(title, "This cost profile has no measured pass.")
