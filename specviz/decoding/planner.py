@@ -128,22 +128,20 @@ class Planner:
             est = self.est(k, est)
         return est
 
-    def chained(self, source: Source | None, depth: int) -> float:
+    def chained(self, source: Source | None, depth: int, memo: dict | None = None) -> float:
         """The rate of `source`'s nodes at `depth`, its prior centred on the rate at depth - 1 (at
         depth 1 on PRIOR's 0.5): a depth not yet sent starts where the one above it stands, not at
         a coin flip. A draft that has matched the target so far tends to go on matching (a copied
         span goes on; DESIGN.md's α by position rises with depth), so with a prior of 0.5 at every
         depth a long retrieval chain would be learnt one depth per few cycles, and a short run
-        would end before the planner sent what pays. Depends only on counts, never on tokens."""
-        return self._chained(source, depth, {})
-
-    def _chained(self, source: Source | None, depth: int, memo: dict) -> float:
-        """`chained`, remembering each (source, depth) in `memo` (one planning call's)."""
+        would end before the planner sent what pays. Depends only on counts, never on tokens.
+        `memo` keeps each (source, depth) rate for the rest of one planning call."""
+        memo = {} if memo is None else memo
         depth = min(depth, MAX_DEPTH_KEY)
         at = key(source, depth)
         rate = memo.get(at)
         if rate is None:
-            above = self._chained(source, depth - 1, memo) if depth > 1 else None
+            above = self.chained(source, depth - 1, memo) if depth > 1 else None
             rate = memo[at] = self.est(at, above)
         return rate
 
@@ -159,7 +157,7 @@ class Planner:
         source = tree.source_of(i)
         if conf is not None:  # q's share already says how far below the first choice
             source = first_choice(source)
-        above = self._chained(source, depth - 1, {} if memo is None else memo) if depth > 1 else None
+        above = self.chained(source, depth - 1, memo) if depth > 1 else None
         if conf is None:
             return above
         qx, top = conf
@@ -212,7 +210,7 @@ class Planner:
         best_k, best = 0, self.best_send(sorted(base, reverse=True))[1]
         chain, p, memo = [], 1.0, {}
         for k in range(1, k_max + 1):
-            p *= self._chained(source, k, memo)
+            p *= self.chained(source, k, memo)
             chain.append(p)
             rate = self.best_send(sorted(base + chain, reverse=True), self.c * k)[1]
             if rate > best:
