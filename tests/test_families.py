@@ -346,3 +346,49 @@ def test_every_preset_family_has_twin_tests():
     untested = {spec: family_of(spec) for spec in specs if family_of(spec) not in TESTED}
     assert not untested, f"presets without a twin family tested in {__name__}: {untested}"
     assert set(TESTED) == set(FAMILIES)
+
+
+@pytest.mark.parametrize("family", TESTED)
+def test_growing_cache_appends_in_place_with_transformers_numbers(family):
+    """new_cache's layers append each pass in place: through 14 tree and chain cycles cut the
+    engine's way (keep_path, rollback), each layer keeps one buffer for the whole run, and its keys
+    and values equal those of transformers' own concatenating DynamicCache given the same passes."""
+    model = twin(family)[0].model
+    ours, theirs = new_cache(), DynamicCache()
+    buffers: list[set[int]] = []
+
+    def cut(cache, n, path):
+        kvcache_mod.keep_path(cache, n, path)
+        if cache is ours:
+            if not buffers:
+                buffers.extend(set() for _ in cache.layers)
+            for seen, layer in zip(buffers, cache.layers):
+                seen.add(layer._room[0].data_ptr())
+
+    seq = cycles(model, ours, seed=4, tree_cut=cut)
+    assert cycles(model, theirs, seed=4, tree_cut=kvcache_mod.keep_path) == seq
+    assert type(theirs.layers[0]) is not type(ours.layers[0])  # the comparison is not with itself
+    assert buffers and all(len(seen) == 1 for seen in buffers), [len(s) for s in buffers]
+    for a, b in zip(ours.layers, theirs.layers):
+        assert torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values)
+
+
+def test_growing_cache_takes_a_pass_outside_inference_mode_and_a_replaced_layer():
+    """A growing layer filled in inference mode still takes a pass under plain no_grad (its buffer
+    then cannot be written in place, so it moves), and a layer whose keys a caller replaced appends
+    after those keys: both return exactly the old states followed by the new ones."""
+    cache = new_cache()
+    gen = torch.Generator().manual_seed(0)
+    k0, v0 = torch.randn(1, 2, 5, 4, generator=gen), torch.randn(1, 2, 5, 4, generator=gen)
+    with torch.inference_mode():
+        cache.update(k0, v0, 0)
+    k1, v1 = torch.randn(1, 2, 3, 4, generator=gen), torch.randn(1, 2, 3, 4, generator=gen)
+    with torch.no_grad():
+        keys, values = cache.update(k1, v1, 0)
+    assert torch.equal(keys, torch.cat([k0, k1], -2)) and torch.equal(values, torch.cat([v0, v1], -2))
+    layer = cache.layers[0]
+    layer.keys, layer.values = keys[..., 2:, :].clone(), values[..., 2:, :].clone()  # a caller's own tensors
+    k2, v2 = torch.randn(1, 2, 1, 4, generator=gen), torch.randn(1, 2, 1, 4, generator=gen)
+    keys, values = cache.update(k2, v2, 0)
+    assert torch.equal(keys, torch.cat([k0, k1, k2], -2)[..., 2:, :])
+    assert torch.equal(values, torch.cat([v0, v1, v2], -2)[..., 2:, :])

@@ -97,10 +97,12 @@ class SharedPrefills:
 def _copy(cache):
     """A DynamicCache of ours is copied layer by layer; any other cache object, deeply."""
     from transformers import DynamicCache
+    from transformers.cache_utils import DynamicLayer
 
-    from specviz.models.kvcache import copy_cache
+    from specviz.models.kvcache import GrowingCache, GrowingLayer, copy_cache
 
-    plain = type(cache) is DynamicCache and all(type(layer).__name__ == "DynamicLayer" for layer in cache.layers)
+    plain = type(cache) in (DynamicCache, GrowingCache) and all(type(layer) in (DynamicLayer, GrowingLayer)
+                                                                for layer in cache.layers)
     return copy_cache(cache) if plain else copy.deepcopy(cache)
 
 

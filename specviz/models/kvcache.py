@@ -17,15 +17,78 @@ from __future__ import annotations
 
 import torch
 from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
 
 FULL, SLIDING = "full_attention", "sliding_attention"
 
 
+class GrowingLayer(DynamicLayer):
+    """A DynamicLayer that appends in place. transformers' own concatenates the whole layer with
+    each pass's new states, so every pass copies the cache: ~1.7 ms a step at 300 positions here and
+    13 ms at 2000 (docs/BENCHMARKS.md, "The cache's append"). This one writes into spare room at the
+    end of a buffer and shows `keys` and `values` as views of its first positions; a rollback that
+    slices keeps them views, so the next pass writes right after the kept prefix. When `keys` is no
+    longer such a view (a gather, a sliding layer's trim, a caller's own tensor), the next pass copies
+    it into a new buffer once. The numbers are the same as concatenating: only where they live changes."""
+
+    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        super().lazy_initialization(key_states, value_states)
+        self._room: tuple[torch.Tensor, torch.Tensor] | None = None  # (keys, values) buffers
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        held = 0 if self.keys is None or self.keys.numel() == 0 else self.keys.shape[-2]
+        total = held + key_states.shape[-2]
+        if not self._fits(key_states, held, total):
+            self._regrow(key_states, value_states, held, total)
+        keys, values = self._room
+        keys[..., held:total, :] = key_states
+        values[..., held:total, :] = value_states
+        self.keys, self.values = keys[..., :total, :], values[..., :total, :]
+        return self.keys, self.values
+
+    def _fits(self, new: torch.Tensor, held: int, total: int) -> bool:
+        """Whether `keys` is still a view of the buffer's first positions, with room for `total`."""
+        room = self._room
+        if room is None or total > room[0].shape[-2] or room[0].shape[:-2] != new.shape[:-2]:
+            return False
+        if room[0].is_inference() and not torch.is_inference_mode_enabled():
+            return False  # an inference tensor takes in-place writes only in inference mode
+        if held == 0:
+            return True
+        return all(t.data_ptr() == buf.data_ptr() and t.stride() == buf.stride()
+                   for t, buf in zip((self.keys, self.values), room))
+
+    def _regrow(self, key_states: torch.Tensor, value_states: torch.Tensor, held: int, total: int) -> None:
+        """A new buffer with room to spare (half as much again, at least 256 positions), holding `keys`."""
+        size = total + max(256, total // 2)
+        room = []
+        for old, new in ((self.keys, key_states), (self.values, value_states)):
+            buf = new.new_empty((*new.shape[:-2], size, new.shape[-1]))
+            if held:
+                buf[..., :held, :] = old
+            room.append(buf)
+        self._room = (room[0], room[1])
+
+    def reset(self) -> None:
+        self._room = None
+        super().reset()
+
+
+class GrowingCache(DynamicCache):
+    """A DynamicCache of GrowingLayers: what `new_cache` makes."""
+
+    def __init__(self):
+        super().__init__()
+        self.layer_class_to_replicate = GrowingLayer
+
+
 def new_cache() -> DynamicCache:
-    """An empty cache whose layers keep every position (see the module docstring for why): no
-    config is taken, since the layer kinds a config names only change the mask, which the model
-    builds from its own config."""
-    return DynamicCache()
+    """An empty cache whose layers keep every position (see the module docstring for why) and
+    append in place (GrowingLayer): no config is taken, since the layer kinds a config names only
+    change the mask, which the model builds from its own config."""
+    return GrowingCache()
 
 
 class TokenCache:
