@@ -157,3 +157,25 @@ def test_load_applies_them_unless_turned_off(monkeypatch):
     monkeypatch.setenv(speedups.ENV_OFF, "1")
     assert speedups.applied(specviz.load("owner/model").model) == []
     assert speedups.applied(specviz.load("owner/model", speedups=True).model) != []
+
+
+def test_a_draft_head_beside_a_tuned_target_packs_its_own_products():
+    """The draft head runs beside its target with the target's speed-ups: beside a tuned target
+    its network and its subset LM head are packed linears and give the plain products' numbers
+    (predicted hidden states and subset logits within ATOL); beside a stock target they stay plain."""
+    from specviz.proposers.head import HeadProposer
+    from specviz.training.head_train import new_head
+
+    stock, tuned, _ = tuned_pair(seed=3)
+    plain = HeadProposer(new_head(stock.model, torch.arange(20), seed=0, intermediate=32), stock.model)
+    packed = HeadProposer(new_head(tuned.model, torch.arange(20), seed=0, intermediate=32), tuned.model)
+    assert not any(isinstance(m, speedups.PackedLinear) for m in [*plain.head.modules(), plain.steps.lm])
+    assert isinstance(packed.steps.lm, speedups.PackedLinear)
+    assert all(isinstance(m, speedups.PackedLinear) for m in packed.head.modules() if isinstance(m, torch.nn.Linear))
+    d = plain.head.cfg.hidden
+    f = torch.randn(4, d, generator=torch.Generator().manual_seed(1))
+    with torch.inference_mode():
+        for want, got in [(plain.steps.one(f[0], 5), packed.steps.one(f[0], 5)),
+                          (plain.steps.many(f, [1, 2, 3, 4]), packed.steps.many(f, [1, 2, 3, 4]))]:
+            assert got[0].shape == want[0].shape and got[1].shape == want[1].shape
+            assert torch.allclose(got[0], want[0], atol=ATOL) and torch.allclose(got[1], want[1], atol=ATOL)

@@ -14,6 +14,7 @@ import torch
 
 from specviz.head.model import DEFAULT_PATH, check_target, load_head, target_parts
 from specviz.drafting.tree import DraftTree, Source, SourceKind
+from specviz.models import speedups
 from specviz.models.remote import HIDDEN_REFUSED
 from specviz.models.rounds import Rounds, Slot
 from specviz.proposers.base import ProposeContext, Proposer
@@ -31,20 +32,25 @@ class _Steps:
 
     def __init__(self, head, embed: torch.nn.Module, lm_head: torch.nn.Module):
         self.head, self.embed = head, embed
-        self.w = lm_head.weight.detach()[head.vocab_ids].to(next(head.parameters()).dtype)
+        w = lm_head.weight.detach()[head.vocab_ids].to(next(head.parameters()).dtype)
+        self.lm = torch.nn.Linear(w.shape[1], w.shape[0], bias=False, device=w.device, dtype=w.dtype)
+        self.lm.weight = torch.nn.Parameter(w, requires_grad=False)
+        self.w = self.lm.weight
+        # the target's CPU speed-ups, where it runs with them: the head's products are as small-M
+        speedups.follow(torch.nn.ModuleList([head, self.lm]), lm_head)
         self.rounds = Rounds(self._batch, size=lambda r: 1 if r[0].dim() == 1 else r[0].shape[0],
                              max_size=MAX_ROWS)
 
     def one(self, f: torch.Tensor, x: int) -> tuple[torch.Tensor, torch.Tensor]:
         """(the predicted hidden state, its subset logits) for hidden state `f` and next token `x`."""
         pred = self.head(f, self.embed(torch.tensor(x, device=f.device)).to(f.dtype))
-        return pred, pred @ self.w.T
+        return pred, self.lm(pred)
 
     def many(self, f: torch.Tensor, xs: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
         """(predicted hidden states, subset logits) for the rows of `f` (rows × hidden) and their
         next tokens `xs`, in one batch: a greedy tree's frontier (HeadProposer._tree)."""
         pred = self.head(f, self.embed(torch.tensor(xs, device=f.device)).to(f.dtype))
-        return pred, pred @ self.w.T
+        return pred, self.lm(pred)
 
     @torch.inference_mode()
     def _batch(self, slots: list[Slot]) -> int:
