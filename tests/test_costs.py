@@ -178,3 +178,44 @@ def test_load_auto_switches_to_the_picked_dtype(monkeypatch):
     monkeypatch.setattr(costs, "pick_dtype", lambda model: torch.float32)
     got = specviz.load("owner/model", device="cpu", dtype="auto")
     assert got.dtype == torch.float32 and specviz.models.speedups.applied(got.model) == ["packed-linear", "gqa-sdpa"]
+
+
+class Work:
+    """Work whose runs take the programmed seconds on a fake clock: the first run is the warm-up."""
+
+    def __init__(self, seconds):
+        self.seconds, self.runs, self.now = list(seconds), 0, 0.0
+
+    def clock(self) -> float:
+        return self.now
+
+    def __call__(self) -> None:
+        self.now += self.seconds[min(self.runs, len(self.seconds) - 1)]
+        self.runs += 1
+
+
+def test_step_cost_is_the_fastest_run_over_the_one_token_pass(tiny):
+    """step_cost times the work after one warm-up run that it ignores, keeps the fastest of the
+    repeats (noise only adds time) and divides by the profile's one-token pass."""
+    work = Work([9.0, 0.004, 0.002, 0.003])  # a slow warm-up, then 2 ms at best
+    got = costs.step_cost(tiny, "w", work, repeats=3, cache_file=None, timer=linear_time, clock=work.clock)
+    assert work.runs == 4
+    assert got.work_s == pytest.approx(0.002) and got.step_s == pytest.approx(linear_time(1))
+    assert got.cost == pytest.approx(0.002 / linear_time(1))
+
+
+def test_step_cost_is_cached_per_work_and_read_back_from_the_file(tiny, tmp_path):
+    """A second call runs nothing; another process (memory emptied) reads the file; other work
+    under another name is timed for itself; refresh=True times again."""
+    path, work = tmp_path / "costs.json", Work([0.001, 0.002])
+    first = costs.step_cost(tiny, "a", work, repeats=2, cache_file=path, timer=linear_time, clock=work.clock)
+    runs = work.runs
+    assert costs.step_cost(tiny, "a", work, cache_file=path, timer=linear_time, clock=work.clock).cost == first.cost
+    costs.forget_cached()
+    assert costs.step_cost(tiny, "a", work, cache_file=path, timer=linear_time, clock=work.clock).cost == first.cost
+    assert work.runs == runs
+    other = Work([0.005])
+    assert costs.step_cost(tiny, "b", other, repeats=2, cache_file=path, timer=linear_time,
+                           clock=other.clock).work_s == pytest.approx(0.005)
+    costs.step_cost(tiny, "a", work, repeats=2, cache_file=path, timer=linear_time, clock=work.clock, refresh=True)
+    assert work.runs == runs + 3

@@ -250,3 +250,26 @@ def test_compare_row_with_draft_head_uses_the_head():
 
     (config,) = parse_rows([["bundled", "draft", "head", 4, 0.0]])
     assert (config.method, config.draft) == ("head", None)
+
+
+@pytest.mark.bundled
+def test_the_heads_step_is_priced_on_this_machine(bundled_target, tiny_head):
+    """Beside a real target the head's step_cost is its greedy tree's step timed here, in one-token
+    passes (costs.step_cost, cached: building it again gives the same number, so a seed gives the
+    same run), and the planner of a hybrid run prices K with it; beside a target too small to
+    profile it keeps the class's prior."""
+    from specviz.models import costs
+    from specviz.proposers import head as head_mod
+    from specviz.proposers.hybrid import HybridProposer
+
+    built = HeadProposer.build(bundled_target)
+    work = f"head {DEFAULT_PATH} width {built.width} beam {built.beam} depth {head_mod.PRICED_DEPTH}"
+    timed = costs.step_cost(bundled_target, work, lambda: pytest.fail("the first build timed it already"))
+    assert built.step_cost == pytest.approx(timed.cost / head_mod.PRICED_DEPTH)
+    assert 0 < built.step_cost < 1 and timed.step_s == costs.profile(bundled_target).step_s
+    assert HeadProposer.build(bundled_target).step_cost == built.step_cost
+    assert HybridProposer.build(bundled_target).step_cost == built.step_cost
+    decoder = Decoder(bundled_target, "Hello", method="hybrid", max_new_tokens=2)
+    assert decoder.planner.c == built.step_cost
+    target, head = tiny_head
+    assert HeadProposer(head, target.model)._priced(target, "tiny") == HeadProposer.step_cost

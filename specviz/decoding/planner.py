@@ -30,7 +30,7 @@ import torch
 
 from specviz.decoding.trace import ACCEPTED, REJECTED
 from specviz.drafting.tree import DraftTree, Source, SourceKind
-from specviz.models.cost_profile import CostProfile, as_planned
+from specviz.models.cost_profile import PROFILE_MIN_PARAMS, CostProfile, as_planned
 
 PRIOR = (1.0, 1.0)  # Beta prior on a source's acceptance: an unseen source is tried at 0.5
 DECAY = 0.85  # counts of a source left out of a cycle shrink, so a pruned source is retried later
@@ -39,7 +39,6 @@ MAX_DEPTH_KEY = 8  # deeper positions share one estimate: they are rare
 # (DESIGN.md: bundled model, fp32, one thread, 200-token cache)
 PRIOR_V = CostProfile(model="prior (DESIGN.md, AVX2 CPU)", device="cpu", dtype="float32", prefix_len=200,
                       step_s=0.073, v={1: 1.0, 2: 1.41, 4: 1.48, 8: 1.53, 16: 2.22, 32: 3.0})
-PROFILE_MIN_PARAMS = 10_000_000  # below this a model gets PRIOR_V: timing it would cost seconds per test
 
 
 def verify_cost(target) -> Callable[[int], float]:

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
+PROFILE_MIN_PARAMS = 10_000_000  # below this a model is not timed (the tests' tiny ones): priors stand in
+
 
 def interpolate(v: dict[int, float], n: float) -> float:
     """v(n) from measured sizes: linear between them, and along the last segment past the largest."""

@@ -14,6 +14,10 @@ pass came out slower than a larger one's are timed again while the budget lasts.
 device, dtype, speed-ups, torch version, hardware and thread count, in memory and in
 $SPECVIZ_CACHE_DIR/cost_profiles.json; `refresh=True` measures again.
 
+`step_cost` prices other work in the same unit: a draft head's step, say, as a share of the
+one-token pass, timed once per model, hardware and work, and cached beside the profiles, so the
+planner reads one fixed number per machine (a seed gives the same run every time).
+
 `pick_dtype` is what `load(dtype="auto")` asks on a CPU: bfloat16 only where the CPU computes it
 natively and a timed pass shows it clearly faster than float32, else float32. Also cached.
 No UI libraries here.
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import copy
 import threading
+import time
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -33,7 +38,8 @@ from specviz.models import speedups
 from specviz.models.cost_profile import CostProfile
 from specviz.models.common import cache_root
 from specviz.models.loaded import LoadedModel
-from specviz.models.timing import filler_ids, hardware, prefix_cache, read_cache_file, timed_pass, write_cache_entry
+from specviz.models.timing import (filler_ids, hardware, prefix_cache, read_cache_file, sync, timed_pass,
+                                   write_cache_entry)
 
 SIZES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)  # up to a LogitSpec tree's 64 nodes
 PREFIX_LEN = 200  # tokens already cached: a prompt plus some output, as in the benchmarks
@@ -127,6 +133,57 @@ def _suspects(best: dict[int, float], sizes: list[int]) -> list[int]:
     """The one-token pass and every size whose pass took longer than a larger size's."""
     later = [min(best[m] for m in sizes[i + 1:]) for i in range(len(sizes) - 1)] + [float("inf")]
     return [sizes[0]] + [n for n, floor in zip(sizes[1:], later[1:]) if best[n] > floor]
+
+
+STEP_REPEATS = 15  # timings of the work priced by step_cost, after a warm-up; the fastest is kept
+
+
+@dataclass
+class StepCost:
+    """What `step_cost` measured: `cost` is one run of the work in one-token passes of the model."""
+    work: str
+    cost: float
+    work_s: float
+    step_s: float
+    hardware: str = ""
+    measured_at: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "StepCost | None":
+        try:
+            return cls(work=str(d["work"]), cost=float(d["cost"]), work_s=float(d["work_s"]),
+                       step_s=float(d["step_s"]), hardware=d.get("hardware", ""),
+                       measured_at=d.get("measured_at", ""))
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return None
+
+
+def step_cost(model: LoadedModel, work: str, run: Callable[[], object], repeats: int = STEP_REPEATS,
+              cache_file: Path | str | None = DEFAULT, refresh: bool = False,
+              timer: Timer | None = None, clock: Callable[[], float] = time.perf_counter) -> StepCost:
+    """The cost of `run()` in one-token passes of `model` (its profile's `step_s`), on this hardware.
+
+    `work` names what `run` does (its key in the cache, with the model's `cache_key`): the fastest
+    of `repeats` runs after a warm-up, as the profile keeps the fastest pass. `timer` replaces the
+    profile's real passes and `clock` the wall clock (tests)."""
+    key = f"step|{work}|{cache_key(model, PREFIX_LEN)}"
+    if not refresh and (hit := _cached(key, _file(cache_file), StepCost.from_dict)) is not None:
+        return hit
+    step_s = profile(model, cache_file=cache_file, timer=timer).step_s
+    run()
+    best = float("inf")
+    for _ in range(max(int(repeats), 1)):
+        sync(model.device)
+        t0 = clock()
+        run()
+        sync(model.device)
+        best = min(best, clock() - t0)
+    cost = StepCost(work, best / step_s, best, step_s, hardware(model.device), _now())
+    _store(key, cost, _file(cache_file))
+    return cost
 
 
 @dataclass

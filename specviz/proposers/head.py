@@ -13,8 +13,10 @@ import weakref
 import torch
 
 from specviz.head.model import DEFAULT_PATH, check_target, load_head, target_parts
+from specviz.drafting.sampling import Sampling
 from specviz.drafting.tree import DraftTree, Source, SourceKind
 from specviz.models import speedups
+from specviz.models.cost_profile import PROFILE_MIN_PARAMS
 from specviz.models.remote import HIDDEN_REFUSED
 from specviz.models.rounds import Rounds, Slot
 from specviz.proposers.base import ProposeContext, Proposer
@@ -74,6 +76,7 @@ class _Steps:
 MAX_ROWS = 64  # runs in one head round: 30 rows cost 3 rows' time here (docs/BENCHMARKS.md)
 # greedy drafting builds a tree (HeadProposer._tree): children per node, and nodes grown per depth
 WIDTH, BEAM = 3, 3
+PRICED_DEPTH = 3  # the tree depth timed to price one step (HeadProposer._priced)
 _STEPS: "weakref.WeakKeyDictionary[torch.nn.Module, tuple]" = weakref.WeakKeyDictionary()
 
 
@@ -91,7 +94,9 @@ class HeadProposer(Proposer):
     source = Source(SourceKind.HEAD)
     paid_per_step = True
     needs_hidden = True
-    step_cost = 0.07  # one head step in target steps, measured on the bundled model (docs/HEAD.md)
+    # one head step in target steps: timed per machine at build (`_priced`); this where nothing is
+    # timed (a target too small to profile). Measured on an AVX2 CPU first (docs/HEAD.md)
+    step_cost = 0.07
     KNOBS = ("path", "width", "beam")
 
     def __init__(self, head, target_model: torch.nn.Module, width: int = WIDTH, beam: int = BEAM):
@@ -114,7 +119,26 @@ class HeadProposer(Proposer):
         if head is None:  # read once per process; a forked GPU worker inherits it with the target
             head = _HEADS[key] = load_head(path, dtype=target.dtype, device=target.device)
         check_target(head, target.model, path or DEFAULT_PATH)
-        return cls(head, target.model, int(WIDTH if width is None else width), int(BEAM if beam is None else beam))
+        proposer = cls(head, target.model, int(WIDTH if width is None else width), int(BEAM if beam is None else beam))
+        proposer.step_cost = proposer._priced(target, key[0])
+        return proposer
+
+    def _priced(self, target, path: str) -> float:
+        """One draft step in one-token target passes on this machine: a greedy tree PRICED_DEPTH deep
+        (the drafting the benchmark and the app's default do; a sampled chain's one-row steps cost
+        no more), timed once and cached beside the target's cost profile (costs.step_cost), so the
+        planner prices K with one fixed number per machine. The class's value for a target too
+        small to profile."""
+        if target.n_params < PROFILE_MIN_PARAMS:
+            return type(self).step_cost
+        from specviz.models import costs  # times work: loaded only for a real target
+
+        dtype = next(self.head.parameters()).dtype
+        hidden = torch.randn(self.steps.lm.weight.shape[1], generator=torch.Generator().manual_seed(0))
+        ctx = ProposeContext(ids=[0], last_logits=torch.zeros(self.vocab), k=PRICED_DEPTH, sampling=Sampling(),
+                             prompt_len=1, last_hidden=hidden.to(device=target.device, dtype=dtype))
+        work = f"head {path} width {self.width} beam {self.beam} depth {PRICED_DEPTH}"
+        return costs.step_cost(target, work, lambda: self.propose(ctx)).cost / PRICED_DEPTH
 
     # -- drafting ------------------------------------------------------------------------------
     def _q(self, logits: torch.Tensor, sampling) -> tuple[int, torch.Tensor]:
