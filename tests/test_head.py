@@ -2,6 +2,8 @@
 
 Its exactness under sampling, chain and tree, is checked with the other proposers in test_exactness.py.
 """
+import hashlib
+
 import pytest
 import torch
 
@@ -263,7 +265,9 @@ def test_the_heads_step_is_priced_on_this_machine(bundled_target, tiny_head):
     from specviz.proposers.hybrid import HybridProposer
 
     built = HeadProposer.build(bundled_target)
-    work = f"head {DEFAULT_PATH} width {built.width} beam {built.beam} depth {head_mod.PRICED_DEPTH}"
+    digest = head_mod._DIGESTS[(str(DEFAULT_PATH), str(bundled_target.dtype), str(bundled_target.device))]
+    assert digest == hashlib.sha256(DEFAULT_PATH.read_bytes()).hexdigest()[:16]  # its content, not where it lies
+    work = f"head {digest} width {built.width} beam {built.beam} depth {head_mod.PRICED_DEPTH}"
     timed = costs.step_cost(bundled_target, work, lambda: pytest.fail("the first build timed it already"))
     assert built.step_cost == pytest.approx(timed.cost / head_mod.PRICED_DEPTH)
     assert 0 < built.step_cost < 1 and timed.step_s == costs.profile(bundled_target).step_s

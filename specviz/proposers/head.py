@@ -8,7 +8,9 @@ from, hands it over as ctx.last_hidden (and keeps it in the run's state). The he
 """
 from __future__ import annotations
 
+import hashlib
 import weakref
+from pathlib import Path
 
 import torch
 
@@ -23,6 +25,7 @@ from specviz.proposers.base import ProposeContext, Proposer
 
 
 _HEADS: dict[tuple, torch.nn.Module] = {}  # loaded heads by (file, dtype, device); frozen, so shared
+_DIGESTS: dict[tuple, str] = {}  # their files' content digests, which name a head's timed step (_priced)
 
 
 class _Steps:
@@ -118,17 +121,18 @@ class HeadProposer(Proposer):
         head = _HEADS.get(key)
         if head is None:  # read once per process; a forked GPU worker inherits it with the target
             head = _HEADS[key] = load_head(path, dtype=target.dtype, device=target.device)
+            _DIGESTS[key] = hashlib.sha256(Path(key[0]).read_bytes()).hexdigest()[:16]
         check_target(head, target.model, path or DEFAULT_PATH)
         proposer = cls(head, target.model, int(WIDTH if width is None else width), int(BEAM if beam is None else beam))
-        proposer.step_cost = proposer._priced(target, key[0])
+        proposer.step_cost = proposer._priced(target, _DIGESTS[key])
         return proposer
 
-    def _priced(self, target, path: str) -> float:
+    def _priced(self, target, digest: str) -> float:
         """One draft step in one-token target passes on this machine: a greedy tree PRICED_DEPTH deep
         (the drafting the benchmark and the app's default do; a sampled chain's one-row steps cost
         no more), timed once and cached beside the target's cost profile (costs.step_cost), so the
         planner prices K with one fixed number per machine. The class's value for a target too
-        small to profile."""
+        small to profile. `digest` names the head file by its content, wherever it lies."""
         if target.n_params < PROFILE_MIN_PARAMS:
             return type(self).step_cost
         from specviz.models import costs  # times work: loaded only for a real target
@@ -137,7 +141,7 @@ class HeadProposer(Proposer):
         hidden = torch.randn(self.steps.lm.weight.shape[1], generator=torch.Generator().manual_seed(0))
         ctx = ProposeContext(ids=[0], last_logits=torch.zeros(self.vocab), k=PRICED_DEPTH, sampling=Sampling(),
                              prompt_len=1, last_hidden=hidden.to(device=target.device, dtype=dtype))
-        work = f"head {path} width {self.width} beam {self.beam} depth {PRICED_DEPTH}"
+        work = f"head {digest} width {self.width} beam {self.beam} depth {PRICED_DEPTH}"
         return costs.step_cost(target, work, lambda: self.propose(ctx)).cost / PRICED_DEPTH
 
     # -- drafting ------------------------------------------------------------------------------
