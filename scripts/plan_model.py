@@ -4,7 +4,7 @@ step cost, so two planner rules can be told apart without the machine's noise (i
 
     .venv/bin/python scripts/plan_model.py pld,hybrid "DECAY=0.85,DECAY=0.7"
 
-A variant sets planner module constants (`NAME=value`, floats, several joined by `;`); each prints, per method, the
+A method may carry knobs as `:name=value` (integers), as in `bench`'s variants. A variant sets planner module constants (`NAME=value`, floats, several joined by `;`); each prints, per method, the
 geometric mean over prompts of tokens per priced cost over the first variant's, and per prompt
 cycles, tokens and tokens per priced cost. Outputs are checked identical across variants.
 """
@@ -52,6 +52,8 @@ def main(argv: list[str]) -> int:
     defaults = {k: getattr(planner, k) for var in variants for k in var}
     c = HeadProposer.build(target).step_cost
     for method in argv[0].split(","):
+        name, *pairs = method.split(":")
+        knobs = {k: int(v) for k, v in (kv.split("=", 1) for kv in pairs)}
         rates: list[list[float]] = []
         outs: list[list] = []
         for var in variants:
@@ -61,7 +63,7 @@ def main(argv: list[str]) -> int:
             for p in prompts:
                 ids = target.encode(p["prompt"], chat=True)
                 steps.clear()
-                run = generate(target, ids, method=method, max_new_tokens=96, chat=False, record=False)
+                run = generate(target, ids, method=name, max_new_tokens=96, chat=False, record=False, **knobs)
                 cost = sum(prof(c_.drafted + 1) + REST for c_ in run.cycles) + c * sum(steps)
                 rate.append(len(run.token_ids) / cost)
                 out.append(run.token_ids)

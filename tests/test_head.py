@@ -260,14 +260,16 @@ def test_the_heads_step_is_priced_on_this_machine(bundled_target, tiny_head):
     passes (costs.step_cost, cached: building it again gives the same number, so a seed gives the
     same run), and the planner of a hybrid run prices K with it; beside a target too small to
     profile it keeps the class's prior."""
-    from specviz.models import costs
+    from specviz.models import costs, speedups
     from specviz.proposers import head as head_mod
     from specviz.proposers.hybrid import HybridProposer
 
     built = HeadProposer.build(bundled_target)
-    digest = head_mod._DIGESTS[(str(DEFAULT_PATH), str(bundled_target.dtype), str(bundled_target.device))]
+    dtype = speedups.draft_dtype(bundled_target.model, bundled_target.dtype)
+    assert built.dtype == dtype and next(built.head.parameters()).dtype == dtype
+    digest = head_mod._DIGESTS[(str(DEFAULT_PATH), str(dtype), str(bundled_target.device))]
     assert digest == hashlib.sha256(DEFAULT_PATH.read_bytes()).hexdigest()[:16]  # its content, not where it lies
-    work = f"head {digest} width {built.width} beam {built.beam} depth {head_mod.PRICED_DEPTH}"
+    work = f"head {digest} {str(dtype).removeprefix('torch.')} width {built.width} beam {built.beam} depth {head_mod.PRICED_DEPTH}"
     timed = costs.step_cost(bundled_target, work, lambda: pytest.fail("the first build timed it already"))
     assert built.step_cost == pytest.approx(timed.cost / head_mod.PRICED_DEPTH)
     assert 0 < built.step_cost < 1 and timed.step_s == costs.profile(bundled_target).step_s

@@ -179,3 +179,39 @@ def test_a_draft_head_beside_a_tuned_target_packs_its_own_products():
                           (plain.steps.many(f, [1, 2, 3, 4]), packed.steps.many(f, [1, 2, 3, 4]))]:
             assert got[0].shape == want[0].shape and got[1].shape == want[1].shape
             assert torch.allclose(got[0], want[0], atol=ATOL) and torch.allclose(got[1], want[1], atol=ATOL)
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_a_draft_beside_a_tuned_float32_target_runs_bfloat16_only_where_the_cpu_computes_it(monkeypatch, native):
+    """draft_dtype: bfloat16 for a draft network beside a float32 target with the packed linears,
+    on a CPU with bfloat16 arithmetic; the target's own dtype beside a stock target, beside a
+    bfloat16 target, or where bfloat16 would be emulated."""
+    monkeypatch.setattr(speedups, "_NATIVE_BF16", native)
+    stock, tuned, _ = tuned_pair(seed=3)
+    assert speedups.draft_dtype(stock.model, torch.float32) == torch.float32
+    assert speedups.draft_dtype(tuned.model, torch.float32) == (torch.bfloat16 if native else torch.float32)
+    assert speedups.draft_dtype(tuned.model, torch.float16) == torch.float16
+
+
+@pytest.mark.skipif(not speedups.native_bf16(), reason="this CPU has no bfloat16 arithmetic")
+def test_a_bfloat16_head_beside_a_float32_target_drafts_from_its_hidden_state():
+    """Where the CPU has bfloat16 arithmetic, a head built in bfloat16 beside a tuned float32
+    target takes the target's float32 hidden state and drafts what the float32 head drafts, up to
+    bfloat16's rounding (its subset logits within 0.1 of the float32 head's, top token the same)."""
+    from specviz.drafting.sampling import Sampling
+    from specviz.proposers.base import ProposeContext
+    from specviz.proposers.head import HeadProposer
+    from specviz.training.head_train import new_head
+
+    _, tuned, _ = tuned_pair(seed=3)
+    net = new_head(tuned.model, torch.arange(20), seed=0, intermediate=32)
+    wide = HeadProposer(net, tuned.model)
+    narrow = HeadProposer(copy.deepcopy(net).to(torch.bfloat16), tuned.model)
+    assert narrow.dtype == torch.bfloat16 and isinstance(narrow.steps.lm, speedups.PackedLinear)
+    f = torch.randn(net.cfg.hidden, generator=torch.Generator().manual_seed(1))
+    with torch.inference_mode():
+        want, got = wide.steps.one(f, 5)[1], narrow.steps.one(f.to(torch.bfloat16), 5)[1]
+    assert got.dtype == torch.bfloat16 and torch.allclose(got.float(), want, atol=0.1)
+    ctx = ProposeContext(ids=[1, 5], last_logits=torch.zeros(tuned.vocab_size), k=3, sampling=Sampling(),
+                         prompt_len=1, last_hidden=f)
+    assert narrow.propose(ctx).tokens[0] == wide.propose(ctx).tokens[0]

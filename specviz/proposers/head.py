@@ -107,6 +107,7 @@ class HeadProposer(Proposer):
         if width < 1 or beam < 1:
             raise ValueError(f"the head's tree needs width and beam of at least 1 (got {width} and {beam})")
         self.head, self.width, self.beam = head, width, beam
+        self.dtype = next(head.parameters()).dtype
         self.vocab = lm_head.weight.shape[0]
         self.steps = _steps(head, embed, lm_head)
 
@@ -117,10 +118,11 @@ class HeadProposer(Proposer):
         cls.check_knobs(knobs)
         if getattr(target, "remote", None) is not None:
             raise ValueError(HIDDEN_REFUSED)
-        key = (str(path or DEFAULT_PATH), str(target.dtype), str(target.device))
+        dtype = speedups.draft_dtype(target.model, target.dtype)
+        key = (str(path or DEFAULT_PATH), str(dtype), str(target.device))
         head = _HEADS.get(key)
         if head is None:  # read once per process; a forked GPU worker inherits it with the target
-            head = _HEADS[key] = load_head(path, dtype=target.dtype, device=target.device)
+            head = _HEADS[key] = load_head(path, dtype=dtype, device=target.device)
             _DIGESTS[key] = hashlib.sha256(Path(key[0]).read_bytes()).hexdigest()[:16]
         check_target(head, target.model, path or DEFAULT_PATH)
         proposer = cls(head, target.model, int(WIDTH if width is None else width), int(BEAM if beam is None else beam))
@@ -137,11 +139,11 @@ class HeadProposer(Proposer):
             return type(self).step_cost
         from specviz.models import costs  # times work: loaded only for a real target
 
-        dtype = next(self.head.parameters()).dtype
+        dtype = self.dtype
         hidden = torch.randn(self.steps.lm.weight.shape[1], generator=torch.Generator().manual_seed(0))
         ctx = ProposeContext(ids=[0], last_logits=torch.zeros(self.vocab), k=PRICED_DEPTH, sampling=Sampling(),
                              prompt_len=1, last_hidden=hidden.to(device=target.device, dtype=dtype))
-        work = f"head {digest} width {self.width} beam {self.beam} depth {PRICED_DEPTH}"
+        work = f"head {digest} {str(dtype).removeprefix('torch.')} width {self.width} beam {self.beam} depth {PRICED_DEPTH}"
         return costs.step_cost(target, work, lambda: self.propose(ctx)).cost / PRICED_DEPTH
 
     # -- drafting ------------------------------------------------------------------------------
@@ -160,6 +162,7 @@ class HeadProposer(Proposer):
         if f is None:
             raise RuntimeError("the draft head needs ctx.last_hidden: the engine hands it over to "
                                "proposers whose needs_hidden is True")
+        f = f.to(self.dtype)  # a float32 target's hidden state, for a bfloat16 head (speedups.draft_dtype)
         if ctx.sampling.greedy and self.width > 1:
             return self._tree(ctx, f, x)
         tokens, qs = [], []
