@@ -139,11 +139,10 @@ class HeadProposer(Proposer):
             return type(self).step_cost
         from specviz.models import costs  # times work: loaded only for a real target
 
-        dtype = self.dtype
         hidden = torch.randn(self.steps.lm.weight.shape[1], generator=torch.Generator().manual_seed(0))
         ctx = ProposeContext(ids=[0], last_logits=torch.zeros(self.vocab), k=PRICED_DEPTH, sampling=Sampling(),
-                             prompt_len=1, last_hidden=hidden.to(device=target.device, dtype=dtype))
-        work = f"head {digest} {str(dtype).removeprefix('torch.')} width {self.width} beam {self.beam} depth {PRICED_DEPTH}"
+                             prompt_len=1, last_hidden=hidden.to(device=target.device, dtype=self.dtype))
+        work = f"head {digest} {str(self.dtype).removeprefix('torch.')} width {self.width} beam {self.beam} depth {PRICED_DEPTH}"
         return costs.step_cost(target, work, lambda: self.propose(ctx)).cost / PRICED_DEPTH
 
     # -- drafting ------------------------------------------------------------------------------
