@@ -25,7 +25,7 @@ def press_step(page, times: int) -> None:
     for i in range(times):
         page.click("#sv-step")
         page.wait_for_function(
-            "n => (document.querySelector('#sv-narration')?.innerText || '').includes('Cycle ' + n + ' ')"
+            "n => (document.querySelector('#sv-narration')?.innerText || '').includes('Cycle ' + n + ':')"
             " && document.querySelector('#sv-status .sv-status-ok')", arg=i, timeout=STEP_TIMEOUT_MS)
 
 
