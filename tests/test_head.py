@@ -279,3 +279,29 @@ def test_the_heads_step_is_priced_on_this_machine(bundled_target, tiny_head):
     assert decoder.planner.c == built.step_cost
     target, head = tiny_head
     assert HeadProposer(head, target.model)._priced(target, "tiny") == HeadProposer.step_cost
+
+
+@pytest.mark.bundled
+def test_the_app_prices_the_head_when_it_loads_the_bundled_model(bundled_target, monkeypatch):
+    """The app's model cache builds the trained head when it loads the bundled model (which times
+    the head's step once, so the first hybrid Step need not), not when it loads another model; and
+    a head that cannot be built does not fail the load (the Step that asks for it says why)."""
+    from specviz.ui import state
+
+    built, real = [], HeadProposer.build.__func__
+
+    def recording(cls, target, *a, **kw):
+        built.append(target)
+        return real(cls, target, *a, **kw)
+
+    monkeypatch.setattr(HeadProposer, "build", classmethod(recording))
+    tiny = tiny_random()
+    cache = state.ModelCache(loader=lambda spec, **kw: bundled_target if spec == "bundled" else tiny)
+    assert cache.get("bundled") is bundled_target and built == [bundled_target]
+    assert cache.get("tiny-random") is tiny and built == [bundled_target]
+
+    def broken(cls, target, *a, **kw):
+        raise ModelLoadError("no draft head at assets/head/head.safetensors")
+
+    monkeypatch.setattr(HeadProposer, "build", classmethod(broken))
+    assert state.ModelCache(loader=lambda spec, **kw: bundled_target).get("bundled") is bundled_target

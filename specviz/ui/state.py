@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Callable
 from specviz.models import loader as models
 from specviz.ui import memory
 from specviz.ui.limits import Limits, check_model_size, check_model_spec
+from specviz.ui.presets import BUNDLED
 from specviz.decoding.planner import PROFILE_MIN_PARAMS, verify_cost
 from specviz.decoding.runstate import LIVE, RunState
 from specviz.decoding.trace import RunTrace
@@ -32,6 +33,18 @@ LIVE.idle_s, LIVE.capacity = LIMITS.cache_idle_s, LIMITS.live_runs
 MODEL_CAPACITY = 3  # models kept in memory; a 7B target plus its draft already fill a small GPU
 AR_CAPACITY = 64  # cached baselines; each is a few hundred kB of trace
 SESSION_CAPACITY = 64  # sessions' run states (no KV caches: those are runstate.LIVE's); closed tabs go on unload
+
+
+def price_head(target: models.LoadedModel) -> None:
+    """Build the trained head beside `target` once, which times its step on this machine and caches
+    the number (HeadProposer._priced), so the first hybrid Step does not. A missing or unfitting
+    head is not a load error: the Step that asks for it says what is wrong."""
+    from specviz.proposers.head import HeadProposer
+
+    try:
+        HeadProposer.build(target)
+    except (models.ModelLoadError, ValueError) as e:
+        log.info("draft head not priced at load: %s", e)
 
 
 class ModelCache:
@@ -64,6 +77,8 @@ class ModelCache:
                 if progress is not None and loaded.n_params >= PROFILE_MIN_PARAMS:
                     progress(f"Timing {spec}'s passes on this machine (once; cached)…")
                 verify_cost(loaded)  # the planner's v(n): measured now, at load, not in the first Step
+                if spec == BUNDLED:
+                    price_head(loaded)  # and what its trained head's step costs (hybrid, head)
             self.put(spec, loaded)
             return loaded
 
