@@ -4,9 +4,11 @@ step cost, so two planner rules can be told apart without the machine's noise (i
 
     .venv/bin/python scripts/plan_model.py pld,hybrid "DECAY=0.85,DECAY=0.7"
 
-A method may carry knobs as `:name=value` (integers), as in `bench`'s variants. A variant sets planner module constants (`NAME=value`, floats, several joined by `;`); each prints, per method, the
-geometric mean over prompts of tokens per priced cost over the first variant's, and per prompt
-cycles, tokens and tokens per priced cost. Outputs are checked identical across variants.
+A method may carry knobs as `:name=value` (integers), as in `bench`'s variants. A variant sets
+planner module constants (`NAME=value`, floats, several joined by `;`). For each method it prints,
+per variant, the cycles, tokens and tokens per priced cost of every prompt, then the geometric
+mean over prompts of tokens per priced cost against the first variant's, and how many outputs
+are identical to the first variant's.
 """
 from __future__ import annotations
 

@@ -20,6 +20,7 @@ from specviz.ui.presets import BUNDLED
 from specviz.decoding.planner import PROFILE_MIN_PARAMS, verify_cost
 from specviz.decoding.runstate import LIVE, RunState
 from specviz.decoding.trace import RunTrace
+from specviz.proposers.head import HeadProposer
 from specviz.decoding.tracefile import TraceFile
 from specviz.ui.settings import RunSettings
 from specviz.ui.zerogpu import model_device, on_zero_gpu
@@ -39,8 +40,6 @@ def price_head(target: models.LoadedModel) -> None:
     """Build the trained head beside `target` once, which times its step on this machine and caches
     the number (HeadProposer._priced), so the first hybrid Step does not. A missing or unfitting
     head is not a load error: the Step that asks for it says what is wrong."""
-    from specviz.proposers.head import HeadProposer
-
     try:
         HeadProposer.build(target)
     except (models.ModelLoadError, ValueError) as e:
