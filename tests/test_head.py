@@ -305,3 +305,35 @@ def test_the_app_prices_the_head_when_it_loads_the_bundled_model(bundled_target,
 
     monkeypatch.setattr(HeadProposer, "build", classmethod(broken))
     assert state.ModelCache(loader=lambda spec, **kw: bundled_target).get("bundled") is bundled_target
+
+
+def test_training_data_is_cached_per_prompt_file_and_pass(tmp_path, monkeypatch):
+    """build_data answers each prompt file greedily plus `samples` sampled passes, caches each
+    (file, pass) on its own, and on a second call with one more file generates only that file's."""
+    from types import SimpleNamespace
+
+    from specviz.training import head_train
+
+    tiny = tiny_random(vocab_size=6, seed=3)
+    target = SimpleNamespace(model=tiny.model, eos_ids=set(),
+                             encode=lambda text: [ord(c) % 6 for c in text[:6]])
+    first, second = tmp_path / "prompts_a.txt", tmp_path / "prompts_b.txt"
+    first.write_text("# a comment\nabc\ndefg\n", encoding="utf-8")
+    second.write_text("hij\n", encoding="utf-8")
+    calls = []
+    real_collect = head_train.collect
+    monkeypatch.setattr(head_train, "collect", lambda model, prompts, *a, **kw: calls.append(len(prompts))
+                        or real_collect(model, prompts, *a, **kw))
+    args = head_train.parse_args(["--prompts", str(first), "--samples", "2", "--max-new-tokens", "4",
+                                  "--data", str(tmp_path / "cache")])
+    seqs = head_train.build_data(target, args, log=lambda m: None)
+    assert calls == [2, 2, 2] and len(seqs) == 6  # greedy, then two sampled passes with their own seeds
+    assert len(list((tmp_path / "cache").glob("prompts_a-*.pt"))) == 3
+    assert seqs[2]["tokens"].tolist() != seqs[4]["tokens"].tolist() or seqs[3]["tokens"].tolist() != seqs[5]["tokens"].tolist()
+
+    calls.clear()
+    args.prompts = [str(first), str(second)]
+    again = head_train.build_data(target, args, log=lambda m: None)
+    assert calls == [1, 1, 1]  # only the new file was decoded
+    assert [s["tokens"].tolist() for s in again[:6]] == [s["tokens"].tolist() for s in seqs]
+    assert len(again) == 9

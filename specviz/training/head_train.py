@@ -16,6 +16,7 @@ Writes assets/head/head.safetensors and assets/head/card.json.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import platform
@@ -35,6 +36,7 @@ from specviz.proposers.head import HeadProposer
 
 ASSETS = DEFAULT_PATH.parent
 SAMPLED_T = 0.7  # the temperature the issue's sampling benchmark uses
+TRAIN_PROMPTS = sorted(ASSETS.glob("prompts_train*.txt"))  # the batches, oldest first
 
 
 # -- data ------------------------------------------------------------------------------------------
@@ -243,7 +245,8 @@ def _tally(runs, subset: set[int]) -> dict:
 # -- the script ------------------------------------------------------------------------------------
 def parse_args(argv):
     ap = argparse.ArgumentParser(prog="python -m specviz.training.head_train", description=__doc__.splitlines()[0])
-    ap.add_argument("--prompts", default=str(ASSETS / "prompts_train.txt"))
+    ap.add_argument("--prompts", nargs="+", default=[str(f) for f in TRAIN_PROMPTS],
+                    help="prompt files, one prompt a line (default: the shipped training batches)")
     ap.add_argument("--heldout", default=str(ASSETS / "prompts_heldout.txt"))
     ap.add_argument("--out", default=str(DEFAULT_PATH), help="where the weights go; card.json beside them")
     ap.add_argument("--seed", type=int, default=0)
@@ -252,6 +255,8 @@ def parse_args(argv):
     ap.add_argument("--gen-batch", type=int, default=96, help="prompts decoded together (96 gave 2.3× the "
                     "tokens/s of 16 on this CPU)")
     ap.add_argument("--sampled-share", type=int, default=1, help="every n-th prompt is also sampled at T=0.7")
+    ap.add_argument("--samples", type=int, default=1,
+                    help="sampled answers (T=0.7, one seed each) per sampled prompt, beside the greedy one")
     ap.add_argument("--vocab", type=int, default=12288,
                     help="size of the head's vocabulary subset (covered 95 %% of held-out answer tokens)")
     ap.add_argument("--blocks", type=int, default=1, help="MLP blocks in the head")
@@ -263,21 +268,38 @@ def parse_args(argv):
     ap.add_argument("--k", type=int, default=4, help="draft length for the held-out evaluation")
     ap.add_argument("--eval-tokens", type=int, default=96)
     ap.add_argument("--limit", type=int, default=None, help="only the first N prompts (a quick trial)")
-    ap.add_argument("--data", default=None, help="cache file for the generated data: reused when present")
+    ap.add_argument("--data", default=None, help="folder caching the generated data, one file per prompt file "
+                    "and decoding pass: a pass already there is reused")
     return ap.parse_args(argv)
 
 
 def build_data(target, args, log) -> list[dict]:
-    if args.data and Path(args.data).is_file():
-        log(f"reusing the data in {args.data}")
-        return torch.load(args.data)
-    ids = [target.encode(p) for p in read_prompts(args.prompts)[: args.limit]]
-    kw = dict(max_new=args.max_new_tokens, batch=args.gen_batch, eos=target.eos_ids, log=log)
-    log(f"generating answers to {len(ids)} prompts (greedy) and {len(ids[::args.sampled_share])} (T={SAMPLED_T})")
-    seqs = collect(target.model, ids, temperature=0.0, seed=args.seed, **kw)
-    seqs += collect(target.model, ids[:: args.sampled_share], temperature=SAMPLED_T, seed=args.seed + 1, **kw)
-    if args.data:
-        torch.save(seqs, args.data)
+    """Greedy answers to every prompt, then `samples` sampled passes over every `sampled_share`-th one.
+
+    Each (prompt file, pass) is cached on its own under `--data`, keyed by the file's content and the
+    pass's settings, so adding a prompt file or a sampled pass generates only what is new.
+    """
+    seqs: list[dict] = []
+    for path in args.prompts:
+        texts = read_prompts(path)[: args.limit]
+        ids = [target.encode(t) for t in texts]
+        digest = hashlib.sha256("\n".join(texts).encode()).hexdigest()[:12]
+        passes = [(0.0, args.seed, ids)] + [(SAMPLED_T, args.seed + 1 + i, ids[:: args.sampled_share])
+                                            for i in range(args.samples)]
+        for temperature, seed, chosen in passes:
+            key = f"{Path(path).stem}-{digest}-t{temperature}-s{seed}-n{args.max_new_tokens}.pt"
+            cached = Path(args.data) / key if args.data else None
+            if cached is not None and cached.is_file():
+                log(f"reusing {cached}")
+                seqs += torch.load(cached)
+                continue
+            log(f"generating answers to {len(chosen)} prompts of {path} (T={temperature}, seed {seed})")
+            part = collect(target.model, chosen, args.max_new_tokens, temperature, args.gen_batch, seed,
+                           target.eos_ids, log)
+            if cached is not None:
+                cached.parent.mkdir(parents=True, exist_ok=True)
+                torch.save(part, cached)
+            seqs += part
     return seqs
 
 
@@ -307,7 +329,8 @@ def main(argv=None) -> int:
     card = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "target": target.name,
             "machine": f"{platform.machine()} CPU, {torch.get_num_threads()} torch threads, torch {torch.__version__}",
             "params": sum(p.numel() for p in head.parameters()), "file_bytes": Path(args.out).stat().st_size,
-            "vocab_subset": len(vocab_ids), "train_prompts": len(read_prompts(args.prompts)[: args.limit]),
+            "vocab_subset": len(vocab_ids), "train_prompts": sum(len(read_prompts(f)[: args.limit]) for f in args.prompts),
+            "samples_per_prompt": args.samples,
             "train_sequences": len(seqs), "train_answer_tokens": n_tokens, "steps": args.steps,
             "batch": args.batch, "lr": args.lr, "unroll": args.unroll, "noise": args.noise,
             "seed": args.seed, "final": stats,
