@@ -120,3 +120,20 @@ def test_a_retrieval_node_given_the_heads_q_is_caught(models, monkeypatch):
 
     monkeypatch.setattr(hybrid, "join", wrong_q)
     assert _p_value(models) < ALPHA
+
+
+def test_head_path_picks_the_hybrids_head_and_a_bad_one_is_an_error(tmp_path):
+    """With head_path the hybrid drafts with that head file, on a target that has no head of its own;
+    a head_path that cannot be read is an error naming the file, not a silent retrieval-only run."""
+    from specviz.head.model import save_head
+    from specviz.models.loader import ModelLoadError
+
+    target = tiny_random(vocab_size=48, layers=2, seed=4)
+    path = tmp_path / "mine.safetensors"
+    save_head(new_head(target.model, torch.arange(40), seed=0, intermediate=32), path)
+    run = specviz.generate(target, PROMPTS[2] * 3, method="hybrid", max_new_tokens=20, chat=False,
+                           head_path=str(path))
+    assert any(n.source == "head" for c in run.cycles for n in c.nodes)
+    with pytest.raises(ModelLoadError, match="missing.safetensors"):
+        specviz.generate(target, PROMPTS[2], method="hybrid", max_new_tokens=4, chat=False,
+                         head_path=str(tmp_path / "missing.safetensors"))

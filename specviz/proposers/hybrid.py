@@ -66,7 +66,8 @@ def merge_greedy(first: DraftTree, second: DraftTree) -> DraftTree:
 class HybridProposer(Proposer):
     name = "hybrid"
     # the retrieval part's, and the head's greedy tree (head.py: children per node, nodes grown per depth)
-    KNOBS = LogitSpecProposer.KNOBS + ("head_width", "head_beam")
+    # head_path: another trained head file (e.g. two heads side by side in one benchmark run)
+    KNOBS = LogitSpecProposer.KNOBS + ("head_width", "head_beam", "head_path")
 
     def __init__(self, retrieval: LogitSpecProposer, head: HeadProposer | None):
         self.retrieval, self.head = retrieval, head
@@ -74,16 +75,19 @@ class HybridProposer(Proposer):
         self.needs_hidden = head is not None
 
     @classmethod
-    def build(cls, target, draft=None, head_width: int | None = None, head_beam: int | None = None, **knobs):
+    def build(cls, target, draft=None, head_width: int | None = None, head_beam: int | None = None,
+              head_path: str | None = None, **knobs):
         if draft is not None:
             raise ValueError("method 'hybrid' drafts with retrieval and the trained head; do not pass a draft model")
         cls.check_knobs(knobs)
         # the planner, not LogitSpec's own back-off, decides when drafting stops paying
         retrieval = LogitSpecProposer.build(target, None, **{"adaptive": False, **knobs})
         try:
-            head = HeadProposer.build(target, width=head_width, beam=head_beam)
-        except (ModelLoadError, ValueError):  # no trained head for this target: retrieval alone
-            head = None
+            head = HeadProposer.build(target, path=head_path, width=head_width, beam=head_beam)
+        except (ModelLoadError, ValueError):
+            if head_path is not None:  # a head asked for by name: say why it cannot be used
+                raise
+            head = None  # no trained head for this target: retrieval alone
         return cls(retrieval, head)
 
     def start(self, ids: list[int]) -> None:
