@@ -115,14 +115,22 @@ def test_a_noisy_pass_is_timed_again(tiny):
 
 
 def test_clean_timings_stop_after_one_extra_round():
-    """With no size out of order, measuring takes a warm-up, one pass per size and one re-timed
-    one-token pass; a spent budget stops re-timing at once."""
+    """With no size out of order, measuring takes a warm-up, FULL_ROUNDS passes per size and one
+    re-timed one-token pass; a spent budget stops after the first full round."""
     timer = Counting()
     times, _ = costs.measure(timer, [1, 2, 4], budget_s=10.0)
-    assert timer.calls == [4, 1, 2, 4, 1]
+    assert timer.calls == [4] + [1, 2, 4] * costs.FULL_ROUNDS + [1]
     timer = Counting(spikes={2: 5.0})
     costs.measure(timer, [1, 2, 4], budget_s=0.0)
     assert timer.calls == [4, 1, 2, 4]
+
+
+def test_a_burst_that_keeps_sizes_in_order_is_timed_again():
+    """Other work that inflates neighbouring sizes in one round, leaving them in order (so none is
+    a suspect), does not stay in the profile: every size is timed in several rounds."""
+    timer = Counting(spikes={12: 1.1, 16: 1.1})
+    times, _ = costs.measure(timer, [1, 8, 12, 16, 24, 32], budget_s=10.0)
+    assert times[12] == pytest.approx(linear_time(12)) and times[16] == pytest.approx(linear_time(16))
 
 
 def fake_dtype_timer(fp32: float, bf16: float):

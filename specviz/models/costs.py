@@ -1,7 +1,7 @@
 """What a target pass costs on this hardware: v(n), a pass over n tokens in units of a one-token pass.
 
     from specviz.models import costs
-    prof = costs.profile(target)   # timed once (about 2 s), then read from memory or from disk
+    prof = costs.profile(target)   # timed once (about 3–5 s), then read from memory or from disk
     prof(5)                        # v(5): measured at SIZES, linear between them; prof(1) == 1
     prof.cost_s(5)                 # seconds: prof.step_s * prof(5)
     prof.v                         # the measured points {n: v(n)}
@@ -43,8 +43,9 @@ from specviz.models.timing import (filler_ids, hardware, prefix_cache, read_cach
 
 SIZES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)  # up to a LogitSpec tree's 64 nodes
 PREFIX_LEN = 200  # tokens already cached: a prompt plus some output, as in the benchmarks
-BUDGET_S = 1.5  # seconds of passes in all, warm-up and first round included; re-timing stops past it
-MAX_ROUNDS = 4  # re-timing rounds at most, however cheap the passes
+BUDGET_S = 4.0  # seconds of passes in all, warm-up and first round included; re-timing stops past it
+FULL_ROUNDS = 3  # times every size is timed, interleaved, while the budget lasts (the first always)
+MAX_ROUNDS = 4  # re-timing rounds of suspect sizes at most, however cheap the passes
 CACHE_FILE_NAME = "cost_profiles.json"
 DTYPE_SIZES = (1, 4)  # a plain step and a typical verify pass decide the dtype
 DTYPE_PREFIX = 64  # a short cache is enough to compare two dtypes
@@ -80,7 +81,8 @@ def profile(model: LoadedModel, sizes=SIZES, prefix_len: int = PREFIX_LEN, budge
     `timer(n)` replaces the real pass (tests); `cache_file=None` keeps the result in memory only.
     """
     sizes = sorted(set(int(n) for n in sizes) | {1})
-    key = f"{cache_key(model, prefix_len)}|sizes {','.join(map(str, sizes))}"
+    # the rounds in the key: a profile timed by the older one-round rule is timed again
+    key = f"{cache_key(model, prefix_len)}|sizes {','.join(map(str, sizes))}|rounds {FULL_ROUNDS}"
     if not refresh and (hit := _cached(key, _file(cache_file), CostProfile.from_dict)) is not None:
         return hit
     times, spent = measure(timer or pass_timer(model, prefix_len), sizes, budget_s)
@@ -109,15 +111,22 @@ def measure(timer: Timer, sizes: list[int], budget_s: float = BUDGET_S) -> tuple
     """The fastest pass per size, and the pass time spent; suspect sizes are timed again.
 
     After a warm-up pass of the largest size (which allocates what every smaller pass needs),
-    each size is timed once. Each round then re-times the one-token pass (every v divides by it)
-    and every size slower than some larger size; rounds stop when, after the first, no size is
-    out of order, or when the budget is spent, or after MAX_ROUNDS.
+    every size is timed in FULL_ROUNDS interleaved rounds (a later round only while the budget
+    lasts): a burst of other work can inflate several neighbouring sizes at once and leave them in
+    order, so no single round is trusted (on an AMD EPYC one round put v(16) at 1.95, three
+    quiet ones at 1.34–1.70). Each round after that re-times the one-token pass (every v divides by
+    it) and every size slower than some larger size; those rounds stop when, after the first, no
+    size is out of order, or when the budget is spent, or after MAX_ROUNDS.
     """
     spent = timer(sizes[-1])
-    best = {}
-    for n in sizes:
-        best[n] = timer(n)
-        spent += best[n]
+    best: dict[int, float] = {}
+    for full in range(FULL_ROUNDS):
+        if full and spent >= budget_s:
+            break
+        for n in sizes:
+            t = timer(n)
+            spent += t
+            best[n] = min(best.get(n, t), t)
     for round_ in range(MAX_ROUNDS):
         again = _suspects(best, sizes)
         if spent >= budget_s or (round_ and again == sizes[:1]):

@@ -136,7 +136,7 @@ def compare(comparison: Comparison) -> Iterator[tuple[str, Comparison]]:
 
 
 def verify_cost_duration(spec: str) -> int:
-    return STEP_S  # read from memory after the load timed it; timing afresh takes about 2 s
+    return STEP_S  # read from memory after the load timed it; timing afresh takes about 3–5 s
 
 
 @on_gpu(duration=verify_cost_duration)
