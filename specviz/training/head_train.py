@@ -1,8 +1,8 @@
 """`python -m specviz.training.head_train`: train the draft head (specviz/head/model.py) for the bundled target.
 
-1. Data: the target's own answers to assets/head/prompts_train.txt, greedy and sampled at
-   temperature 0.7, decoded in batches with left padding; the final-norm hidden state of every
-   position is kept on the way.
+1. Data: the target's own answers to assets/head/prompts_train*.txt, one greedy and `--samples`
+   sampled at temperature 0.7 (one seed each), decoded in batches with left padding; the
+   final-norm hidden state of every position is kept on the way (and cached per pass, `--data`).
 2. Vocabulary: the tokens most frequent in those answers (ties by id, which follows the
    tokenizer's merge order), so the head's LM head is a slice of the target's.
 3. Training: from a random answer position the head reads (f_t, x_{t+1}) and predicts f_{t+1},
@@ -255,12 +255,12 @@ def parse_args(argv):
     ap.add_argument("--gen-batch", type=int, default=96, help="prompts decoded together (96 gave 2.3× the "
                     "tokens/s of 16 on this CPU)")
     ap.add_argument("--sampled-share", type=int, default=1, help="every n-th prompt is also sampled at T=0.7")
-    ap.add_argument("--samples", type=int, default=1,
+    ap.add_argument("--samples", type=int, default=3,
                     help="sampled answers (T=0.7, one seed each) per sampled prompt, beside the greedy one")
     ap.add_argument("--vocab", type=int, default=12288,
                     help="size of the head's vocabulary subset (covered 95 %% of held-out answer tokens)")
     ap.add_argument("--blocks", type=int, default=1, help="MLP blocks in the head")
-    ap.add_argument("--steps", type=int, default=1500)
+    ap.add_argument("--steps", type=int, default=4000)
     ap.add_argument("--batch", type=int, default=512, help="positions per training step")
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--unroll", type=int, default=2, help="draft steps trained from each position")
