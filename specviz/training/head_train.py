@@ -284,10 +284,11 @@ def build_data(target, args, log) -> list[dict]:
         texts = read_prompts(path)[: args.limit]
         ids = [target.encode(t) for t in texts]
         digest = hashlib.sha256("\n".join(texts).encode()).hexdigest()[:12]
-        passes = [(0.0, args.seed, ids)] + [(SAMPLED_T, args.seed + 1 + i, ids[:: args.sampled_share])
-                                            for i in range(args.samples)]
-        for temperature, seed, chosen in passes:
-            key = f"{Path(path).stem}-{digest}-t{temperature}-s{seed}-n{args.max_new_tokens}.pt"
+        passes = [(0.0, args.seed, 1)] + [(SAMPLED_T, args.seed + 1 + i, args.sampled_share)
+                                          for i in range(args.samples)]
+        for temperature, seed, every in passes:
+            chosen = ids[::every]
+            key = f"{Path(path).stem}-{digest}-t{temperature}-s{seed}-e{every}-n{args.max_new_tokens}.pt"
             cached = Path(args.data) / key if args.data else None
             if cached is not None and cached.is_file():
                 log(f"reusing {cached}")
