@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from specviz.drafting.tree import DraftTree
-from specviz.models import ragged
+from specviz.models import fastpath, ragged
 from specviz.models.families import final_norm
 from specviz.models.kvcache import TokenCache, cache_len, new_cache, undo_pass
 from specviz.models.remote import HIDDEN_REFUSED, rows_to_logits
@@ -79,12 +79,15 @@ class LocalTarget:
         """(logits, hidden or None) of one pass over `tokens`, appended to `cache`."""
         # The prefill needs only the last row: skipping the LM head on the prompt saves a
         # (prompt × vocabulary) matmul, as transformers' generate does.
+        ids = torch.tensor([tokens], device=self.loaded.device)
+        fast = fastpath.forward(self.loaded.model, ids, cache, position_ids, mask, keep=1 if last_only else 0)
+        if fast is not None:  # our own pass: the modules' numbers with far fewer ops (fastpath.py)
+            return fast[0][0], (fast[1][0] if hidden else None)
         extra = {"logits_to_keep": 1} if last_only else {}
         kept: list[torch.Tensor] = []
         hook = self.norm.register_forward_hook(lambda m, a, out: kept.append(out[0])) if hidden else None
         try:
-            out = self.loaded.model(input_ids=torch.tensor([tokens], device=self.loaded.device),
-                                    past_key_values=cache, use_cache=True, position_ids=position_ids,
+            out = self.loaded.model(input_ids=ids, past_key_values=cache, use_cache=True, position_ids=position_ids,
                                     attention_mask=mask, **extra)
         finally:
             if hook is not None:

@@ -34,7 +34,7 @@ from typing import Callable
 
 import torch
 
-from specviz.models import speedups
+from specviz.models import fastpath, speedups
 from specviz.models.cost_profile import CostProfile
 from specviz.models.common import cache_root
 from specviz.models.loaded import LoadedModel
@@ -60,7 +60,9 @@ _LOCK = threading.Lock()
 
 def cache_key(model: LoadedModel, prefix_len: int) -> str:
     dtype = str(model.dtype).removeprefix("torch.")
-    tuned = "+".join(speedups.applied(model.model)) or "stock"
+    # our fast forward changes what a pass costs (fastpath.py), so profiles timed without it do not apply
+    fast = ["fast-forward"] if fastpath.of(model.model) is not None else []
+    tuned = "+".join(speedups.applied(model.model) + fast) or "stock"
     return (f"{model.name}|{model.device}|{dtype}|{tuned}|torch {torch.__version__}|"
             f"{hardware(model.device)}|prefix {prefix_len}")
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from specviz.models import speedups
+from specviz.models import fastpath, speedups
 from specviz.models.kvcache import new_cache, rollback
 from specviz.models.loaded import LoadedModel
 
@@ -45,13 +45,18 @@ def filler_ids(model: LoadedModel, batch: int, n: int, offset: int = 0) -> torch
     return ids.unsqueeze(0).expand(batch, n).contiguous()
 
 
+def _pass(model: LoadedModel, ids: torch.Tensor, cache, keep: int = 0) -> None:
+    """One pass as a run makes it: our fast forward where the model has one (batch 1), else the modules."""
+    if fastpath.forward(model.model, ids, cache, keep=keep) is None:
+        model.model(input_ids=ids, past_key_values=cache, use_cache=True, **({"logits_to_keep": keep} if keep else {}))
+
+
 @torch.inference_mode()
 def prefix_cache(model: LoadedModel, prefix_len: int, batch: int = 1):
     """A KV cache holding `prefix_len` tokens per row: one prefill at batch 1, copied to every row."""
     cache = new_cache()
     # logits for the last row only: the prefix's own logits are never read, and the head is costly
-    model.model(input_ids=filler_ids(model, 1, prefix_len), past_key_values=cache, use_cache=True,
-                logits_to_keep=1)
+    _pass(model, filler_ids(model, 1, prefix_len), cache, keep=1)
     if batch > 1:
         for layer in cache.layers:
             if getattr(layer, "keys", None) is not None and layer.keys.numel():
@@ -65,7 +70,7 @@ def timed_pass(model: LoadedModel, cache, ids: torch.Tensor, prefix_len: int) ->
     """Seconds of one pass over `ids` on top of `cache`, which is rolled back to `prefix_len` after."""
     sync(model.device)
     t0 = time.perf_counter()
-    model.model(input_ids=ids, past_key_values=cache, use_cache=True)
+    _pass(model, ids, cache)
     sync(model.device)
     elapsed = time.perf_counter() - t0
     rollback(cache, prefix_len)

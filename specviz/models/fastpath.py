@@ -1,0 +1,237 @@
+"""Our own forward pass for Llama targets on the CPU: transformers' numbers, with far fewer ops.
+
+On a small model a one-token pass is mostly fixed cost per op, not arithmetic: SmolLM2-135M's
+pass reads 0.54 GB of linear weights in about 40 ms (13 GB/s, where this kind of machine
+streams 30 GB/s), and the rest is some 40 small ops per layer, each dispatched through
+nn.Module calls, transformers' wrappers and our PackedLinear's checks and row padding
+(docs/BENCHMARKS.md, "Our own forward pass"). This runs the same layers with less of that:
+
+- q, k and v are one oneDNN product over their stacked weights, and so are gate and up. Each
+  output column is the same dot product as in its own product, so on the CPUs measured the bits
+  are the same; `FastForward.check` proves it again on the model itself before it is used.
+- rows are padded to speedups.MIN_ROWS once per pass, not once per linear layer; padded rows
+  stay zero through every layer and are never read.
+- RMSNorm, rotary embedding, the residual adds and the MLP are the modules' own float ops in
+  their order; the mask comes from transformers' `create_causal_mask` and attention from the
+  function the model is configured with (SDPA), exactly as the modules call them.
+
+So a pass gives the modules' logits bit for bit (tests/test_fastpath.py on tiny Llamas; the
+check on the model at first use; the bundled model's greedy runs against HF `generate`). It is
+ours only: HF `generate`, the anchor of every benchmark, runs the modules as they are.
+
+Used for one run's own passes (decoding/targets.py LocalTarget, and the cost profile's timed
+passes, so v(n) prices the passes runs make). It applies where the speed-ups packed the model's
+linears (CPU, float32) and the model is a LlamaForCausalLM; anything else, or a model whose
+check fails, runs the modules. SPECVIZ_NO_SPEEDUPS=1 turns it off with the other speed-ups.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import weakref
+
+import torch
+import torch.nn.functional as F
+
+from specviz.models import speedups
+
+log = logging.getLogger(__name__)
+
+SUPPORTED = ("LlamaForCausalLM",)
+_LINEAR = torch.ops.mkldnn._linear_pointwise
+_PACK = torch.ops.mkldnn._reorder_linear_weight
+_BUILT: "weakref.WeakKeyDictionary[torch.nn.Module, FastForward | None]" = weakref.WeakKeyDictionary()
+_LOCK = threading.Lock()
+
+
+def of(model: torch.nn.Module) -> "FastForward | None":
+    """The model's fast forward, built and checked on first use; None where the modules must run."""
+    fast = _BUILT.get(model, False)
+    if fast is False or (fast is not None and not fast.current()):
+        with _LOCK:
+            fast = _BUILT[model] = FastForward.build(model)
+    return fast
+
+
+def forward(model: torch.nn.Module, ids: torch.Tensor, cache, position_ids=None, mask=None,
+            keep: int = 0) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(logits (1, rows, vocab), final hidden states (1, n, d)) of one pass of `ids` (1, n) over
+    `cache`, which grows by n; `keep` > 0 computes logits for the last `keep` rows only. None where
+    the model has no fast forward (or `ids` is a batch of several rows): the caller runs the modules."""
+    if ids.shape[0] != 1:
+        return None
+    fast = of(model)
+    return None if fast is None else fast(ids, cache, position_ids, mask, keep)
+
+
+def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """LlamaRMSNorm's ops in its order (float32 in, float32 out: its casts are no-ops here)."""
+    variance = x.pow(2).mean(-1, keepdim=True)
+    return weight * (x * torch.rsqrt(variance + eps))
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """transformers' apply_rotary_pos_emb for one tensor: x·cos + rotate_half(x)·sin."""
+    half = x.shape[-1] // 2
+    return (x * cos) + (torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin)
+
+
+def _stacked(*linears: torch.nn.Linear) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """One packed weight (and bias) for several linear layers that read the same input."""
+    weight = torch.cat([m.weight.detach() for m in linears])
+    biases = [m.bias for m in linears]
+    bias = None if all(b is None for b in biases) else torch.cat(
+        [b.detach() if b is not None else m.weight.new_zeros(m.weight.shape[0]) for m, b in zip(linears, biases)])
+    return _PACK(weight), bias
+
+
+def _packed(linear: speedups.PackedLinear) -> torch.Tensor:
+    """A PackedLinear's packed weight, packed now if it has none or its weight changed since."""
+    if linear._source != speedups._identity(linear.weight):
+        linear._pack()
+    return linear._packed
+
+
+class _Layer:
+    """One decoder layer's weights as the fast forward reads them."""
+
+    def __init__(self, layer):
+        attn, mlp = layer.self_attn, layer.mlp
+        self.attn = attn
+        self.head_dim, self.scaling = attn.head_dim, attn.scaling
+        self.qkv, self.qkv_bias = _stacked(attn.q_proj, attn.k_proj, attn.v_proj)
+        self.n_q, self.n_k = attn.q_proj.weight.shape[0], attn.k_proj.weight.shape[0]
+        self.o, self.o_bias = _packed(attn.o_proj), attn.o_proj.bias  # the speed-ups' own copies
+        self.gate_up, self.gate_up_bias = _stacked(mlp.gate_proj, mlp.up_proj)
+        self.n_gate = mlp.gate_proj.weight.shape[0]
+        self.down, self.down_bias = _packed(mlp.down_proj), mlp.down_proj.bias
+        self.act = mlp.act_fn
+        self.norm1, self.eps1 = layer.input_layernorm.weight, layer.input_layernorm.variance_epsilon
+        self.norm2, self.eps2 = layer.post_attention_layernorm.weight, layer.post_attention_layernorm.variance_epsilon
+
+
+class FastForward:
+    """A Llama model's pass with stacked products and one row padding (see the module docstring)."""
+
+    def __init__(self, model: torch.nn.Module):
+        self.model = model
+        base = model.model
+        self.config = base.config
+        self.embed, self.rotary = base.embed_tokens, base.rotary_emb
+        self.layers = [_Layer(layer) for layer in base.layers[: self.config.num_hidden_layers]]
+        self.norm, self.eps = base.norm.weight, base.norm.variance_epsilon
+        self.lm, self.lm_bias = _packed(model.lm_head), model.lm_head.bias
+        # every weight with the dict that holds it: a replaced weight is a new object there
+        self._params = [(held, name, w) for m in model.modules() for name, w in m._parameters.items()
+                        if w is not None for held in (m._parameters,)]
+        self._sources = self._identities()
+
+    # -- when it applies ------------------------------------------------------------------------
+    @classmethod
+    def build(cls, model: torch.nn.Module) -> "FastForward | None":
+        """A checked fast forward for `model`, or None (with the reason in the log)."""
+        why = cls.unsupported(model)
+        if why is None:
+            try:
+                fast = cls(model)
+                why = fast.check()
+            except Exception as e:  # noqa: BLE001 -- any surprise in a model's layout: run its modules
+                why = f"building it failed ({type(e).__name__}: {e})"
+            if why is None:
+                return fast
+        log.info("%s runs transformers' modules: %s", type(model).__name__, why)
+        return None
+
+    @staticmethod
+    def unsupported(model: torch.nn.Module) -> str | None:
+        """Why `model` cannot have a fast forward, or None."""
+        name = type(model).__name__
+        if name not in SUPPORTED:
+            return f"the fast forward covers {', '.join(SUPPORTED)}, not {name}"
+        if not isinstance(getattr(model, "lm_head", None), speedups.PackedLinear):
+            return "its linear layers are not packed (the CPU speed-ups are off or do not apply)"
+        weight = model.lm_head.weight
+        if weight.dtype != torch.float32 or weight.device.type != "cpu":
+            return "it runs on the CPU in float32 only"
+        config = model.config
+        if getattr(config, "pretraining_tp", 1) != 1:
+            return "pretraining_tp > 1 splits its products"
+        if getattr(config, "_attn_implementation", None) not in ("sdpa", speedups.GQA_SDPA):
+            return f"its attention is {getattr(config, '_attn_implementation', None)!r}, not SDPA"
+        stacked = [getattr(layer.self_attn, n) for layer in model.model.layers for n in ("q_proj", "k_proj", "v_proj")]
+        stacked += [getattr(layer.mlp, n) for layer in model.model.layers for n in ("gate_proj", "up_proj")]
+        need = sum(m.weight.numel() * m.weight.element_size() for m in stacked)
+        if need > speedups.MEMORY_SHARE * speedups._available_bytes():
+            return f"its stacked copies ({need / 1e6:.0f} MB) would not fit comfortably in memory"
+        return None
+
+    def _identities(self) -> list[tuple]:
+        """Where each weight lives and how often it was edited in place (inference tensors cannot be)."""
+        return [(held.get(name) is w, w.data_ptr(), -1 if w.is_inference() else w._version)
+                for held, name, w in self._params]
+
+    def current(self) -> bool:
+        """Whether the weights are still those it packed (an edit or a reload packs them again).
+        Asked before every pass, so it reads only what is cheap: about 50 µs on the bundled model."""
+        return (isinstance(self.model.lm_head, speedups.PackedLinear) and not self.model.training
+                and self._identities() == self._sources)
+
+    @torch.inference_mode()
+    def check(self) -> str | None:
+        """Run a prefill, a step and two short chains both ways on a fresh cache; None when every
+        logit has the same bits, else what differed."""
+        from specviz.models.kvcache import new_cache  # kvcache imports transformers' cache classes
+
+        vocab = self.config.vocab_size
+        feeds = [list(range(7)), [7], [8, 9], [10, 11, 12, 13]]
+        ours, theirs = new_cache(), new_cache()
+        for feed in feeds:
+            ids = torch.tensor([[(11 + 7 * t) % vocab for t in feed]])
+            a = self.model(input_ids=ids, past_key_values=theirs, use_cache=True).logits
+            b, _ = self(ids, ours)
+            if not torch.equal(a, b):
+                return f"its logits differ from the modules' (max {float((a - b).abs().max()):.3g}) on this CPU"
+        return None
+
+    # -- the pass ----------------------------------------------------------------------------------
+    @torch.inference_mode()
+    def __call__(self, ids: torch.Tensor, cache, position_ids=None, mask=None, keep: int = 0):
+        from transformers.masking_utils import create_causal_mask
+        from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+        x = F.embedding(ids, self.embed.weight)
+        n = x.shape[1]
+        if position_ids is None:
+            position_ids = (torch.arange(n, device=x.device) + cache.get_seq_length()).unsqueeze(0)
+        causal = create_causal_mask(config=self.config, inputs_embeds=x, attention_mask=mask,
+                                    past_key_values=cache, position_ids=position_ids)
+        cos, sin = self.rotary(x, position_ids)
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        attend = ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation, None)
+        pad = max(0, speedups.MIN_ROWS - n)  # oneDNN streams 3 rows faster than 1 (speedups.py)
+        x = x[0]
+        if pad:
+            x = torch.cat([x, x.new_zeros(pad, x.shape[1])])
+        for layer in self.layers:
+            h = _rms(x, layer.norm1, layer.eps1)
+            y = _LINEAR(h, layer.qkv, layer.qkv_bias, "none", [], "")[:n]
+            d, nq, nk = layer.head_dim, layer.n_q, layer.n_k
+            q = y[:, :nq].view(1, n, -1, d).transpose(1, 2)
+            k = y[:, nq:nq + nk].view(1, n, -1, d).transpose(1, 2)
+            v = y[:, nq + nk:].view(1, n, -1, d).transpose(1, 2)
+            k, v = cache.update(_rotate(k, cos, sin), v, layer.attn.layer_idx)
+            o, _ = attend(layer.attn, _rotate(q, cos, sin), k, v, causal, dropout=0.0, scaling=layer.scaling)
+            o = o.reshape(n, -1)
+            if pad:
+                o = torch.cat([o, o.new_zeros(pad, o.shape[1])])
+            x = x + _LINEAR(o, layer.o, layer.o_bias, "none", [], "")
+            h = _rms(x, layer.norm2, layer.eps2)
+            g = _LINEAR(h, layer.gate_up, layer.gate_up_bias, "none", [], "")
+            x = x + _LINEAR(layer.act(g[:, : layer.n_gate]) * g[:, layer.n_gate:], layer.down, layer.down_bias,
+                            "none", [], "")
+        hidden = _rms(x[:n], self.norm, self.eps)
+        rows = hidden[-keep:] if keep else hidden
+        if rows.shape[0] < speedups.MIN_ROWS:
+            rows = torch.cat([rows, rows.new_zeros(speedups.MIN_ROWS - rows.shape[0], rows.shape[1])])
+        logits = _LINEAR(rows, self.lm, self.lm_bias, "none", [], "")[: (keep or n)]
+        return logits.unsqueeze(0), hidden.unsqueeze(0)
