@@ -1,8 +1,8 @@
 """Our own forward pass for Llama targets on the CPU: transformers' numbers, with far fewer ops.
 
 On a small model a one-token pass is mostly fixed cost per op, not arithmetic: SmolLM2-135M's
-pass reads 0.54 GB of linear weights in about 40 ms (13 GB/s, where this kind of machine
-streams 30 GB/s), and the rest is some 40 small ops per layer, each dispatched through
+pass reads 0.54 GB of linear weights in about 40 ms (13 GB/s, where a 2-core AMD EPYC sums a
+1 GiB tensor at 60 GB/s), and the rest is some 40 small ops per layer, each dispatched through
 nn.Module calls, transformers' wrappers and our PackedLinear's checks and row padding
 (docs/BENCHMARKS.md, "Our own forward pass"). This runs the same layers with less of that:
 
