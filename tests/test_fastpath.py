@@ -110,9 +110,14 @@ def test_other_families_run_their_modules(family):
 
 
 def test_no_fast_forward_without_the_packed_linears():
-    """A model loaded without the CPU speed-ups (SPECVIZ_NO_SPEEDUPS=1) or after `speedups.remove`
-    runs its modules: the fast forward reads the speed-ups' packed weights."""
+    """A model loaded without the CPU speed-ups (SPECVIZ_NO_SPEEDUPS=1), after `speedups.remove`, or
+    in training mode runs its modules: the fast forward reads the speed-ups' packed weights. The
+    answer follows the model: the speed-ups applied later turn it on."""
     plain = tiny_random(seed=1)
+    assert fastpath.of(plain.model) is None
+    speedups.apply(plain.model)  # decided again once the speed-ups are on
+    assert fastpath.of(plain.model) is not None
+    plain.model.train()
     assert fastpath.of(plain.model) is None
     target = tuned(seed=1)
     assert fastpath.of(target.model) is not None

@@ -40,17 +40,28 @@ log = logging.getLogger(__name__)
 SUPPORTED = ("LlamaForCausalLM",)
 _LINEAR = torch.ops.mkldnn._linear_pointwise
 _PACK = torch.ops.mkldnn._reorder_linear_weight
-_BUILT: "weakref.WeakKeyDictionary[torch.nn.Module, FastForward | None]" = weakref.WeakKeyDictionary()
+# per model: its fast forward (or None) and the _stamp it was decided under
+_BUILT: "weakref.WeakKeyDictionary[torch.nn.Module, tuple]" = weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()
 
 
 def of(model: torch.nn.Module) -> "FastForward | None":
-    """The model's fast forward, built and checked on first use; None where the modules must run."""
-    fast = _BUILT.get(model, False)
-    if fast is False or (fast is not None and not fast.current()):
+    """The model's fast forward, built and checked on first use; None where the modules must run.
+    Decided again when what it depends on changes: the speed-ups applied or removed, another dtype
+    or device, training mode, or (for one already built) an edited or replaced weight."""
+    kept, stamp = _BUILT.get(model), _stamp(model)
+    if kept is None or kept[1] != stamp or (kept[0] is not None and not kept[0].current()):
         with _LOCK:
-            fast = _BUILT[model] = FastForward.build(model)
-    return fast
+            kept = _BUILT[model] = (FastForward.build(model), stamp)
+    return kept[0]
+
+
+def _stamp(model: torch.nn.Module) -> tuple:
+    """What `FastForward.unsupported` reads that can change on a model object, cheaply."""
+    head = getattr(model, "lm_head", None)
+    weight = getattr(head, "weight", None)
+    where = None if weight is None else (weight.dtype, weight.device.type)
+    return type(head), where, model.training, getattr(getattr(model, "config", None), "_attn_implementation", None)
 
 
 def forward(model: torch.nn.Module, ids: torch.Tensor, cache, position_ids=None, mask=None,
@@ -148,6 +159,8 @@ class FastForward:
         name = type(model).__name__
         if name not in SUPPORTED:
             return f"the fast forward covers {', '.join(SUPPORTED)}, not {name}"
+        if model.training:
+            return "it is in training mode"
         if not isinstance(getattr(model, "lm_head", None), speedups.PackedLinear):
             return "its linear layers are not packed (the CPU speed-ups are off or do not apply)"
         weight = model.lm_head.weight
@@ -173,8 +186,7 @@ class FastForward:
     def current(self) -> bool:
         """Whether the weights are still those it packed (an edit or a reload packs them again).
         Asked before every pass, so it reads only what is cheap: about 50 µs on the bundled model."""
-        return (isinstance(self.model.lm_head, speedups.PackedLinear) and not self.model.training
-                and self._identities() == self._sources)
+        return self._identities() == self._sources
 
     @torch.inference_mode()
     def check(self) -> str | None:
