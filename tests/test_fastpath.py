@@ -10,7 +10,7 @@ from specviz.decoding.targets import LocalTarget
 from specviz.drafting.tree import DraftTree
 from specviz.models import fastpath, speedups
 from specviz.models.kvcache import new_cache, rollback
-from specviz.models.loader import tiny_random
+from specviz.models.loader import derive_draft, tiny_random
 from tests.tiny import PROMPTS
 
 pytestmark = pytest.mark.skipif(not speedups._onednn_works(), reason="this torch build has no oneDNN linear")
@@ -70,17 +70,20 @@ def test_every_kind_of_pass_has_the_modules_bits(kv_heads):
 
 
 def test_decoding_is_the_same_with_and_without_it(monkeypatch):
-    """Greedy runs of AR, prompt lookup and a draft tree, and a sampled run with a seed, commit the
-    same tokens and draw the same way with our forward as with the modules (the engine's passes
-    go through LocalTarget, which takes our forward where it applies)."""
+    """Greedy runs of AR, prompt lookup and a draft tree, and sampled runs with a seed (AR, and a
+    draft model whose own steps take our forward too), commit the same tokens and draw the same
+    way with our forward as with the modules (the engine's passes go through LocalTarget, the
+    draft model's through draft_model._plain)."""
     target = tuned(seed=5)
+    draft = derive_draft(target, noise=0.05, seed=9)
     runs = [dict(method="ar"), dict(method="pld", k=4), dict(method="logitspec", k=4),
-            dict(method="ar", temperature=0.8, seed=11)]
+            dict(method="ar", temperature=0.8, seed=11),
+            dict(method="draft", draft=draft, k=3, temperature=0.8, seed=12)]
 
     def tokens():
         return [generate(target, PROMPTS[0] * 3, max_new_tokens=16, **kw).token_ids for kw in runs]
 
-    assert fastpath.of(target.model) is not None
+    assert fastpath.of(target.model) is not None and fastpath.of(draft.model) is not None
     fast = tokens()
     monkeypatch.setattr(fastpath, "SUPPORTED", ())
     fastpath._BUILT.clear()

@@ -19,8 +19,9 @@ So a pass gives the modules' logits bit for bit (tests/test_fastpath.py on tiny 
 check on the model at first use; the bundled model's greedy runs against HF `generate`). It is
 ours only: HF `generate`, the anchor of every benchmark, runs the modules as they are.
 
-Used for one run's own passes (decoding/targets.py LocalTarget, and the cost profile's timed
-passes, so v(n) prices the passes runs make). It applies where the speed-ups packed the model's
+Used for one run's own passes (decoding/targets.py LocalTarget, a draft model's steps in
+proposers/draft_model.py, and the cost profile's timed passes, so v(n) prices the passes runs
+make); passes shared by several runs (models/ragged.py) run the modules. It applies where the speed-ups packed the model's
 linears (CPU, float32) and the model is a LlamaForCausalLM; anything else, or a model whose
 check fails, runs the modules. SPECVIZ_NO_SPEEDUPS=1 turns it off with the other speed-ups.
 """

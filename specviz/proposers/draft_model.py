@@ -10,7 +10,7 @@ import weakref
 
 import torch
 
-from specviz.models import ragged
+from specviz.models import fastpath, ragged
 from specviz.models.kvcache import cache_len, new_cache, rollback, undo_pass
 from specviz.models.rounds import Rounds, Slot
 from specviz.drafting.tree import DraftTree, Source, SourceKind
@@ -19,10 +19,15 @@ from specviz.proposers.base import ProposeContext, Proposer
 MAX_STEP_TOKENS = 512  # tokens in one shared draft pass (a run catching up may bring many)
 
 
-def _plain(model: torch.nn.Module, cache, tokens: list[int], device=None) -> torch.Tensor:
-    """The last row's logits of one pass of `model` over `tokens`, appended to `cache`."""
-    out = model(input_ids=torch.tensor([tokens], device=device or model.device), past_key_values=cache,
-                use_cache=True)
+def _plain(model: torch.nn.Module, cache, tokens: list[int], device=None, last_only: bool = False) -> torch.Tensor:
+    """The last row's logits of one pass of `model` over `tokens`, appended to `cache`: our own
+    forward where the draft has one (models/fastpath.py, the modules' bits), else its modules.
+    `last_only` runs the LM head on that row alone (a long prefill's other rows are never read)."""
+    ids = torch.tensor([tokens], device=device or model.device)
+    fast = fastpath.forward(model, ids, cache, keep=1 if last_only else 0)
+    if fast is not None:
+        return fast[0][0, -1]
+    out = model(input_ids=ids, past_key_values=cache, use_cache=True, **({"logits_to_keep": 1} if last_only else {}))
     return out.logits[0, -1]
 
 
@@ -118,8 +123,7 @@ class DraftModelProposer(Proposer):
         """One prefill of every committed token but the newest, as after a rollback."""
         self.start(ids)
         if len(ids) > 1:
-            self.model(input_ids=torch.tensor([ids[:-1]], device=self.device), past_key_values=self.cache,
-                       use_cache=True, logits_to_keep=1)
+            _plain(self.model, self.cache, ids[:-1], self.device, last_only=True)
 
     def rollback(self, committed_len: int) -> None:
         # positions past the newest committed token's predecessor may hold rejected drafts
