@@ -9,8 +9,8 @@ nn.Module calls, transformers' wrappers and our PackedLinear's checks and row pa
 - q, k and v are one oneDNN product over their stacked weights, and so are gate and up. Each
   output column is the same dot product as in its own product, so on the CPUs measured the bits
   are the same; `FastForward.check` proves it again on the model itself before it is used.
-- rows are padded to speedups.MIN_ROWS once per pass, not once per linear layer; padded rows
-  stay zero through every layer and are never read.
+- rows are padded to speedups.MIN_ROWS once per pass, not once per linear layer; the padded
+  rows never reach attention, the cache or the result (a row's product does not read the others).
 - RMSNorm, rotary embedding, the residual adds and the MLP are the modules' own float ops in
   their order; the mask comes from transformers' `create_causal_mask` and attention from the
   function the model is configured with (SDPA), exactly as the modules call them.
@@ -97,13 +97,6 @@ def _stacked(*linears: torch.nn.Linear) -> tuple[torch.Tensor, torch.Tensor | No
     return _PACK(weight), bias
 
 
-def _packed(linear: speedups.PackedLinear) -> torch.Tensor:
-    """A PackedLinear's packed weight, packed now if it has none or its weight changed since."""
-    if linear._source != speedups._identity(linear.weight):
-        linear._pack()
-    return linear._packed
-
-
 class _Layer:
     """One decoder layer's weights as the fast forward reads them."""
 
@@ -113,10 +106,10 @@ class _Layer:
         self.head_dim, self.scaling = attn.head_dim, attn.scaling
         self.qkv, self.qkv_bias = _stacked(attn.q_proj, attn.k_proj, attn.v_proj)
         self.n_q, self.n_k = attn.q_proj.weight.shape[0], attn.k_proj.weight.shape[0]
-        self.o, self.o_bias = _packed(attn.o_proj), attn.o_proj.bias  # the speed-ups' own copies
+        self.o, self.o_bias = attn.o_proj.packed(), attn.o_proj.bias  # the speed-ups' own copies
         self.gate_up, self.gate_up_bias = _stacked(mlp.gate_proj, mlp.up_proj)
         self.n_gate = mlp.gate_proj.weight.shape[0]
-        self.down, self.down_bias = _packed(mlp.down_proj), mlp.down_proj.bias
+        self.down, self.down_bias = mlp.down_proj.packed(), mlp.down_proj.bias
         self.act = mlp.act_fn
         self.norm1, self.eps1 = layer.input_layernorm.weight, layer.input_layernorm.variance_epsilon
         self.norm2, self.eps2 = layer.post_attention_layernorm.weight, layer.post_attention_layernorm.variance_epsilon
@@ -132,7 +125,7 @@ class FastForward:
         self.embed, self.rotary = base.embed_tokens, base.rotary_emb
         self.layers = [_Layer(layer) for layer in base.layers[: self.config.num_hidden_layers]]
         self.norm, self.eps = base.norm.weight, base.norm.variance_epsilon
-        self.lm, self.lm_bias = _packed(model.lm_head), model.lm_head.bias
+        self.lm, self.lm_bias = model.lm_head.packed(), model.lm_head.bias
         # every weight with the dict that holds it: a replaced weight is a new object there
         self._params = [(held, name, w) for m in model.modules() for name, w in m._parameters.items()
                         if w is not None for held in (m._parameters,)]

@@ -119,14 +119,19 @@ class PackedLinear(torch.nn.Linear):
         needs_grad = torch.is_grad_enabled() and (w.requires_grad or x.requires_grad)
         if needs_grad or not (_packable(w) and _packable(x)):
             return F.linear(x, w, self.bias)
-        if self._source != _identity(w):
-            self._pack()
+        packed = self.packed()
         flat = x.reshape(-1, x.shape[-1])
         rows = flat.shape[0]
         if rows < MIN_ROWS and w.dtype == torch.float32:  # bf16: stock's own kernels, so stock's bits
             flat = torch.cat([flat, flat.new_zeros(MIN_ROWS - rows, flat.shape[1])])
-        y = torch.ops.mkldnn._linear_pointwise(flat, self._packed, self.bias, "none", [], "")
+        y = torch.ops.mkldnn._linear_pointwise(flat, packed, self.bias, "none", [], "")
         return y[:rows].reshape(*x.shape[:-1], y.shape[-1])
+
+    def packed(self) -> torch.Tensor:
+        """The packed weight, packed again first if the weight changed since (or none was kept)."""
+        if self._source != _identity(self.weight):
+            self._pack()
+        return self._packed
 
     def _pack(self) -> None:
         with torch.no_grad():
