@@ -89,7 +89,7 @@ BAD = [
     ("nocycles.json", json.dumps({"method": "pld", "cycles": []}).encode(), "no cycles"),
     ("badnode.json", json.dumps({"method": "pld", "cycles": [{"index": 0, "k": 1, "nodes": [
         {"index": 0, "token": 1, "text": "a", "parent": -1, "depth": 1, "p": "high"}]}]}).encode(),
-     "cycle 0, node 0: 'p' must be a number or null"),
+     "cycle 0, node 0: 'p' must be a number from 0"),
     ("badref.json", json.dumps({"method": "pld", "cycles": [{"index": 0, "k": 1, "nodes": [],
                                                              "accepted": [3]}]}).encode(), "must name nodes"),
 ]

@@ -12,38 +12,85 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specviz.decoding.trace import (ACCEPTED, BONUS, NOT_REACHED, REJECTED, RESAMPLED, TARGET, RunTrace, summarize)
+from specviz.decoding.schema import (Bool, Int, ListOf, MapOf, Num, Obj, Plain, SchemaError, Text, check, enforced,
+                                     parse_json, shown)
+from specviz.decoding.settings import MAX_K
+from specviz.decoding.trace import (ACCEPTED, BONUS, FROM_DRAFT, NOT_REACHED, REJECTED, RESAMPLED, TARGET, RunTrace,
+                                    summarize)
 
 FORMAT, VERSION = "specviz-trace", 1
 SPECVIZ_VERSION = "0.1.0"  # the package's version (pyproject.toml), written into exported files
-MAX_BYTES = 32 * 1024 * 1024  # a 512-token run with 64-node trees is a few MB; more is not a trace
+MAX_BYTES = 16 * 1024 * 1024  # a 512-token run with 64-node trees is a few MB; more is not a trace (README, "Uploads")
 
-NUM, INT, STR, LIST, DICT, BOOL = "a number", "a whole number", "text", "a list", "an object", "true or false"
-# field → (kind, may be null, required). Fields left out take the dataclass default.
-RUN_FIELDS = {"method": (STR, False, True), "cycles": (LIST, False, True), "settings": (DICT, False, False),
-              "prompt_ids": (LIST, False, False), "token_ids": (LIST, False, False), "text": (STR, False, False),
-              "token_texts": (LIST, False, False), "origins": (LIST, False, False),
-              "cycle_of": (LIST, False, False), "metrics": (DICT, False, False), "prefill_s": (NUM, False, False)}
-CYCLE_FIELDS = {"index": (INT, False, True), "k": (INT, False, True), "nodes": (LIST, False, True),
-                "accepted": (LIST, False, False), "rejected": (INT, True, False),
-                "residual_top": (LIST, False, False), "new_token": (DICT, True, False),
-                "new_kind": (STR, False, False), "committed": (LIST, False, False),
-                "committed_text": (LIST, False, False), "origins": (LIST, False, False),
-                "cache_before": (DICT, False, False), "cache_after": (DICT, False, False),
-                "draft_s": (NUM, False, False), "verify_s": (NUM, False, False), "other_s": (NUM, False, False),
-                "verify_shared": (INT, False, False), "verify_pass_s": (NUM, True, False),
-                "beside": (INT, False, False), "served": (DICT, True, False),
-                "elapsed_s": (NUM, False, False), "total_tokens": (INT, False, False),
-                "retrieval_hit": (BOOL, True, False), "greedy": (BOOL, False, False)}
-NODE_FIELDS = {"index": (INT, False, True), "token": (INT, False, True), "text": (STR, False, True),
-               "parent": (INT, False, True), "depth": (INT, False, True), "q": (NUM, True, False),
-               "p": (NUM, True, False), "accept_prob": (NUM, True, False), "r": (NUM, True, False),
-               "status": (STR, False, False), "p_top": (LIST, False, False), "q_top": (LIST, False, False),
-               "source": (STR, False, False), "branch": (INT, False, False), "rank": (INT, True, False),
-               "ngram": (INT, True, False)}
-ALT_FIELDS = {"token": (INT, False, True), "text": (STR, False, True), "prob": (NUM, False, True)}
-STATUSES = (ACCEPTED, REJECTED, NOT_REACHED)
-KINDS = (RESAMPLED, BONUS, TARGET)
+# Caps for a file a visitor uploads (README, "Security"): the engine's own maximum K, and sizes well
+# above any run the app or the command line records, so that reading and drawing stay bounded.
+MAX_CYCLES = 8192  # a cycle commits at least one token
+MAX_NEW_TOKENS = 8192
+MAX_PROMPT_IDS = 65536
+MAX_NODES = 512  # draft nodes in one cycle (LogitSpec caps its trees near 64)
+MAX_RUN_NODES = 32768  # draft nodes in the whole run
+MAX_TOP = 64  # entries of a p/q/residual top list (the recorder writes 5)
+MAX_TOKEN_ID = 2 ** 20 - 1  # above every vocabulary SpecViz loads (Gemma 3: 262 144)
+MAX_TOKEN_TEXT = 256  # characters of one token's text
+MAX_TEXT = 1_000_000  # characters of a run's text, or of a prompt in settings or meta
+MAX_SECONDS = 1e6
+MAX_RUNS_SHARED = 100_000  # runs in one verify pass, or beside one cycle
+KNOWN_VOCAB = {"bundled": 49152}  # targets whose vocabulary is known without loading them
+
+ORIGINS = (FROM_DRAFT, RESAMPLED, BONUS, TARGET)
+PROB = Num(0.0, 1.0 + 1e-6, null=True)  # float32 softmax may round a hair above 1
+SECONDS = Num(0.0, MAX_SECONDS)
+TOKEN = Int(0, MAX_TOKEN_ID)
+TOKEN_TEXT = Text(MAX_TOKEN_TEXT)
+ALT = Obj({"token": (TOKEN, True), "text": (TOKEN_TEXT, True), "prob": (Num(0.0, 1.0 + 1e-6), True)})
+TOP = ListOf(ALT, MAX_TOP)
+NODE = Obj({"index": (Int(0, MAX_NODES - 1), True), "token": (TOKEN, True), "text": (TOKEN_TEXT, True),
+            "parent": (Int(-1, MAX_NODES - 1), True), "depth": (Int(1, MAX_K), True), "q": (PROB, False),
+            "p": (PROB, False), "accept_prob": (PROB, False), "r": (PROB, False),
+            "status": (Text(16, choices=(ACCEPTED, REJECTED, NOT_REACHED)), False),
+            "p_top": (TOP, False), "q_top": (TOP, False), "source": (Text(64), False),
+            "branch": (Int(-1, MAX_NODES), False), "rank": (Int(-1, MAX_TOKEN_ID, null=True), False),
+            "ngram": (Int(0, 1024, null=True), False)})
+CACHE = MapOf(Int(0, MAX_PROMPT_IDS + MAX_NEW_TOKENS + MAX_NODES), 8, key_len=32)
+CYCLE = Obj({"index": (Int(0, MAX_CYCLES - 1), True), "k": (Int(0, MAX_K), True),
+             "nodes": (ListOf(NODE, MAX_NODES, label="node"), True),
+             "accepted": (ListOf(Int(0, MAX_NODES - 1), MAX_K), False), "rejected": (Int(0, MAX_NODES - 1, null=True), False),
+             "residual_top": (TOP, False), "new_token": (Obj(ALT.fields, null=True), False),
+             "new_kind": (Text(16, choices=(RESAMPLED, BONUS, TARGET)), False),
+             "committed": (ListOf(TOKEN, MAX_K + 1), False), "committed_text": (ListOf(TOKEN_TEXT, MAX_K + 1), False),
+             "origins": (ListOf(Text(16, choices=ORIGINS), MAX_K + 1), False),
+             "cache_before": (CACHE, False), "cache_after": (CACHE, False),
+             "draft_s": (SECONDS, False), "verify_s": (SECONDS, False), "other_s": (SECONDS, False),
+             "verify_shared": (Int(1, MAX_RUNS_SHARED), False), "verify_pass_s": (Num(0.0, MAX_SECONDS, null=True), False),
+             "beside": (Int(0, MAX_RUNS_SHARED), False), "served": (MapOf(Plain(), 16, key_len=64, null=True), False),
+             "elapsed_s": (SECONDS, False), "total_tokens": (Int(0, MAX_NEW_TOKENS), False),
+             "retrieval_hit": (Bool(null=True), False), "offered": (Int(0, 1_000_000, null=True), False),
+             "greedy": (Bool(), False)})
+COUNT = Num(0, 1e12, null=True)
+RATE = Num(0.0, 1.0 + 1e-6, null=True)
+METRICS = Obj({**{key: (COUNT, False) for key in (
+    "new_tokens", "prefill_s", "decode_s", "rebuild_s", "rebuilds", "tokens_per_s", "cycles", "mean_accepted_tokens",
+    "drafted_tokens", "accepted_tokens", "draft_s", "verify_s", "other_s", "cycles_beside_others", "most_beside",
+    "shared_passes", "most_shared", "served_requests", "served_prompt_tokens", "served_cached_tokens")},
+    "acceptance_rate": (RATE, False), "retrieval_success": (RATE, False),
+    "acceptance_by_position": (ListOf(RATE, MAX_K), False),
+    "served_by": (Text(200, null=True), False), "served_top_k": (Int(0, MAX_TOKEN_ID, null=True), False)},
+    extra=64)
+SETTINGS = Obj({"target": (Text(200, null=True), False), "draft": (Text(200, null=True), False),
+                "method": (Text(64, null=True), False), "k": (Int(0, MAX_K, null=True), False),
+                "temperature": (Num(0.0, 100.0, null=True), False), "top_p": (Num(0.0, 1.0, null=True), False),
+                "seed": (Int(-2 ** 63, 2 ** 64, null=True), False),
+                "max_new_tokens": (Int(0, 10 ** 9, null=True), False), "prompt": (Text(MAX_TEXT, null=True), False)},
+               extra=64)
+RUN = Obj({"method": (Text(64), True), "cycles": (ListOf(CYCLE, MAX_CYCLES, label="cycle"), True),
+           "settings": (SETTINGS, False), "prompt_ids": (ListOf(TOKEN, MAX_PROMPT_IDS), False),
+           "token_ids": (ListOf(TOKEN, MAX_NEW_TOKENS), False), "text": (Text(MAX_TEXT), False),
+           "token_texts": (ListOf(TOKEN_TEXT, MAX_NEW_TOKENS), False),
+           "origins": (ListOf(Text(16, choices=ORIGINS), MAX_NEW_TOKENS), False),
+           "cycle_of": (ListOf(Int(-1, MAX_CYCLES - 1), MAX_NEW_TOKENS), False),
+           "metrics": (METRICS, False), "prefill_s": (SECONDS, False)}, extra=64)
+META = Obj({"prompt": (Text(MAX_TEXT, null=True), False), "focus_cycle": (Int(0, MAX_CYCLES - 1, null=True), False)},
+           extra=64)
 
 
 class TraceFileError(ValueError):
@@ -74,7 +121,10 @@ def read(path: str | Path) -> TraceFile:
 
 
 def loads(text: str | bytes) -> TraceFile:
-    """Parse and check a trace document (or a bare RunTrace)."""
+    """Parse and check a trace document (or a bare RunTrace) against the bounded schema."""
+    if len(text) > MAX_BYTES and enforced():
+        raise TraceFileError(f"The file is {len(text) / 1e6:.0f} MB; a SpecViz trace is at most "
+                             f"{MAX_BYTES / 1e6:.0f} MB.")
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8")
@@ -82,81 +132,94 @@ def loads(text: str | bytes) -> TraceFile:
             raise TraceFileError("The file is not text (UTF-8): choose a .json trace exported by SpecViz.") from None
     if not text.strip():
         raise TraceFileError("The file is empty: choose a .json trace exported by SpecViz.")
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise TraceFileError(f"The file is not valid JSON (line {e.lineno}, column {e.colno}: {e.msg}).") from None
+    doc = parse_json(text, "a SpecViz trace", TraceFileError)
     if isinstance(doc, dict) and doc.get("format") == FORMAT:
         version = doc.get("version")
-        if not isinstance(version, int) or version > VERSION:
-            raise TraceFileError(f"This trace has format version {version!r}; this SpecViz reads "
+        if not isinstance(version, int) or isinstance(version, bool) or version > VERSION:
+            raise TraceFileError(f"This trace has format version {shown(version)}; this SpecViz reads "
                                  f"version {VERSION}. Update SpecViz, or export the run again.")
-        ar = doc.get("ar")
-        meta = doc.get("meta") if isinstance(doc.get("meta"), dict) else {}
-        return TraceFile(_run(doc.get("run"), "run"), None if ar is None else _run(ar, "AR baseline"), meta)
+        ar, meta = doc.get("ar"), doc.get("meta")
+        try:
+            check(meta if meta is not None else {}, META, "The file", "meta")
+        except SchemaError as e:
+            raise TraceFileError(str(e)) from None
+        return TraceFile(_run(doc.get("run"), "run"), None if ar is None else _run(ar, "AR baseline"), meta or {})
     if isinstance(doc, dict) and "cycles" in doc and "method" in doc:
         return TraceFile(_run(doc, "run"))
     raise TraceFileError('This JSON is not a SpecViz trace: expected an exported run ("format": '
                          f'"{FORMAT}") or a run with "method" and "cycles" (python -m specviz generate --json).')
 
 
-def _kind_ok(value, kind: str) -> bool:
-    if kind == NUM:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if kind == INT:
-        return isinstance(value, int) and not isinstance(value, bool)
-    return isinstance(value, {STR: str, LIST: list, DICT: dict, BOOL: bool}[kind])
-
-
-def _check(d, fields: dict, where: str) -> None:
-    if not isinstance(d, dict):
-        raise TraceFileError(f"{where}: expected an object, got {type(d).__name__}.")
-    for name, (kind, nullable, required) in fields.items():
-        if name not in d:
-            if required:
-                raise TraceFileError(f"{where}: the field '{name}' is missing.")
-            continue
-        value = d[name]
-        if value is None and nullable:
-            continue
-        if not _kind_ok(value, kind):
-            null = " or null" if nullable else ""
-            raise TraceFileError(f"{where}: '{name}' must be {kind}{null}, got {json.dumps(value)[:40]}.")
-
-
-def _check_list(items, fields: dict, where: str) -> None:
-    for i, item in enumerate(items):
-        _check(item, fields, f"{where} {i}")
-
-
-def _check_cycle(c: dict, where: str) -> None:
-    _check(c, CYCLE_FIELDS, where)
+def _cycle_rules(c: dict, where: str, run_len: int | None, vocab: int) -> None:
+    """What the schema cannot say alone: the tree's shape, the accepted path, sizes that must agree."""
     nodes = c["nodes"]
     for i, n in enumerate(nodes):
         here = f"{where}, node {i}"
-        _check(n, NODE_FIELDS, here)
         if n["index"] != i or not -1 <= n["parent"] < i:
             raise TraceFileError(f"{here}: nodes must be numbered 0, 1, … with each parent before its child.")
-        if n.get("status", NOT_REACHED) not in STATUSES:
-            raise TraceFileError(f"{here}: 'status' must be one of {', '.join(STATUSES)}.")
-        _check_list(n.get("p_top", []), ALT_FIELDS, f"{here}, p_top entry")
-        _check_list(n.get("q_top", []), ALT_FIELDS, f"{here}, q_top entry")
-    refs = list(c.get("accepted", [])) + ([c["rejected"]] if c.get("rejected") is not None else [])
-    if any(not _kind_ok(i, INT) or not 0 <= i < len(nodes) for i in refs):
+        depth = 1 if n["parent"] < 0 else nodes[n["parent"]]["depth"] + 1
+        if n["depth"] != depth:
+            raise TraceFileError(f"{here}: 'depth' must be one more than its parent's ({depth}), got {shown(n['depth'])}.")
+        for key in ("p_top", "q_top"):
+            _tokens_below(n.get(key, []), vocab, f"{here}, '{key}'")
+        _tokens_below([n], vocab, here)
+    accepted, rejected = list(c.get("accepted", [])), c.get("rejected")
+    refs = accepted + ([rejected] if rejected is not None else [])
+    if any(not 0 <= i < len(nodes) for i in refs):
         raise TraceFileError(f"{where}: 'accepted' and 'rejected' must name nodes of this cycle (0–{len(nodes) - 1}).")
-    if c.get("new_kind", TARGET) not in KINDS:
-        raise TraceFileError(f"{where}: 'new_kind' must be one of {', '.join(KINDS)}.")
-    if c.get("new_token") is not None:
-        _check(c["new_token"], ALT_FIELDS, f"{where}, new_token")
-    _check_list(c.get("residual_top", []), ALT_FIELDS, f"{where}, residual_top entry")
+    path_ok = all(nodes[a]["parent"] == (accepted[j - 1] if j else -1) for j, a in enumerate(accepted))
+    if not path_ok or (rejected is not None and nodes[rejected]["parent"] != (accepted[-1] if accepted else -1)):
+        raise TraceFileError(f"{where}: 'accepted' must be a path down the tree from its root, and 'rejected' "
+                             "a child of its last node.")
+    committed = c.get("committed", [])
+    for key in ("committed_text", "origins"):
+        if key in c and len(c[key]) not in (0, len(committed)):
+            raise TraceFileError(f"{where}: '{key}' must have one entry per committed token ({len(committed)}).")
+    if any(t >= vocab for t in committed):
+        raise TraceFileError(f"{where}: 'committed' holds a token id at or above the vocabulary size {vocab}.")
+    _tokens_below(c.get("residual_top", []), vocab, f"{where}, 'residual_top'")
+    if c.get("new_token"):
+        _tokens_below([c["new_token"]], vocab, f"{where}, 'new_token'")
+    if run_len is not None and enforced():
+        bound = run_len + len(nodes)
+        for key in ("cache_before", "cache_after"):
+            if any(v > bound for v in c.get(key, {}).values()):
+                raise TraceFileError(f"{where}: '{key}' holds a cache longer than the run's prompt, tokens and "
+                                     f"draft ({bound}).")
+
+
+def _tokens_below(alts: list[dict], vocab: int, where: str) -> None:
+    if any(a["token"] >= vocab for a in alts):
+        raise TraceFileError(f"{where}: a token id is at or above the vocabulary size {vocab}.")
 
 
 def _run(d, what: str) -> RunTrace:
-    _check(d, RUN_FIELDS, f"The {what}")
-    if not d["cycles"]:
+    try:
+        check(d, RUN, f"The {what}")
+    except SchemaError as e:
+        raise TraceFileError(str(e)) from None
+    cycles = d["cycles"]
+    if not cycles:
         raise TraceFileError(f"The {what} has no cycles: there is nothing to replay.")
-    for i, c in enumerate(d["cycles"]):
-        _check_cycle(c, f"The {what}, cycle {i}")
+    if sum(len(c["nodes"]) for c in cycles) > MAX_RUN_NODES and enforced():
+        raise TraceFileError(f"The {what} has more than {MAX_RUN_NODES} draft nodes in all; a SpecViz trace has fewer.")
+    target = (d.get("settings") or {}).get("target")
+    vocab = KNOWN_VOCAB.get(target, MAX_TOKEN_ID + 1) if isinstance(target, str) else MAX_TOKEN_ID + 1
+    tokens = d.get("token_ids", [])
+    if any(t >= vocab for t in tokens + d.get("prompt_ids", [])):
+        raise TraceFileError(f"The {what}: a token id is at or above {target}'s vocabulary size {vocab}.")
+    for key in ("token_texts", "origins", "cycle_of"):
+        if key in d and len(d[key]) not in (0, len(tokens)):
+            raise TraceFileError(f"The {what}: '{key}' must have one entry per new token ({len(tokens)}).")
+    cycle_of = d.get("cycle_of", [])
+    if any(b < a for a, b in zip(cycle_of, cycle_of[1:])) or any(i >= len(cycles) for i in cycle_of):
+        raise TraceFileError(f"The {what}: 'cycle_of' must name cycles of this run in order (0–{len(cycles) - 1}).")
+    run_len = len(d["prompt_ids"]) + len(tokens) if d.get("prompt_ids") else None
+    for i, c in enumerate(cycles):
+        where = f"The {what}, cycle {i}"
+        if c["index"] != i:
+            raise TraceFileError(f"{where}: 'index' must be {i} (cycles are numbered 0, 1, … in order).")
+        _cycle_rules(c, where, run_len, vocab)
     try:
         return RunTrace.from_dict(d)
     except (TypeError, KeyError, ValueError) as e:

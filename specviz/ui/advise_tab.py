@@ -147,12 +147,16 @@ def replay(file) -> tuple:
     """A saved profile.json, shown without a model."""
     if file is None:
         return (gr.skip(),) * 6
+    name = Path(getattr(file, "name", file)).name
     try:
         profile = advice.load(Path(getattr(file, "name", file)))
+        return _paint(f"Replayed {name}: measured {profile.measured_at} ({profile.machine}); no model ran.", "ok",
+                      profile)
     except ValueError as e:
-        return _paint(str(e), "error", None)
-    return _paint(f"Replayed {Path(getattr(file, 'name', file)).name}: measured {profile.measured_at} "
-                  f"({profile.machine}); no model ran.", "ok", profile)
+        return _paint(f"Could not replay {name}: {e}", "error", None)
+    except Exception as e:  # noqa: BLE001 -- a hostile file must not take the page down
+        return _paint(f"Could not replay {name}: it is not a profile SpecViz can draw ({type(e).__name__}: "
+                      f"{str(e)[:200]}).", "error", None)
 
 
 def stop(request: gr.Request) -> str:

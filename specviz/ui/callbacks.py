@@ -254,9 +254,13 @@ def show_cycle(cycle, request: gr.Request) -> tuple:
     run = on_screen(session)[0]
     if run is None or not run.cycles:
         return views.as_tuple(views.only())
-    index = min(max(int(cycle or 0), 0), len(run.cycles) - 1)
+    try:
+        index = min(max(int(cycle or 0), 0), len(run.cycles) - 1)
+        values = views.cycle_views(run, index)
+    except Exception as e:  # noqa: BLE001 -- a replayed file's cycle must not take the page down
+        return views.as_tuple(error(f"Cycle {cycle} cannot be drawn: {type(e).__name__}: {str(e)[:200]}. "
+                                    "The other cycles still can; Reset starts a live run."))
     session.view = index
-    values = views.cycle_views(run, index)
     values.pop("cycle")  # the slider already shows it; rewriting it would fight the drag
     note = f"Showing cycle {index} of 0–{len(run.cycles) - 1}. Step or Run continues from the newest cycle."
     return views.as_tuple(views.only(status=views.status_html(note, "info"), **values))

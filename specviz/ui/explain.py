@@ -5,6 +5,8 @@ the arrow keys press Previous and Next (assets/keys.js). Done restores the plain
 """
 from __future__ import annotations
 
+import html
+
 import gradio as gr
 
 from specviz import viz
@@ -63,19 +65,28 @@ def _show(request: gr.Request, state, delta: int) -> tuple:
     return (explain_html(cycle, steps, i), [cycle.index, i], *(shown[v] for v in VIEWS))
 
 
+def _guarded_show(request: gr.Request, state, delta: int) -> tuple:
+    """_show, with a cycle it cannot explain (a damaged replayed file) said in the panel instead of raised."""
+    try:
+        return _show(request, state, delta)
+    except Exception as e:  # noqa: BLE001 -- never let a handler take the page down
+        return (f'<div class="sv-explain">This cycle cannot be explained: {html.escape(type(e).__name__)}: '
+                f'{html.escape(str(e)[:200])}.</div>', None, *(gr.skip() for _ in VIEWS))
+
+
 def start(request: gr.Request) -> tuple:
     """Step 1 of the cycle on screen."""
-    return _show(request, None, 0)
+    return _guarded_show(request, None, 0)
 
 
 def forward(state, request: gr.Request) -> tuple:
     """The next step (the first, if the cycle on screen changed)."""
-    return _show(request, state, 1)
+    return _guarded_show(request, state, 1)
 
 
 def back(state, request: gr.Request) -> tuple:
     """The previous step (the first, if the cycle on screen changed)."""
-    return _show(request, state, -1)
+    return _guarded_show(request, state, -1)
 
 
 def done(request: gr.Request) -> tuple:
@@ -83,5 +94,8 @@ def done(request: gr.Request) -> tuple:
     cycle = _cycle_on_screen(request)
     if cycle is None:
         return (HINT, None, *(gr.skip() for _ in VIEWS))
-    return (HINT, None, viz.tree_figure(cycle), viz.pq_figure(cycle), viz.residual_figure(cycle),
-            viz.cache_html(cycle))
+    try:
+        return (HINT, None, viz.tree_figure(cycle), viz.pq_figure(cycle), viz.residual_figure(cycle),
+                viz.cache_html(cycle))
+    except Exception:  # noqa: BLE001 -- a damaged replayed cycle: leave the views as they are
+        return (HINT, None, *(gr.skip() for _ in VIEWS))

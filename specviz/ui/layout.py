@@ -12,6 +12,7 @@ import threading
 import gradio as gr
 
 from specviz.decoding.engine import new_state
+from specviz.decoding import tracefile
 from specviz.ui import callbacks, explain, learn, lessons, memory, replay, views, work
 from specviz.proposers import HEAD_DRAFT
 from specviz.ui.presets import (DEFAULT_METHOD, K_RANGE, KNOBS, MAX_NEW_RANGE, METHOD_LABELS, METHODS, TARGETS,
@@ -45,9 +46,10 @@ def decode_events(limits) -> dict:
 def launch_kwargs() -> dict:
     """Gradio 6 takes theme and CSS at launch(); app.py and the tests use the same ones."""
     # run_history off: Gradio 6 would keep every output in the browser and re-serialise it after each
-    # event; Export already saves a run.
+    # event; Export already saves a run. max_file_size: Gradio refuses an upload larger than the largest
+    # file a reader accepts (a trace) before it is stored (README, "Uploads").
     return dict(theme=THEME, css_paths=[CSS, ASSETS / "compare.css"], js=KEYS_JS.read_text(encoding="utf-8"),
-                run_history=False)
+                run_history=False, max_file_size=tracefile.MAX_BYTES)
 
 
 def initial_settings() -> RunSettings:

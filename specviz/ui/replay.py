@@ -113,14 +113,18 @@ def play_frames(session: Session, trace: TraceFile, end: int | None = None) -> I
     shown = sorted({round(j * (n - 1) / (PLAY_FRAMES - 1)) for j in range(PLAY_FRAMES)}) if n > PLAY_FRAMES \
         else list(range(n))
     frame_s = min(FRAME_S, PLAY_S / len(shown))
-    for i in shown[:-1]:
-        if session.replay is not trace:
-            return  # a Step, Run, Reset or another lesson took over
-        partial = tracefile.prefix(trace.run, i)
-        yield views.full(f"Playing the recorded run: cycle {i} of {n - 1}…", "info", partial, trace.ar)
-        time.sleep(frame_s)
-    if session.replay is trace:
-        last = n - 1 if end is None else min(max(end, 0), n - 1)
-        session.view = last
-        yield views.full(f"Played all {n} recorded cycles; showing cycle {last}. Drag the slider, or press "
-                         "Explain this cycle to walk through it.", "ok", trace.run, trace.ar, last)
+    try:
+        for i in shown[:-1]:
+            if session.replay is not trace:
+                return  # a Step, Run, Reset or another lesson took over
+            partial = tracefile.prefix(trace.run, i)
+            yield views.full(f"Playing the recorded run: cycle {i} of {n - 1}…", "info", partial, trace.ar)
+            time.sleep(frame_s)
+        if session.replay is trace:
+            last = n - 1 if end is None else min(max(end, 0), n - 1)
+            session.view = last
+            yield views.full(f"Played all {n} recorded cycles; showing cycle {last}. Drag the slider, or press "
+                             "Explain this cycle to walk through it.", "ok", trace.run, trace.ar, last)
+    except Exception as e:  # noqa: BLE001 -- a damaged recording stops playing with a message
+        yield views.only(status=views.status_html(f"The recording stopped playing: {type(e).__name__}: "
+                                                  f"{str(e)[:200]}.", "error"))

@@ -1,0 +1,330 @@
+"""Hostile uploads: a seeded fuzz of the files a visitor can send (a trace to replay, an advice
+profile to replay). Every mutated file is either refused with a message, or accepted and then
+drawn by every view that can show it, within a time budget; size bombs are refused quickly and
+in little memory.
+
+The mutations start from the shipped files (the example trace, a sampled lesson with its AR
+baseline, the recorded advice profile) and swap values for hostile ones (null, huge, negative,
+NaN, infinity, strings, lists, objects, markup), drop keys, and grow lists.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import math
+import random
+import time
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+from specviz.decoding import tracefile
+from specviz.decoding.tracefile import TraceFileError
+from specviz.measure import advice
+
+ASSETS = Path(__file__).resolve().parents[1] / "assets"
+SEED = 44
+TRACE_MUTANTS = 900
+PROFILE_MUTANTS = 500
+BUDGET_S = 5.0  # reading and drawing one accepted file, every view; shipped files take ~0.1 s here
+HOSTILE = [None, True, False, 0, -1, 1, 2, 0.5, 1.5, -0.5, 2 ** 31, 10 ** 12, -10 ** 12, 20_000_000,
+           1e308, -1e308, float("nan"), float("inf"), float("-inf"), "", "x", "<script>alert(1)</script>",
+           "9" * 50, [], [1, 2], [[1]], {}, {"a": 1}, {"token": 1, "text": "a", "prob": 0.5}]
+
+
+def _paths(doc, here=()) -> list[tuple]:
+    """Every place in a JSON document, as a tuple of keys and indices."""
+    out = [here]
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            out += _paths(v, here + (k,))
+    elif isinstance(doc, list):
+        for i, v in enumerate(doc):
+            out += _paths(v, here + (i,))
+    return out
+
+
+def _at(doc, path):
+    for p in path:
+        doc = doc[p]
+    return doc
+
+
+def mutate(doc, rng: random.Random) -> tuple[object, str, tuple]:
+    """One hostile change to a copy of doc: a swapped value, a dropped key or a grown list; also
+    returns the path it changed."""
+    doc = copy.deepcopy(doc)
+    paths = [p for p in _paths(doc) if p]
+    path = rng.choice(paths)
+    parent, key = _at(doc, path[:-1]), path[-1]
+    op = rng.random()
+    if op < 0.6:
+        value = copy.deepcopy(rng.choice(HOSTILE))
+        parent[key] = value
+        return doc, f"{'/'.join(map(str, path))} = {json.dumps(value)}", path
+    if op < 0.8 and isinstance(parent, dict):
+        del parent[key]
+        return doc, f"dropped {'/'.join(map(str, path))}", path
+    lists = [p for p in paths if isinstance(_at(doc, p), list) and _at(doc, p)]
+    path = rng.choice(lists)
+    items = _at(doc, path)
+    items.extend(copy.deepcopy(items[i % len(items)]) for i in range(rng.choice([1, 7, 60, 3000])))
+    return doc, f"grew {'/'.join(map(str, path))} to {len(items)}", path
+
+
+def _base_traces() -> list[dict]:
+    example = json.loads((ASSETS / "example_trace.json").read_text(encoding="utf-8"))  # a bare RunTrace
+    sampled = json.loads((ASSETS / "lessons" / "sampling.json").read_text(encoding="utf-8"))  # with its AR
+    return [example, sampled]
+
+
+def _base_profile() -> dict:
+    return json.loads((ASSETS / "recorded_advice.json").read_text(encoding="utf-8"))
+
+
+def draw_trace(trace, cycles=None) -> None:
+    """Every view of the Decode tab, as the slider, Run (played frames) and Explain this cycle draw
+    them: the cycle views and Explain's steps at each cycle in `cycles` (default: all), the run
+    views at the run as it stood after each of them, and the whole run at its last cycle."""
+    from specviz.ui import views
+    from specviz.viz.explain_steps import explain_html, explain_steps, explained_views
+
+    run, ar = trace.run, trace.ar
+    shown = range(len(run.cycles)) if cycles is None else sorted({i for i in cycles if 0 <= i < len(run.cycles)})
+    for i in range(len(run.cycles)):
+        tracefile.prefix(run, i)  # what Run's played frames read, at every cycle
+    for i in shown:
+        cycle = run.cycles[i]
+        views.cycle_views(run, i)
+        steps = explain_steps(cycle)
+        for j in range(len(steps)):
+            explain_html(cycle, steps, j)
+            explained_views(cycle, steps, j)
+        views.run_views(tracefile.prefix(run, i), ar)
+    views.full("", "info", run, ar, None)
+
+
+def draw_profile(profile) -> None:
+    """Every view of the Advise tab, and the command line's report."""
+    from specviz.viz import advice_figures as afig
+
+    afig.advice_html(profile), afig.curves_figure(profile), afig.acceptance_figure(profile)
+    afig.load_figure(profile), advice.report(profile)
+
+
+def read_trace(text: str):
+    return tracefile.loads(text)
+
+
+def read_profile(text: str, tmp_path: Path):
+    path = tmp_path / "profile.json"
+    path.write_text(text, encoding="utf-8")
+    return advice.load(path)
+
+
+def outcome(read, draw, text: str) -> str:
+    """'refused', 'drawn', or what went wrong: the claim is that nothing else happens."""
+    start = time.perf_counter()
+    try:
+        loaded = read(text)
+    except (TraceFileError, ValueError) as e:
+        return "refused" if str(e).strip() else "refused without a message"
+    except Exception as e:  # noqa: BLE001 -- the finding itself
+        return f"reader raised {type(e).__name__}: {str(e)[:80]}"
+    try:
+        draw(loaded)
+    except Exception as e:  # noqa: BLE001 -- the finding itself
+        return f"accepted, then a view raised {type(e).__name__}: {str(e)[:80]}"
+    took = time.perf_counter() - start
+    return "drawn" if took <= BUDGET_S else f"accepted, then took {took:.1f} s to read and draw"
+
+
+def touched_cycles(path: tuple) -> list[int]:
+    """The cycles a change at `path` can alter (its own, when it is inside one), with the first
+    and the last; the others are the shipped file's, drawn in full by the first test."""
+    inside = [path[i + 1] for i, p in enumerate(path[:-1]) if p == "cycles" and isinstance(path[i + 1], int)]
+    return [0, -1] + inside
+
+
+def fuzz(bases: list[dict], n: int, read, draw, seed: int, per_cycle: bool = False) -> tuple[dict, list[str]]:
+    rng = random.Random(seed)
+    counts: dict[str, int] = {}
+    failures: list[str] = []
+    for i in range(n):
+        doc, what, path = mutate(bases[i % len(bases)], rng)
+        if per_cycle:
+            at = touched_cycles(path)
+            draw_it = lambda t, at=at: draw(t, [len(t.run.cycles) - 1 if c == -1 else c for c in at])  # noqa: E731
+        else:
+            draw_it = draw
+        result = outcome(read, draw_it, json.dumps(doc, allow_nan=True))
+        kind = result if result in ("refused", "drawn") else "failed"
+        counts[kind] = counts.get(kind, 0) + 1
+        if kind == "failed":
+            failures.append(f"{what}: {result}")
+    return counts, failures
+
+
+def test_every_shipped_file_is_accepted_and_draws():
+    """The files the app ships (example traces, every lesson, the recorded advice) pass the reader
+    and draw in every view: the schema refuses nothing real."""
+    files = [ASSETS / "example_trace.json", ASSETS / "example_ar_trace.json", *sorted((ASSETS / "lessons").glob("*.json"))]
+    for path in files:
+        assert outcome(read_trace, draw_trace, path.read_text(encoding="utf-8")) == "drawn", path.name
+    profile = advice.load(ASSETS / "recorded_advice.json")
+    draw_profile(profile)
+
+
+def test_mutated_traces_are_refused_with_a_message_or_drawn_by_every_view():
+    """900 seeded mutations of two shipped traces: each is refused with a message, or accepted and
+    drawn by every view (slider, played Run, Explain) at the cycle it changed, the first and the
+    last, with the run as it stood after each, within the budget."""
+    counts, failures = fuzz(_base_traces(), TRACE_MUTANTS, read_trace, draw_trace, SEED, per_cycle=True)
+    assert not failures, f"{len(failures)} of {TRACE_MUTANTS} ({counts}):\n" + "\n".join(failures[:15])
+    assert counts.get("drawn", 0) > 50 and counts.get("refused", 0) > 50, counts  # both paths exercised
+
+
+def test_mutated_profiles_are_refused_with_a_message_or_drawn_by_every_view(tmp_path):
+    """500 seeded mutations of the recorded advice profile: each is refused with a message, or
+    accepted and drawn by every Advise view and the report, within the budget."""
+    counts, failures = fuzz([_base_profile()], PROFILE_MUTANTS, lambda t: read_profile(t, tmp_path), draw_profile,
+                            SEED + 1)
+    assert not failures, f"{len(failures)} of {PROFILE_MUTANTS} ({counts}):\n" + "\n".join(failures[:15])
+    assert counts.get("drawn", 0) > 30 and counts.get("refused", 0) > 30, counts
+
+
+def _with(base: dict, change) -> str:
+    doc = copy.deepcopy(base)
+    change(doc)
+    return json.dumps(doc)
+
+
+def _node0(doc: dict) -> dict:
+    return doc["cycles"][1]["nodes"][0]
+
+
+TRACE_BOMBS = {  # name → the file's text, built from the example trace when the test runs
+    "depth 20,000,000": lambda base: _with(base, lambda d: _node0(d).update(depth=20_000_000)),
+    "K 10^9": lambda base: _with(base, lambda d: d["cycles"][1].update(k=10 ** 9)),
+    "cache length 10^12": lambda base: _with(base, lambda d: d["cycles"][1]["cache_after"].update(target=10 ** 12)),
+    "2,000,000 positions": lambda base: _with(base, lambda d: d["metrics"].update(acceptance_by_position=[0.5] * 2_000_000)),
+    "48,000 cycles": lambda base: _with(base, lambda d: d.update(cycles=d["cycles"] * 2000)),
+    "a 10 MB token": lambda base: _with(base, lambda d: _node0(d).update(text="x" * 10_000_000)),
+    "nested 100,000 deep": lambda base: "[" * 100_000 + "]" * 100_000,
+    "a 40 MB file": lambda base: " " * (40 * 1024 * 1024),
+}
+
+
+def _positions(d: dict) -> None:
+    m = d["measured"][0]
+    m.update(k_max=2_000_000, reached=[1.0] * 2_000_000, accepted=[1.0] * 2_000_000, nodes_at_depth=[1.0] * 2_000_000)
+
+
+PROFILE_BOMBS = {
+    "2,000,000 positions": lambda base: _with(base, _positions),
+    "v at 1,000,000 sizes": lambda base: _with(base, lambda d: d.update(v={str(n): 1.0 for n in range(1, 1_000_000)})),
+    "100,000 batch sizes": lambda base: _with(base, lambda d: d["load"].update(batch_sizes=list(range(1, 100_000)))),
+    "nested 100,000 deep": lambda base: "[" * 100_000 + "]" * 100_000,
+}
+
+
+def _refused_quickly(read, text: str) -> tuple[float, float]:
+    """(seconds, peak MB of Python allocations) to refuse text: timed alone, then again under
+    tracemalloc for the memory (which slows it several times); fails if it is accepted."""
+    start = time.perf_counter()
+    with pytest.raises((TraceFileError, ValueError)) as e:
+        read(text)
+    took = time.perf_counter() - start
+    assert str(e.value).strip()
+    tracemalloc.start()
+    try:
+        with pytest.raises((TraceFileError, ValueError)):
+            read(text)
+        peak = tracemalloc.get_traced_memory()[1] / 1e6
+    finally:
+        tracemalloc.stop()
+    return took, peak
+
+
+@pytest.mark.parametrize("name", list(TRACE_BOMBS))
+def test_a_trace_size_bomb_is_refused_quickly_in_bounded_memory(name):
+    """A trace whose numbers or lists claim huge sizes is refused with a message, in under a
+    second and under 400 MB of Python allocations."""
+    text = TRACE_BOMBS[name](_base_traces()[0])
+    if len(text) > tracefile.MAX_BYTES:
+        with pytest.raises(TraceFileError, match="at most"):
+            tracefile.loads(text.encode())
+        return
+    took, peak = _refused_quickly(read_trace, text)
+    assert took < 1.0 and peak < 400, (name, took, peak)
+
+
+@pytest.mark.parametrize("name", list(PROFILE_BOMBS))
+def test_a_profile_size_bomb_is_refused_quickly_in_bounded_memory(name, tmp_path):
+    """An advice profile that claims 2,000,000 positions (or a million sizes, or deep nesting) is
+    refused with a message in under a second and under 400 MB."""
+    took, peak = _refused_quickly(lambda t: read_profile(t, tmp_path), PROFILE_BOMBS[name](_base_profile()))
+    assert took < 1.0 and peak < 400, (name, took, peak)
+
+
+@pytest.mark.parametrize("name", ["depth 20,000,000", "K 10^9", "cache length 10^12", "2,000,000 positions"])
+def test_the_caps_are_what_refuse_a_trace_bomb(name):
+    """With the schema's bounds switched off (types still checked), these bombs pass the reader:
+    the caps, not some other check, are what refuse them."""
+    from specviz.decoding import schema
+
+    text = TRACE_BOMBS[name](_base_traces()[0])
+    with pytest.raises(TraceFileError):
+        read_trace(text)
+    with schema.bounds_off():
+        if name == "depth 20,000,000":  # the tree rule (depth = parent's + 1) also refuses it, by design
+            with pytest.raises(TraceFileError, match="one more than its parent"):
+                read_trace(text)
+        else:
+            assert read_trace(text).run.cycles
+
+
+def test_the_caps_are_what_refuse_a_profile_bomb(tmp_path):
+    """With the bounds off, the profile claiming 2,000,000 positions passes the reader."""
+    from specviz.decoding import schema
+
+    text = PROFILE_BOMBS["2,000,000 positions"](_base_profile())
+    with schema.bounds_off():
+        assert read_profile(text, tmp_path).measured[0].k_max == 2_000_000
+
+
+def test_the_slider_and_explain_say_what_they_cannot_draw(tmp_path, monkeypatch):
+    """A replayed run whose cycle a view cannot draw gets a status message from the slider and a
+    sentence in Explain's panel, never an exception out of the handler."""
+    from types import SimpleNamespace
+
+    from specviz.ui import callbacks, explain, replay, views
+
+    path = tmp_path / "example.json"
+    path.write_text((ASSETS / "example_trace.json").read_text(encoding="utf-8"), encoding="utf-8")
+    req = SimpleNamespace(session_hash="test-upload-fuzz-slider")
+    out = dict(zip(views.OUTPUTS, replay.replay_upload(str(path), req)))
+    assert "sv-status-ok" in out["status"]
+
+    def broken(*a, **k):
+        raise ArithmeticError("a view that cannot draw this")
+    monkeypatch.setattr(views.viz, "tree_figure", broken)
+    monkeypatch.setattr(explain, "explained_views", broken)
+    shown = dict(zip(views.OUTPUTS, callbacks.show_cycle(3, req)))
+    assert "sv-status-error" in shown["status"] and "Cycle 3 cannot be drawn" in shown["status"]
+    panel = explain.start(req)[0]
+    assert "cannot be explained" in panel and "ArithmeticError" in panel
+
+
+def test_an_advice_upload_that_is_not_a_profile_gets_a_message(tmp_path):
+    """The Advise tab's replay answers a nested bomb and a damaged profile with an error status
+    naming the file, never an exception."""
+    from specviz.ui import advise_tab
+
+    for name, text in (("deep.json", "[" * 100_000 + "]" * 100_000),
+                       ("bomb.json", PROFILE_BOMBS["2,000,000 positions"](_base_profile()))):
+        path = tmp_path / name
+        path.write_text(text, encoding="utf-8")
+        status = advise_tab.replay(str(path))[0]
+        assert "sv-status-error" in status and f"Could not replay {name}" in status, status
