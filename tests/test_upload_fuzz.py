@@ -210,6 +210,8 @@ TRACE_BOMBS = {  # name → the file's text, built from the example trace when t
     "2,000,000 positions": lambda base: _with(base, lambda d: d["metrics"].update(acceptance_by_position=[0.5] * 2_000_000)),
     "48,000 cycles": lambda base: _with(base, lambda d: d.update(cycles=d["cycles"] * 2000)),
     "a 10 MB token": lambda base: _with(base, lambda d: _node0(d).update(text="x" * 10_000_000)),
+    "a 400-digit number": lambda base: _with(base, lambda d: d["cycles"][1].update(elapsed_s=10 ** 400)),
+    "a 400-digit number in an extra field": lambda base: _with(base, lambda d: d["settings"].update(x=10 ** 400)),
     "nested 100,000 deep": lambda base: "[" * 100_000 + "]" * 100_000,
     "a 40 MB file": lambda base: " " * (40 * 1024 * 1024),
 }

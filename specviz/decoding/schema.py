@@ -74,39 +74,39 @@ class Spec:
         return f"{text} or null" if self.null else text
 
 
+class _Range(Spec):
+    """A number from lo to hi; `whole` says whether it must be a whole number."""
+    whole = False
+    lo: float
+    hi: float
+
+    def describe(self) -> str:
+        kind = "a whole number" if self.whole else "a number"
+        return self._or_null(f"{kind} from {_num_text(self.lo)} to {_num_text(self.hi)}")
+
+    def check(self, value, where, name):
+        if value is None and self.null:
+            return
+        typed = isinstance(value, int) or (not self.whole and isinstance(value, float) and math.isfinite(value))
+        if not typed or isinstance(value, bool) or (_ENFORCE[0] and not self.lo <= value <= self.hi):
+            _fail(where, name, self, value)
+
+
 @dataclass(frozen=True)
-class Num(Spec):
+class Num(_Range):
     """A finite number (a whole number counts) from lo to hi."""
     lo: float
     hi: float
     null: bool = False
 
-    def describe(self) -> str:
-        return self._or_null(f"a number from {_num_text(self.lo)} to {_num_text(self.hi)}")
-
-    def check(self, value, where, name):
-        if value is None and self.null:
-            return
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-        if not ok or (_ENFORCE[0] and not self.lo <= value <= self.hi):
-            _fail(where, name, self, value)
-
 
 @dataclass(frozen=True)
-class Int(Spec):
+class Int(_Range):
     """A whole number from lo to hi."""
+    whole = True
     lo: int
     hi: int
     null: bool = False
-
-    def describe(self) -> str:
-        return self._or_null(f"a whole number from {_num_text(self.lo)} to {_num_text(self.hi)}")
-
-    def check(self, value, where, name):
-        if value is None and self.null:
-            return
-        if not isinstance(value, int) or isinstance(value, bool) or (_ENFORCE[0] and not self.lo <= value <= self.hi):
-            _fail(where, name, self, value)
 
 
 @dataclass(frozen=True)
@@ -210,8 +210,8 @@ class Plain(Spec):
     def _scalar(self, v) -> bool:
         if v is None or isinstance(v, bool):
             return True
-        if isinstance(v, (int, float)):
-            return math.isfinite(v) and (not _ENFORCE[0] or abs(v) <= 1e18)
+        if isinstance(v, (int, float)):  # an int may be too large for a float: no isfinite on it
+            return (isinstance(v, int) or math.isfinite(v)) and (not _ENFORCE[0] or abs(v) <= 10 ** 18)
         return isinstance(v, str) and (not _ENFORCE[0] or len(v) <= self.max_len)
 
     def check(self, value, where, name):

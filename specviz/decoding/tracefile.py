@@ -22,7 +22,7 @@ FORMAT, VERSION = "specviz-trace", 1
 SPECVIZ_VERSION = "0.1.0"  # the package's version (pyproject.toml), written into exported files
 MAX_BYTES = 16 * 1024 * 1024  # a 512-token run with 64-node trees is a few MB; more is not a trace (README, "Uploads")
 
-# Caps for a file a visitor uploads (README, "Security"): the engine's own maximum K, and sizes well
+# Caps for a file a visitor uploads (README, "Uploads"): the engine's own maximum K, and sizes well
 # above any run the app or the command line records, so that reading and drawing stay bounded.
 MAX_CYCLES = 8192  # a cycle commits at least one token
 MAX_NEW_TOKENS = 8192

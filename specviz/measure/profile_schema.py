@@ -9,7 +9,7 @@ from specviz.decoding.settings import MAX_K
 FORMAT = "specviz-advice/2"
 READS = ("specviz-advice/1", FORMAT)  # /1 had no load, pair checks or disagreement
 
-# Caps for a profile a visitor uploads (README, "Security"): a few candidates, K up to the engine's
+# Caps for a profile a visitor uploads (README, "Uploads"): a few candidates, K up to the engine's
 # maximum, v(n) and load timed at a bounded number of sizes.
 MAX_BYTES = 4 * 1024 * 1024  # the recorded profile is 7 kB
 MAX_CANDIDATES = 32
