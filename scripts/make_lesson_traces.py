@@ -2,6 +2,7 @@
 
     python scripts/make_lesson_traces.py              # every lesson → assets/lessons/<file>.json
     python scripts/make_lesson_traces.py retrieval    # only the lessons named
+    python scripts/make_lesson_traces.py pairs        # only the runs the Side by side pairs add
     python scripts/make_lesson_traces.py --repeats 3  # keep the fastest of 3 runs: steadier timings
 
 Each file is an exported trace (specviz/decoding/tracefile.py): the run, its measured AR baseline and
@@ -26,6 +27,7 @@ import torch  # noqa: E402
 from specviz import Decoder, load  # noqa: E402
 from specviz.decoding import tracefile  # noqa: E402
 from specviz.ui.lessons import LESSON_DIR, LESSONS  # noqa: E402
+from specviz.ui.pairs import PAIRS, RECORDED_SIDES  # noqa: E402
 
 DIGITS = 5  # significant digits kept in probabilities and seconds: readable, and a third of the size
 
@@ -65,8 +67,8 @@ def record(target, settings, repeats: int = 1):
     """The speculative run and the plain run of the same settings, measured in turns so that
     both see the same spells of background load; the fastest of each is kept."""
     draft = None
-    if settings.method == "draft":  # lessons use the bundled model as its own draft: already loaded
-        draft = target if settings.draft == "bundled" else load(settings.draft)
+    if settings.draft_spec:  # lessons use the bundled model as its own draft: already loaded
+        draft = target if settings.draft_spec == "bundled" else load(settings.draft_spec)
     specs, ars = [], []
     for _ in range(max(1, repeats)):
         specs.append(Decoder(target, settings.prompt, settings.decode(), draft).run())
@@ -85,26 +87,31 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=0,
                         help="torch threads (0: torch's default); 1 steadies timings on a busy machine")
     args = parser.parse_args()
-    chosen = [lesson for lesson in LESSONS if not args.lessons or lesson.key in args.lessons]
+    jobs = []  # (file, settings, meta)
+    for lesson in LESSONS:
+        if not args.lessons or lesson.key in args.lessons:
+            jobs += [(v.file, v.settings, dict(lesson=lesson.key, variant=v.label)) for v in lesson.variants]
+    if not args.lessons or "pairs" in args.lessons:
+        for file, settings in RECORDED_SIDES.items():
+            used = [p.key for p in PAIRS if file in (p.a, p.b)]
+            jobs.append((file, settings, dict(pairs=used, variant=settings.describe())))
     if args.threads:
         torch.set_num_threads(args.threads)
     target = load("bundled", progress=lambda msg: print(msg, file=sys.stderr))
     LESSON_DIR.mkdir(parents=True, exist_ok=True)
-    for lesson in chosen:
-        for variant in lesson.variants:
-            spec, ar = record(target, variant.settings, args.repeats)
-            focus = rescue_cycle(spec) if lesson.key == "logitspec-rescue" and spec.method == "logitspec" else None
-            meta = dict(lesson=lesson.key, variant=variant.label, prompt=variant.settings.prompt,
-                        focus_cycle=focus, recorded_at=time.strftime("%Y-%m-%d"), machine=machine(target),
-                        device=str(target.device), dtype=str(target.dtype), repeats=args.repeats)
-            doc = rounded(json.loads(tracefile.dumps(spec, ar, meta)))
-            path = LESSON_DIR / f"{variant.file}.json"
-            path.write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
-            m = spec.metrics
-            print(f"{path.relative_to(ROOT)}: {len(spec.cycles)} cycles, α = {m['acceptance_rate']:.2f}, "
-                  f"{m['tokens_per_s']:.1f} vs {ar.metrics['tokens_per_s']:.1f} tokens/s (AR), "
-                  f"focus {focus}, {path.stat().st_size / 1024:.0f} kB")
-
+    for file, settings, about in jobs:
+        spec, ar = record(target, settings, args.repeats)
+        focus = rescue_cycle(spec) if about.get("lesson") == "logitspec-rescue" and spec.method == "logitspec" else None
+        meta = dict(about, prompt=settings.prompt, focus_cycle=focus, recorded_at=time.strftime("%Y-%m-%d"),
+                    machine=machine(target), device=str(target.device), dtype=str(target.dtype),
+                    repeats=args.repeats)
+        doc = rounded(json.loads(tracefile.dumps(spec, ar, meta)))
+        path = LESSON_DIR / f"{file}.json"
+        path.write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
+        m = spec.metrics
+        print(f"{path.relative_to(ROOT)}: {len(spec.cycles)} cycles, α = {m['acceptance_rate']:.2f}, "
+              f"{m['tokens_per_s']:.1f} vs {ar.metrics['tokens_per_s']:.1f} tokens/s (AR), "
+              f"focus {focus}, {path.stat().st_size / 1024:.0f} kB")
 
 if __name__ == "__main__":
     main()

@@ -141,17 +141,26 @@ def step(request: gr.Request, progress=gr.Progress(), **values) -> tuple:
 
 
 def _step(session: Session, settings: RunSettings, progress) -> dict:
+    return render(session, *advance(session, settings, progress))
+
+
+FINISHED = "This run is finished. Press Reset, or change a setting, to start another."
+
+
+def advance(session: Session, settings: RunSettings, progress) -> tuple[str, str]:
+    """One cycle of the session's run (started first if the settings changed): (message, level).
+    Decode's Step and each column of Side by side call this."""
     note = ensure_run(session, settings, progress)
     state, generation = current(session)
     if state.done:
-        return render(session, "This run is finished. Press Reset, or change a setting, to start another.", "warn")
+        return FINISHED, "warn"
     later = work.step(specs(settings), state.light())
     if not session.adopt(later, generation):  # a Reset or a settings change took over meanwhile
-        return render(session, "A Reset or a changed setting replaced this run while it stepped.", "info")
+        return "A Reset or a changed setting replaced this run while it stepped.", "info"
     done = " The run is finished." if later.done else ""
     message = note or (f"Cycle {later.n_cycles - 1} done." if later.n_cycles > state.n_cycles
                        else "The prefill chose the only token asked for.")
-    return render(session, message + rebuild_note(state, later) + done, "ok")
+    return message + rebuild_note(state, later) + done, "ok"
 
 
 # -- Run and the AR baseline ----------------------------------------------------------------------

@@ -23,6 +23,7 @@ from specviz.ui.limits import served_targets
 from specviz.ui.views import ASSETS
 from specviz.ui.advise_tab import build_advise_tab
 from specviz.ui.compare_tab import build_compare_tabs
+from specviz.ui.pair_tab import build_pair_tab
 
 log = logging.getLogger(__name__)
 EXAMPLES = ASSETS / "examples.json"
@@ -204,7 +205,7 @@ def build_demo() -> gr.Blocks:
     settings = initial_settings()
     with gr.Blocks(title="SpecViz: speculative decoding, one cycle at a time", fill_width=True) as demo:
         gr.HTML(HEADER.read_text(encoding="utf-8") if HEADER.is_file() else "<h1>SpecViz</h1>")
-        with gr.Tabs(elem_id="sv-tabs"):
+        with gr.Tabs(elem_id="sv-tabs") as tabs:
             with gr.Tab("Decode", id="decode", elem_id="sv-tab-decode"):
                 lesson_comps = lessons.lesson_block()
                 with gr.Row(equal_height=False):
@@ -214,6 +215,7 @@ def build_demo() -> gr.Blocks:
                         centre = centre_column(first)
                     with gr.Column(scale=3, min_width=320, elem_id="sv-timing"):
                         timing = timing_column(first)
+            build_pair_tab(demo, tabs, decode, settings.prompt)
             with gr.Tab("Learn", id="learn", elem_id="sv-tab-learn"):
                 learn.build_learn_tab()
             build_compare_tabs(decode)  # the Compare and Theory & hardware tabs

@@ -1,0 +1,61 @@
+"""Ready-made pairs for the Side by side tab: two recorded runs of one prompt, each with a sentence
+on what to look for. They paint at once, with no model loaded.
+
+Most sides are the lessons' recordings (assets/lessons, made by scripts/make_lesson_traces.py);
+RECORDED_SIDES are the runs only a pair uses, recorded by the same script into the same folder.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from specviz.decoding.tracefile import TraceFile
+from specviz.proposers import HEAD_DRAFT
+from specviz.ui.lessons import CHAT, SUMMARY, TOKENS, lesson_trace
+from specviz.ui.settings import RunSettings
+
+
+@dataclass(frozen=True)
+class Pair:
+    key: str  # the shared link's ?pair= value
+    title: str
+    look_for: str
+    a: str  # recording files (assets/lessons/<file>.json)
+    b: str
+
+
+# Runs that no lesson records: the trained head as a draft model on two of the lessons' prompts.
+RECORDED_SIDES = {
+    "pair-head-chat": RunSettings(prompt=CHAT, method="draft", draft=HEAD_DRAFT, k=4, max_new_tokens=TOKENS),
+    "pair-head-summary": RunSettings(prompt=SUMMARY, method="draft", draft=HEAD_DRAFT, k=4, max_new_tokens=TOKENS),
+}
+
+PAIRS = (
+    Pair("good-vs-bad", "A good draft against a bad one",
+         "The trained head (A) is right about half the time, so most cycles commit two or more tokens; the "
+         "untrained layer skip (B) is rarely right, so it pays a draft and a verify pass for about one token. "
+         "Watch the tokens per cycle and the race chart: B falls behind plain decoding.",
+         "pair-head-chat", "bad-draft"),
+    Pair("greedy-vs-sampling", "Greedy against T = 1",
+         "The same proposer and K: greedy (A) accepts a draft only when it equals the target's argmax; at T = 1 "
+         "(B) it accepts with probability min(1, p/q) and draws replacements from the residual. The outputs part "
+         "ways at the first sampled choice; both still follow the target's distribution.",
+         "greedy", "sampling"),
+    Pair("small-vs-large-k", "K = 2 against K = 12",
+         "With a draft that is usually wrong after a few tokens, a long draft (B) mostly verifies tokens that are "
+         "rejected: look at acceptance by position, and at the time each side spends drafting.",
+         "k-small", "k-too-large"),
+    Pair("draft-vs-lookup", "A draft model against prompt lookup on a summary",
+         "Summarising copies from the prompt: prompt lookup (B) finds long runs to copy for free, while the draft "
+         "head (A) guesses every token with a model step. Compare tokens per cycle with what each cycle costs.",
+         "pair-head-summary", "retrieval-summary"),
+    Pair("lookup-vs-logitspec", "Prompt lookup against LogitSpec",
+         "On a maths question the text rarely repeats, so prompt lookup (A) often finds nothing; LogitSpec (B) "
+         "also retrieves with the next-next token guessed from the last logits, and rescues some of those cycles.",
+         "logitspec-rescue-pld", "logitspec-rescue"),
+)
+BY_KEY = {p.key: p for p in PAIRS}
+
+
+def pair_traces(pair: Pair) -> tuple[TraceFile | None, TraceFile | None]:
+    """The pair's two recordings (None where one is missing)."""
+    return lesson_trace(pair.a), lesson_trace(pair.b)

@@ -1,0 +1,149 @@
+"""Side by side: two configurations on one prompt, stepped together, drawn by Decode's own views;
+ready-made pairs paint with no model; a shared link opens one; the comparison's sentences."""
+from __future__ import annotations
+
+import dataclasses
+from types import SimpleNamespace
+
+import pytest
+
+from specviz.decoding.trace import RunTrace
+from specviz.ui import callbacks, pair_tab, views
+from specviz.ui.pairs import BY_KEY, PAIRS, pair_traces
+from specviz.ui.state import MODELS
+from specviz.viz import pair_views as pv
+
+TIMING = {"draft_s", "verify_s", "other_s", "elapsed_s", "verify_pass_s", "beside", "verify_shared"}
+
+
+def request(name: str, **query):
+    return SimpleNamespace(session_hash=f"test-pair-{name}", query_params=query)
+
+
+def out(values: tuple) -> dict:
+    return dict(zip(pair_tab.OUTPUTS, values))
+
+
+def side_values(a: dict, b: dict, **shared) -> dict:
+    values = {"prompt": shared.get("prompt", "one two three one two three one two"),
+              "max_new_tokens": shared.get("max_new_tokens", 12), "chat": True}
+    for side, own in (("a", a), ("b", b)):
+        values.update({f"{side}_{k}": v for k, v in own.items()})
+    return values
+
+
+def untimed(run: RunTrace) -> list[dict]:
+    """A run's cycles without the fields that hold wall-clock time."""
+    return [{k: v for k, v in dataclasses.asdict(c).items() if k not in TIMING} for c in run.cycles]
+
+
+def test_every_ready_made_pair_paints_with_no_model_loaded():
+    """Each ready-made pair's two recordings exist, and opening it fills both columns, the race
+    chart, the summary and the first-difference line without loading a model."""
+    loaded_before = len(MODELS._models)
+    for pair in PAIRS:
+        ta, tb = pair_traces(pair)
+        assert ta is not None and tb is not None, pair.key
+        assert ta.meta["prompt"] == tb.meta["prompt"], f"{pair.key}: the two sides must share a prompt"
+        shown = out(pair_tab.open_pair(pair.key, request(pair.key)))
+        assert "sv-status-ok" in shown["pair_status"] and pair.title in shown["pair_status"]
+        assert shown["a_narration"] and shown["b_narration"] and shown["a_tree"] is not None
+        assert "sv-pair-diff" in shown["diff"] and "conditional" in shown["summary"] and "marginal" in shown["summary"]
+        assert len(shown["race"].data) >= 2
+    assert len(MODELS._models) == loaded_before
+
+
+def test_the_pairs_say_what_they_should_about_their_outputs():
+    """Greedy pairs on one target show the lossless badge; greedy against T = 1 shows where and why
+    the outputs part."""
+    for pair in PAIRS:
+        ta, tb = pair_traces(pair)
+        a = pv.Side(ta.run, ta.ar, "bundled", ta.run.settings["temperature"] == 0, "A")
+        b = pv.Side(tb.run, tb.ar, "bundled", tb.run.settings["temperature"] == 0, "B")
+        d = pv.first_difference(a, b)
+        if a.greedy and b.greedy:
+            assert d.level == "ok" and d.position is None and "lossless" in pv.difference_html(d)
+        else:
+            assert d.position is not None and "sampling" in d.sentence
+
+
+def test_a_difference_under_greedy_on_one_target_is_an_error():
+    """Two greedy runs of one target whose tokens differ are flagged as a bug, not explained away;
+    different targets are explained as such."""
+    ta, _ = pair_traces(BY_KEY["greedy-vs-sampling"])
+    other = dataclasses.replace(ta.run, token_ids=[ta.run.token_ids[0]] + [7] * (len(ta.run.token_ids) - 1))
+    d = pv.first_difference(pv.Side(ta.run, None, "t", True, "A"), pv.Side(other, None, "t", True, "B"))
+    assert d.level == "error" and d.position == 1 and "bug" in d.sentence
+    d = pv.first_difference(pv.Side(ta.run, None, "t1", True, "A"), pv.Side(other, None, "t2", True, "B"))
+    assert d.level == "info" and "targets differ" in d.sentence
+
+
+def test_a_shared_link_opens_the_pair_and_an_unknown_one_gets_a_message():
+    """?pair=KEY selects the tab and opens that pair; an unknown key gets a message naming the
+    valid ones; no parameter changes nothing."""
+    values = pair_tab.from_link(request("link", pair="small-vs-large-k"))
+    assert values[0].selected == "pair" and values[1]["value"] == "small-vs-large-k"
+    assert "K = 2 against K = 12" in out(values[2:])["pair_status"]
+    values = pair_tab.from_link(request("link-bad", pair="<b>nope</b>"))
+    status = out(values[2:])["pair_status"]
+    assert "sv-status-warn" in status and "good-vs-bad" in status and "<b>" not in status
+    assert all(isinstance(v, type(pair_tab.gr.skip())) for v in pair_tab.from_link(request("plain"))[:2])
+
+
+@pytest.fixture
+def bundled(bundled_target):
+    """The bundled model in the app's model cache (what a visitor's Step loads)."""
+    MODELS.put("bundled", bundled_target)
+    return bundled_target
+
+
+@pytest.mark.bundled
+@pytest.mark.parametrize("temperature", [0.0, 1.0], ids=["greedy", "sampled"])
+def test_each_column_is_the_run_decode_makes(temperature, bundled):
+    """Stepping both columns gives, in each, token for token and cycle for cycle (timings aside)
+    the run Decode's Step makes for that column's configuration alone."""
+    a = dict(target="bundled", method="pld", k=3, temperature=temperature, top_p=1.0, seed=5, adaptive_k=False)
+    b = dict(target="bundled", method="logitspec", k=4, temperature=temperature, top_p=0.9, seed=6,
+             adaptive_k=False)
+    values = side_values(a, b)
+    req = request(f"columns-{temperature}")
+    for _ in range(4):
+        shown = out(pair_tab.step(req, None, **values))
+    assert "sv-status-ok" in shown["a_status"] and "sv-status-ok" in shown["b_status"], shown
+    col_a, col_b = pair_tab.sessions(req)
+    for name, own, column in (("a", a, col_a), ("b", b, col_b)):
+        alone = SimpleNamespace(session_hash=f"test-pair-decode-{name}-{temperature}")
+        decode_values = {**own, "prompt": values["prompt"], "max_new_tokens": 12, "chat": True}
+        for _ in range(4):
+            callbacks.step(alone, None, **decode_values)
+        decode_run = callbacks.session_of(alone).run()
+        pair_run = column.run()
+        assert pair_run.token_ids == decode_run.token_ids and len(pair_run.cycles) == 4
+        assert untimed(pair_run) == untimed(decode_run)
+
+
+@pytest.mark.bundled
+def test_one_column_error_keeps_the_other_columns_run(bundled):
+    """A bad setting in B (K out of range) gets a message in B's status while A steps on and keeps
+    its cycles."""
+    a = dict(target="bundled", method="pld", k=3, temperature=0.0, top_p=1.0, seed=0, adaptive_k=False)
+    b = dict(a, k=10_000)
+    req = request("one-bad")
+    for _ in range(2):
+        shown = out(pair_tab.step(req, None, **side_values(a, b)))
+    assert "sv-status-error" in shown["b_status"] and "K" in shown["b_status"]
+    assert "sv-status-ok" in shown["a_status"]
+    assert len(pair_tab.sessions(req)[0].run().cycles) == 2
+
+
+def test_race_replays_both_runs_on_one_clock():
+    """Race sends frames whose texts grow with the clock and ends on both whole runs, saying who led."""
+    req = request("race")
+    pair_tab.open_pair("good-vs-bad", req)
+    pair_tab.RACE_S = 0.0
+    frames = [out(f) for f in pair_tab.race(req)]
+    assert len(frames) == pair_tab.RACE_FRAMES + 1
+    assert "Race over" in frames[-1]["pair_status"] and ("leads" in frames[-1]["pair_status"]
+                                                          or "both have" in frames[-1]["pair_status"])
+    lengths = [f["a_text"].count("<span") for f in frames[:-1]]
+    assert lengths == sorted(lengths) and lengths[0] < lengths[-1]
