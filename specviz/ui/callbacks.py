@@ -22,6 +22,7 @@ from specviz.ui.settings import RunSettings, from_inputs
 from specviz.ui.state import BASELINES, LIMITS, MODELS, SESSIONS, Session, load_with_progress, session_of
 
 
+AR_HINT = " Run, or Measure AR baseline, decodes the same prompt plainly for the timing panel."
 STOPPED = "Stopped. Step or Run continues this run; Reset starts again."
 
 
@@ -102,8 +103,7 @@ def ensure_run(session: Session, settings: RunSettings, progress) -> str | None:
     if draft is not None and draft.n_params > target.n_params:
         head += (f" (note: the draft, {draft.n_params / 1e6:.0f} M parameters, is larger than the target, "
                  f"{target.n_params / 1e6:.0f} M, so it cannot save time)")
-    hint = "" if BASELINES.get(settings.ar_key()) else (
-        " Run, or Measure AR baseline, decodes the same prompt plainly for the timing panel.")
+    hint = "" if BASELINES.get(settings.ar_key()) else AR_HINT
     return f"{head}: {settings.describe()}.{hint}"
 
 

@@ -23,7 +23,7 @@ from specviz.decoding.trace import RunTrace
 from specviz.decoding import tracefile
 from specviz.viz import pair_views as pv
 from specviz.ui import errors, views
-from specviz.ui.callbacks import BASELINES, advance, on_screen, stream_baseline
+from specviz.ui.callbacks import AR_HINT, BASELINES, advance, on_screen, stream_baseline
 from specviz.ui.pairs import BY_KEY, PAIRS, pair_traces
 from specviz.ui.presets import K_RANGE, MAX_NEW_RANGE, METHODS, TARGETS, draft_choices, k_default
 from specviz.ui.replay import show_trace
@@ -35,6 +35,7 @@ SHARED_INPUTS = ("prompt", "max_new_tokens", "chat")
 SIDE_VIEWS = ("status", "narration", "tree", "pq", "residual", "cache", "text")
 OUTPUTS = ("pair_status", "diff", "summary", "race", "cycle") + tuple(f"{s}_{v}" for s in "ab" for v in SIDE_VIEWS)
 RACE_FRAMES, RACE_S = 16, 5.0  # the race replay: frames sent, and about how long it plays
+INPUTS = tuple(f"{s}_{k}" for s in "ab" for k in SIDE_INPUTS) + SHARED_INPUTS
 HINT = "This column's run is kept: press Reset, or change its settings, and try again."
 PAIR_SESSIONS = SessionStore(capacity=2 * SESSION_CAPACITY)  # two columns a visitor, apart from Decode's
 
@@ -121,7 +122,8 @@ def _advance_both(a: Session, b: Session, values: dict, progress, only_unfinishe
             settings = side_settings(values, name)
             if only_unfinished and session.settings == settings and session.state is not None and session.state.done:
                 continue
-            notes[name] = advance(session, settings, progress)
+            message, level = advance(session, settings, progress)
+            notes[name] = (message.replace(AR_HINT, " Run both also decodes the prompt plainly, for the race."), level)
         except Exception as e:  # noqa: BLE001 -- one column's error never costs the other its run
             notes[name] = (errors.message(e, HINT), "error")
     return notes
@@ -131,7 +133,10 @@ def step(request: gr.Request, progress=gr.Progress(), **values) -> tuple:
     """One cycle in each column: A first, then B."""
     try:
         a, b = sessions(request)
-        return as_tuple(paint(a, b, _advance_both(a, b, values, progress)))
+        notes = _advance_both(a, b, values, progress)
+        cycles = [len(s.state.cycles) if s.state is not None else 0 for s in (a, b)]
+        return as_tuple(paint(a, b, notes, message=f"Stepped both: A has {cycles[0]} cycles, B {cycles[1]}.",
+                              level="info"))
     except Exception as e:  # noqa: BLE001 -- never let a handler take the page down
         return as_tuple({"pair_status": views.status_html(errors.message(e, HINT), "error")})
 
@@ -194,26 +199,42 @@ def show_cycle(cycle, request: gr.Request) -> tuple:
     return as_tuple(values)
 
 
+def _inputs_of(trace) -> dict:
+    """The configuration a recording was made with, as the column's input values."""
+    s = trace.run.settings
+    method, draft = s.get("method"), s.get("draft")
+    if method == "head":  # the engine's "head" is the picker's draft model "head"
+        method, draft = "draft", "head"
+    return {"target": s.get("target"), "method": method, "draft": draft, "k": s.get("k"),
+            "adaptive_k": bool(s.get("adaptive_k")), "temperature": s.get("temperature"), "top_p": s.get("top_p"),
+            "seed": s.get("seed")}
+
+
 def open_pair(key: str | None, request: gr.Request) -> tuple:
-    """Put a ready-made pair's two recordings in the columns."""
+    """Put a ready-made pair's two recordings in the columns, and their configurations in A's and
+    B's inputs (so Step decodes them live)."""
     pair = BY_KEY.get(key or "")
     a, b = sessions(request)
+    keep = tuple(gr.skip() for _ in INPUTS)
     if pair is None:
         names = ", ".join(p.key for p in PAIRS)
         return as_tuple({"pair_status": views.status_html(f"There is no ready-made pair {str(key)[:60]!r}: "
-                                                          f"choose one of {names}.", "warn")})
+                                                          f"choose one of {names}.", "warn")}) + keep
     ta, tb = pair_traces(pair)
     if ta is None or tb is None:
         return as_tuple({"pair_status": views.status_html(f"The recordings of '{pair.title}' are missing "
-                                                          "(scripts/make_lesson_traces.py makes them).", "error")})
+                                                          "(scripts/make_lesson_traces.py makes them).", "error")}) + keep
     show_trace(a, ta), show_trace(b, tb)
     when = {(t.meta.get("recorded_at"), t.meta.get("machine")) for t in (ta, tb)}
     sitting = ("Both were recorded in one sitting" if len(when) == 1 else
                "They were recorded in different sittings, so compare their wall-clock times with care")
-    return as_tuple(paint(a, b, {"a": (f"Recorded: {ta.run.settings.get('method')}", "info"),
-                                 "b": (f"Recorded: {tb.run.settings.get('method')}", "info")},
-                          message=f"{pair.title}. {pair.look_for} {sitting}; no model was loaded. Step or Run "
-                                  "decodes the configurations on the left live.", level="ok"))
+    inputs = {f"a_{k}": v for k, v in _inputs_of(ta).items()} | {f"b_{k}": v for k, v in _inputs_of(tb).items()}
+    inputs.update(prompt=ta.meta.get("prompt"), max_new_tokens=ta.run.settings.get("max_new_tokens"), chat=True)
+    shown = as_tuple(paint(a, b, {"a": (f"Recorded: {ta.run.settings.get('method')}", "info"),
+                                  "b": (f"Recorded: {tb.run.settings.get('method')}", "info")},
+                           message=f"{pair.title}. {pair.look_for} {sitting}; no model was loaded. Step or Run "
+                                   "decodes the same configurations live.", level="ok"))
+    return shown + tuple(gr.skip() if inputs.get(k) is None else inputs[k] for k in INPUTS)
 
 
 def from_link(request: gr.Request) -> tuple:
@@ -221,7 +242,7 @@ def from_link(request: gr.Request) -> tuple:
     params = getattr(request, "query_params", None) or {}
     key = params.get("pair") if hasattr(params, "get") else None
     if not key:
-        return (gr.skip(), gr.skip()) + as_tuple({})
+        return (gr.skip(), gr.skip()) + as_tuple({}) + tuple(gr.skip() for _ in INPUTS)
     return (gr.Tabs(selected="pair"), gr.update(value=key) if key in BY_KEY else gr.skip()) + open_pair(key, request)
 
 
@@ -325,14 +346,15 @@ def build_pair_tab(demo: gr.Blocks, tabs: gr.Tabs, decode: dict, prompt: str) ->
     race_btn.click(race, outputs=outputs, api_name="pair_race", show_progress="hidden")
     comps["cycle"].input(show_cycle, inputs=[comps["cycle"]], outputs=outputs, api_name="pair_show_cycle",
                          trigger_mode="always_last", show_progress="hidden")
-    open_btn.click(open_pair, inputs=[chooser], outputs=outputs, api_name="pair_open", show_progress="hidden")
-    chooser.input(open_pair, inputs=[chooser], outputs=outputs, show_progress="hidden", api_visibility="private")
+    with_inputs = outputs + [inputs[k] for k in INPUTS]
+    open_btn.click(open_pair, inputs=[chooser], outputs=with_inputs, api_name="pair_open", show_progress="hidden")
+    chooser.input(open_pair, inputs=[chooser], outputs=with_inputs, show_progress="hidden", api_visibility="private")
     for side in "ab":
         inputs[f"{side}_target"].change(
             lambda t, d: gr.update(choices=draft_choices(t), value=d if d in [v for _, v in draft_choices(t)]
                                    else (draft_choices(t)[0][1] if draft_choices(t) else None)),
             inputs=[inputs[f"{side}_target"], inputs[f"{side}_draft"]], outputs=inputs[f"{side}_draft"],
             queue=False, show_progress="hidden", api_visibility="private")
-    demo.load(from_link, outputs=[tabs, chooser, *outputs], queue=False, show_progress="hidden",
+    demo.load(from_link, outputs=[tabs, chooser, *with_inputs], queue=False, show_progress="hidden",
               api_visibility="private")
     demo.unload(unload)
