@@ -95,8 +95,10 @@ def _rates(xs: list[float]) -> str:
 def summary_html(a: Side, b: Side) -> str:
     """A table: each side's tokens/s, speedup over its target's plain decoding, mean tokens per
     cycle, α, and acceptance by position, conditional and marginal."""
-    rows = [row(["", f'<span style="color:{COLOURS["A"]}">■</span> A: {esc(a.label)}',
-                 f'<span style="color:{COLOURS["B"]}">■</span> B: {esc(b.label)}'], "th")]
+    rows = [row(["", f'<span style="color:{COLOURS["A"]}">■</span> A', f'<span style="color:{COLOURS["B"]}">■</span> B'],
+                "th"),
+            "<tr><td>configuration</td>" + "".join(f'<td style="padding:1px 8px;white-space:normal;max-width:16em">'
+                                                    f"{esc(s.label)}</td>" for s in (a, b)) + "</tr>"]
 
     def cells(fn) -> list[str]:
         return [fn(side) if side.run is not None else "–" for side in (a, b)]
