@@ -147,3 +147,38 @@ def test_race_replays_both_runs_on_one_clock():
                                                           or "both have" in frames[-1]["pair_status"])
     lengths = [f["a_text"].count("<span") for f in frames[:-1]]
     assert lengths == sorted(lengths) and lengths[0] < lengths[-1]
+
+
+@pytest.mark.bundled
+@pytest.mark.parametrize("temperature", [0.0, 0.8], ids=["greedy", "sampled"])
+def test_step_and_run_under_forked_workers_match_one_process(bundled, forked, temperature, monkeypatch):
+    """Under the ZeroGPU stand-in (each model call in a forked worker), Step both then Run both give
+    each column the same tokens, committed cycle by cycle with the same origins, as in one process,
+    and the calls went to workers. (A forked worker runs torch on one thread, so probabilities may
+    differ in their last bits, and with them the order of near-tied alternatives in a head's tree.)
+
+    The planner's v(n) is fixed for both, as in tests/test_zerogpu.py: measured, it depends on the
+    thread count, and a forked worker runs torch on one thread."""
+    from specviz.decoding import engine, planner
+
+    monkeypatch.setattr(engine, "verify_cost", lambda target: planner.PRIOR_V)
+    b = dict(target="bundled", method="pld", k=4, temperature=temperature, top_p=1.0, seed=3, adaptive_k=False)
+    # sampled, the head's near-tied alternatives (see above) would meet other draws: both sides retrieve
+    a = dict(b, method="draft", draft="head", k=3) if temperature == 0 else dict(b, k=2, seed=2)
+    values = side_values(a, b, max_new_tokens=10)
+    req = request(f"forked-{temperature}")
+    pair_tab.step(req, None, **values)
+    frames = [out(f) for f in pair_tab.run(req, None, **values)]
+    assert "sv-status-ok" in frames[-1]["pair_status"], frames[-1]["pair_status"]
+    forked_runs = [s.run() for s in pair_tab.sessions(req)]
+    assert {name for name, _ in forked} >= {"step"}
+
+    from specviz.ui import zerogpu
+    zerogpu.use_backend(None)  # the same, in this process
+    req = request(f"in-process-{temperature}")
+    pair_tab.step(req, None, **values)
+    list(pair_tab.run(req, None, **values))
+    for mine, theirs in zip(forked_runs, (s.run() for s in pair_tab.sessions(req))):
+        assert mine.token_ids == theirs.token_ids and len(mine.token_ids) >= 10
+        assert mine.origins == theirs.origins
+        assert [(c.committed, c.origins) for c in mine.cycles] == [(c.committed, c.origins) for c in theirs.cycles]
