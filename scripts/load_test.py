@@ -2,6 +2,7 @@
 
     python app.py &                                    # or any SpecViz URL
     python scripts/load_test.py http://127.0.0.1:7860/ --sessions 30 --steps 2 [--pid PID]
+    python scripts/load_test.py http://127.0.0.1:7860/ --view pair    # Side by side's Step both
 
 Each session is its own Gradio session (its own run), and all of them start each round of Steps
 at the same moment. Prints the errors, p50/p95/max seconds per Step, Steps per second over the
@@ -60,7 +61,10 @@ def rss_gb(pid: int | None) -> float | None:
         return None
 
 
-def run(url: str, sessions: int, steps: int, inputs: dict) -> dict:
+VIEWS = {"decode": "/step", "pair": "/pair_step"}  # --view → the event a session presses
+
+
+def run(url: str, sessions: int, steps: int, inputs: dict, api_name: str = "/step") -> dict:
     """Every session presses Step `steps` times, each round started together; returns the tallies."""
     from gradio_client import Client
 
@@ -80,9 +84,10 @@ def run(url: str, sessions: int, steps: int, inputs: dict) -> dict:
             barrier.wait()
             t0 = time.perf_counter()
             try:
-                out = client.predict(api_name="/step", **inputs)
-                status = str(out[0])
-                failed = "sv-status-error" in status
+                out = client.predict(api_name=api_name, **inputs)
+                # any status box in error (Side by side has one per column, and its lossless line)
+                errs = [str(x) for x in out if isinstance(x, str) and "sv-status-error" in x]
+                failed, status = bool(errs), (errs[0] if errs else str(out[0]))
             except Exception as e:  # noqa: BLE001 -- "Queue is full" and the like are what is counted
                 failed, status = True, f"{type(e).__name__}: {e}"
             with lock:
@@ -124,11 +129,13 @@ def main() -> None:
     ap.add_argument("--prompt", default=DEFAULT_PROMPT)
     ap.add_argument("--max-new-tokens", type=int, default=None)
     ap.add_argument("--pid", type=int, default=None, help="the app's process id, for its memory")
+    ap.add_argument("--view", choices=list(VIEWS), default="decode",
+                    help="decode: Decode's Step; pair: Side by side's Step both (its two columns' defaults)")
     args = ap.parse_args()
     inputs = {"prompt": args.prompt}
     if args.max_new_tokens is not None:
         inputs["max_new_tokens"] = args.max_new_tokens
-    result = run(args.url, args.sessions, args.steps, inputs)
+    result = run(args.url, args.sessions, args.steps, inputs, VIEWS[args.view])
     pid = args.pid or app_pid(args.url)
     rss = rss_gb(pid)
     if rss is not None:

@@ -139,3 +139,36 @@ def test_theory_sentence_names_the_cause_that_applies():
     assert "lower because its verify passes cost 1.80×" in text
     assert "outside the model passes" in theory_sentence(Analysis(**{**base, "v_run": 1.2}))
     assert "close to it" in theory_sentence(Analysis(**{**base, "measured": 1.95}))
+
+
+def test_a_row_that_sent_no_draft_says_why():
+    """A speculative row with no drafted token gets a sentence under it naming the reason (a draft
+    as costly as the target; a planner that judged every offer too dear; nothing offered); a row
+    that drafted, and the AR row, get none."""
+    from specviz.viz.compare_figures import compare_table_html, nothing_sent
+
+    base = dict(index=1, label="x", target="bundled", greedy=True, lossless=True, tokens_per_s=10.0, speedup=1.0,
+                mean_accepted_tokens=1.0, alpha=0.0, cycles=5, wall_s=1.0)
+    same = dict(base, method="draft", draft="bundled", drafted_tokens=0, offered_tokens=40)
+    assert "costs as much as the target" in nothing_sent(same)
+    assert "offered 40 draft tokens" in nothing_sent(dict(base, method="pld", drafted_tokens=0, offered_tokens=40))
+    assert "nothing to offer" in nothing_sent(dict(base, method="pld", drafted_tokens=0, offered_tokens=0))
+    assert nothing_sent(dict(base, method="pld", drafted_tokens=12, offered_tokens=40)) is None
+    assert nothing_sent(dict(base, method="ar", drafted_tokens=0)) is None
+    assert "No draft sent" in compare_table_html([same])
+
+
+def test_the_recorded_compare_rows_explain_a_row_that_sent_nothing():
+    """The Compare tab's recorded rows carry what each drafted, and every speculative row that
+    drafted nothing explains itself in the table it opens on."""
+    from specviz.ui.recorded import RECORDED
+    from specviz.viz.compare_figures import compare_table_html, nothing_sent
+
+    import json
+    rows = json.loads(RECORDED.read_text(encoding="utf-8"))["compare"]["rows"]
+    spec = [r for r in rows if r["method"] != "ar"]
+    assert spec and all(isinstance(r.get("drafted_tokens"), int) for r in spec)
+    table = compare_table_html(rows)
+    for r in spec:
+        if r["drafted_tokens"] == 0:
+            assert nothing_sent(r) and "No draft sent" in table

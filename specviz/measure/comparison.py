@@ -266,6 +266,8 @@ class Comparison:
                    new_tokens=m["new_tokens"], repeats=mine.repeats,
                    mean_accepted_tokens=m["mean_accepted_tokens"] if spec else None,
                    alpha=m["acceptance_rate"] if spec else None,
+                   drafted_tokens=m.get("drafted_tokens") if spec else None,
+                   offered_tokens=sum(c.offered or 0 for c in mine.run.cycles) if spec else None,
                    speedup=m["tokens_per_s"] / ar.run.metrics["tokens_per_s"]
                    if ar is not None and ar.run.metrics["tokens_per_s"] > 0 else None)
         if config.greedy and ar is not None:

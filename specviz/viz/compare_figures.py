@@ -52,6 +52,22 @@ def _alarm(row: dict) -> str:
     return f'<tr class="sv-cmp-alarm-row" role="alert"><td colspan="{len(TABLE_HEAD)}">{esc(text)}</td></tr>'
 
 
+def nothing_sent(row: dict) -> str | None:
+    """Why a speculative row drafted nothing, in words (None when it drafted): its α of 0 and one
+    token per cycle would otherwise read as a perfect draft failing."""
+    if row.get("method") == "ar" or row.get("drafted_tokens") != 0:
+        return None
+    if row.get("method") == "draft" and row.get("draft") == row.get("target"):
+        why = ("a draft step costs as much as the target's own step, so plain steps are cheaper and the "
+               "planner sent no draft")
+    elif row.get("offered_tokens"):
+        why = (f"the proposer offered {row['offered_tokens']} draft tokens, but the planner judged none worth "
+               "its verify cost, so every cycle was a plain step")
+    else:
+        why = "the proposer found nothing to offer (no match to copy, no draft), so every cycle was a plain step"
+    return f"No draft sent: {why}. α and tokens per cycle say nothing about the draft's quality here."
+
+
 def _row_html(row: dict) -> str:
     if row.get("error"):
         label = f"{esc(row['label'])}: " if row.get("label") else ""
@@ -63,6 +79,9 @@ def _row_html(row: dict) -> str:
     alarm = row.get("lossless") is False
     cls = "sv-cmp-row sv-cmp-alarm" if alarm else "sv-cmp-row"
     html = f'<tr class="{cls}">' + "".join(f"<td>{c}</td>" for c in _cells(row)) + "</tr>"
+    note = nothing_sent(row)
+    if note:
+        html += f'<tr class="sv-cmp-note-row"><td></td><td colspan="{len(TABLE_HEAD) - 1}">{esc(note)}</td></tr>'
     return html + (_alarm(row) if alarm else "")
 
 
