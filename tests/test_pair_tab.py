@@ -182,3 +182,34 @@ def test_step_and_run_under_forked_workers_match_one_process(bundled, forked, te
         assert mine.token_ids == theirs.token_ids and len(mine.token_ids) >= 10
         assert mine.origins == theirs.origins
         assert [(c.committed, c.origins) for c in mine.cycles] == [(c.committed, c.origins) for c in theirs.cycles]
+
+
+def test_export_both_replays_both_and_each_side_is_a_decode_trace(tmp_path):
+    """Export both writes one file that Replay both loads into the two columns unchanged; each side
+    inside it reads as a Decode trace; Decode's reader refuses the whole file with a message
+    pointing to this tab, and a damaged pair file is refused naming its side."""
+    import json
+
+    from specviz.decoding import tracefile
+
+    req = request("export")
+    pair_tab.open_pair("greedy-vs-sampling", req)
+    update, status = pair_tab.export_pair(req)
+    assert "Exported both" in status
+    path = update["value"]
+    again = request("export-again")
+    shown = out(pair_tab.replay_pair(path, again))
+    assert "sv-status-ok" in shown["pair_status"]
+    before, after = pair_tab.sessions(req), pair_tab.sessions(again)
+    for x, y in zip(before, after):
+        assert callbacks.on_screen(x)[0] == callbacks.on_screen(y)[0]
+    doc = json.loads(open(path, encoding="utf-8").read())
+    assert tracefile.loads(json.dumps(doc["a"])).run == callbacks.on_screen(before[0])[0]
+    with pytest.raises(tracefile.TraceFileError, match="Side by side tab"):
+        tracefile.loads(json.dumps(doc))
+    doc["b"]["run"]["cycles"][0]["nodes"] = [{"index": 0, "token": 1, "text": "a", "parent": -1, "depth": 9}] \
+        if doc["b"]["run"]["cycles"][0]["nodes"] else "x"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc), encoding="utf-8")
+    shown = out(pair_tab.replay_pair(str(bad), request("export-bad")))
+    assert "sv-status-error" in shown["pair_status"] and "Side B" in shown["pair_status"]

@@ -90,7 +90,8 @@ def draw_trace(trace, cycles=None) -> None:
     from specviz.viz.explain_steps import explain_html, explain_steps, explained_views
 
     run, ar = trace.run, trace.ar
-    shown = range(len(run.cycles)) if cycles is None else sorted({i for i in cycles if 0 <= i < len(run.cycles)})
+    n = len(run.cycles)
+    shown = range(n) if cycles is None else sorted({i % n for i in cycles if -n <= i < n})  # -1: the last
     for i in range(len(run.cycles)):
         tracefile.prefix(run, i)  # what Run's played frames read, at every cycle
     for i in shown:
@@ -154,7 +155,7 @@ def fuzz(bases: list[dict], n: int, read, draw, seed: int, per_cycle: bool = Fal
         doc, what, path = mutate(bases[i % len(bases)], rng)
         if per_cycle:
             at = touched_cycles(path)
-            draw_it = lambda t, at=at: draw(t, [len(t.run.cycles) - 1 if c == -1 else c for c in at])  # noqa: E731
+            draw_it = lambda t, at=at: draw(t, at)  # noqa: E731
         else:
             draw_it = draw
         result = outcome(read, draw_it, json.dumps(doc, allow_nan=True))
@@ -329,3 +330,28 @@ def test_an_advice_upload_that_is_not_a_profile_gets_a_message(tmp_path):
         path.write_text(text, encoding="utf-8")
         status = advise_tab.replay(str(path))[0]
         assert "sv-status-error" in status and f"Could not replay {name}" in status, status
+
+
+def _base_pair() -> dict:
+    """A Side by side export of two lesson recordings (greedy against T = 1)."""
+    a = tracefile.read(ASSETS / "lessons" / "greedy.json")
+    b = tracefile.read(ASSETS / "lessons" / "sampling.json")
+    return json.loads(tracefile.dumps_pair(a, b, {"exported_at": "2026-12-04"}))
+
+
+def draw_pair(loaded, cycles=None) -> None:
+    """Both columns' every view, as Side by side draws them, plus the comparison between them."""
+    from specviz.viz import pair_views as pv
+
+    a, b, _ = loaded
+    draw_trace(a, cycles), draw_trace(b, cycles)
+    sa, sb = (pv.Side(t.run, t.ar, "bundled", True, "x") for t in (a, b))
+    pv.difference_html(pv.first_difference(sa, sb)), pv.summary_html(sa, sb), pv.race_figure(sa, sb, clock=1.0)
+
+
+def test_mutated_pair_files_are_refused_with_a_message_or_drawn_by_every_view():
+    """150 seeded mutations of a Side by side export: each is refused with a message, or accepted
+    and drawn by both columns' views and the comparison, within the budget."""
+    counts, failures = fuzz([_base_pair()], 150, tracefile.loads_pair, draw_pair, SEED + 2, per_cycle=True)
+    assert not failures, f"{len(failures)} of 150 ({counts}):\n" + "\n".join(failures[:15])
+    assert counts.get("drawn", 0) > 20 and counts.get("refused", 0) > 20, counts

@@ -19,6 +19,7 @@ from specviz.decoding.trace import (ACCEPTED, BONUS, FROM_DRAFT, NOT_REACHED, RE
                                     summarize)
 
 FORMAT, VERSION = "specviz-trace", 1
+PAIR_FORMAT = "specviz-pair"  # Side by side's export: two trace documents, "a" and "b"
 SPECVIZ_VERSION = "0.1.0"  # the package's version (pyproject.toml), written into exported files
 MAX_BYTES = 16 * 1024 * 1024  # a 512-token run with 64-node trees is a few MB; more is not a trace (README, "Uploads")
 
@@ -111,17 +112,32 @@ def dumps(run: RunTrace, ar: RunTrace | None = None, meta: dict | None = None, *
     return json.dumps(doc, ensure_ascii=False, **kw)
 
 
+def dumps_pair(a: TraceFile, b: TraceFile, meta: dict | None = None, **kw) -> str:
+    """Side by side's Export: both columns, each exactly the document Decode's Export writes."""
+    side = lambda t: json.loads(dumps(t.run, t.ar, t.meta))  # noqa: E731
+    doc = {"format": PAIR_FORMAT, "version": VERSION, "meta": dict(meta or {}), "a": side(a), "b": side(b)}
+    return json.dumps(doc, ensure_ascii=False, **kw)
+
+
 def read(path: str | Path) -> TraceFile:
+    return loads(_read_bytes(path))
+
+
+def read_pair(path: str | Path) -> tuple[TraceFile, TraceFile, dict]:
+    return loads_pair(_read_bytes(path))
+
+
+def _read_bytes(path: str | Path) -> bytes:
     path = Path(path)
     size = path.stat().st_size
-    if size > MAX_BYTES:
+    if size > MAX_BYTES and enforced():
         raise TraceFileError(f"The file is {size / 1e6:.0f} MB; a SpecViz trace is at most "
                              f"{MAX_BYTES / 1e6:.0f} MB.")
-    return loads(path.read_bytes())
+    return path.read_bytes()
 
 
-def loads(text: str | bytes) -> TraceFile:
-    """Parse and check a trace document (or a bare RunTrace) against the bounded schema."""
+def _parse(text: str | bytes) -> Any:
+    """The JSON document in text, within the size cap; every failure a TraceFileError."""
     if len(text) > MAX_BYTES and enforced():
         raise TraceFileError(f"The file is {len(text) / 1e6:.0f} MB; a SpecViz trace is at most "
                              f"{MAX_BYTES / 1e6:.0f} MB.")
@@ -132,22 +148,54 @@ def loads(text: str | bytes) -> TraceFile:
             raise TraceFileError("The file is not text (UTF-8): choose a .json trace exported by SpecViz.") from None
     if not text.strip():
         raise TraceFileError("The file is empty: choose a .json trace exported by SpecViz.")
-    doc = parse_json(text, "a SpecViz trace", TraceFileError)
+    return parse_json(text, "a SpecViz trace", TraceFileError)
+
+
+def _versioned(doc: dict, what: str) -> dict:
+    """doc's meta, after checking its version and meta against the schema."""
+    version = doc.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or version > VERSION:
+        raise TraceFileError(f"This {what} has format version {shown(version)}; this SpecViz reads "
+                             f"version {VERSION}. Update SpecViz, or export the run again.")
+    meta = doc.get("meta")
+    try:
+        check(meta if meta is not None else {}, META, "The file", "meta")
+    except SchemaError as e:
+        raise TraceFileError(str(e)) from None
+    return meta or {}
+
+
+def _document(doc: Any) -> TraceFile:
     if isinstance(doc, dict) and doc.get("format") == FORMAT:
-        version = doc.get("version")
-        if not isinstance(version, int) or isinstance(version, bool) or version > VERSION:
-            raise TraceFileError(f"This trace has format version {shown(version)}; this SpecViz reads "
-                                 f"version {VERSION}. Update SpecViz, or export the run again.")
-        ar, meta = doc.get("ar"), doc.get("meta")
-        try:
-            check(meta if meta is not None else {}, META, "The file", "meta")
-        except SchemaError as e:
-            raise TraceFileError(str(e)) from None
-        return TraceFile(_run(doc.get("run"), "run"), None if ar is None else _run(ar, "AR baseline"), meta or {})
+        meta, ar = _versioned(doc, "trace"), doc.get("ar")
+        return TraceFile(_run(doc.get("run"), "run"), None if ar is None else _run(ar, "AR baseline"), meta)
     if isinstance(doc, dict) and "cycles" in doc and "method" in doc:
         return TraceFile(_run(doc, "run"))
+    if isinstance(doc, dict) and doc.get("format") == PAIR_FORMAT:
+        raise TraceFileError("This is a Side by side file (two runs): replay it in the Side by side tab.")
     raise TraceFileError('This JSON is not a SpecViz trace: expected an exported run ("format": '
                          f'"{FORMAT}") or a run with "method" and "cycles" (python -m specviz generate --json).')
+
+
+def loads(text: str | bytes) -> TraceFile:
+    """Parse and check a trace document (or a bare RunTrace) against the bounded schema."""
+    return _document(_parse(text))
+
+
+def loads_pair(text: str | bytes) -> tuple[TraceFile, TraceFile, dict]:
+    """Parse and check a Side by side export: (A, B, meta), each side checked as Decode's file is."""
+    doc = _parse(text)
+    if not isinstance(doc, dict) or doc.get("format") != PAIR_FORMAT:
+        raise TraceFileError(f'This JSON is not a Side by side file ("format": "{PAIR_FORMAT}"); a single '
+                             "run replays in the Decode tab.")
+    meta = _versioned(doc, "Side by side file")
+    sides = []
+    for name in ("a", "b"):
+        try:
+            sides.append(_document(doc.get(name)))
+        except TraceFileError as e:
+            raise TraceFileError(f"Side {name.upper()}: {e}") from None
+    return sides[0], sides[1], meta
 
 
 def _cycle_rules(c: dict, where: str, run_len: int | None, vocab: int) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import html
 import time
+from pathlib import Path
 from typing import Iterator
 
 import gradio as gr
@@ -26,7 +27,7 @@ from specviz.ui import errors, views
 from specviz.ui.callbacks import AR_HINT, BASELINES, advance, on_screen, stream_baseline
 from specviz.ui.pairs import BY_KEY, PAIRS, pair_traces
 from specviz.ui.presets import K_RANGE, MAX_NEW_RANGE, METHODS, TARGETS, draft_choices, k_default
-from specviz.ui.replay import show_trace
+from specviz.ui.replay import EXPORT_DIR, show_trace
 from specviz.ui.settings import RunSettings, from_inputs
 from specviz.ui.state import SESSION_CAPACITY, Session, SessionStore
 
@@ -237,6 +238,51 @@ def open_pair(key: str | None, request: gr.Request) -> tuple:
     return shown + tuple(gr.skip() if inputs.get(k) is None else inputs[k] for k in INPUTS)
 
 
+def _trace_on_screen(session: Session) -> tracefile.TraceFile | None:
+    run, ar = on_screen(session)
+    if run is None or not run.cycles:
+        return None
+    meta = dict(session.replay.meta) if session.replay is not None else {}
+    if session.replay is None and session.settings is not None:
+        meta["prompt"] = session.settings.prompt
+    return tracefile.TraceFile(run, ar, meta)
+
+
+def export_pair(request: gr.Request):
+    """Both columns as one JSON file (each side exactly Decode's export document)."""
+    a, b = sessions(request)
+    ta, tb = _trace_on_screen(a), _trace_on_screen(b)
+    if ta is None or tb is None:
+        return gr.update(visible=False), views.status_html("Nothing to export yet: both columns need a cycle.", "warn")
+    EXPORT_DIR.mkdir(parents=True, exist_ok=True)
+    path = EXPORT_DIR / f"specviz-pair-{time.strftime('%Y%m%d-%H%M%S')}-{id(a):x}.json"
+    path.write_text(tracefile.dumps_pair(ta, tb, {"exported_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}),
+                    encoding="utf-8")
+    return gr.update(value=str(path), visible=True), views.status_html(
+        f"Exported both columns ({len(ta.run.cycles)} and {len(tb.run.cycles)} cycles): Replay both loads the file "
+        "here; each side inside it is a Decode trace.", "ok")
+
+
+def replay_pair(path: str | None, request: gr.Request) -> tuple:
+    """Load a Side by side file into both columns; a bad file gets a message and changes nothing."""
+    if not path:
+        return as_tuple({})
+    name = Path(path).name
+    try:
+        ta, tb, meta = tracefile.read_pair(path)
+    except tracefile.TraceFileError as e:
+        return as_tuple({"pair_status": views.status_html(f"Could not replay {name}: {e}", "error")})
+    a, b = sessions(request)
+    show_trace(a, ta), show_trace(b, tb)
+    try:
+        return as_tuple(paint(a, b, {}, message=f"Replaying {name}, exported {meta.get('exported_at', 'elsewhere')}: "
+                                                 "drag the slider, or press Race.", level="ok"))
+    except Exception as e:  # noqa: BLE001 -- a file that reads but cannot be drawn must not take the page down
+        a.replace(None, None), b.replace(None, None)
+        return as_tuple({"pair_status": views.status_html(f"Could not replay {name}: {type(e).__name__}: "
+                                                          f"{str(e)[:200]}.", "error")})
+
+
 def from_link(request: gr.Request) -> tuple:
     """?pair=KEY opens the tab on that ready-made pair; an unknown key gets a message."""
     params = getattr(request, "query_params", None) or {}
@@ -336,6 +382,11 @@ def build_pair_tab(demo: gr.Blocks, tabs: gr.Tabs, decode: dict, prompt: str) ->
         with gr.Row(equal_height=False):
             comps["summary"] = gr.HTML(elem_id="sv-pair-summary")
             comps["race"] = gr.Plot(show_label=False, elem_id="sv-pair-race-chart")
+        with gr.Row():
+            export_btn = gr.Button("Export both as JSON", size="sm", elem_id="sv-pair-export")
+            export_file = gr.File(label="Exported pair", visible=False, interactive=False)
+            replay_file = gr.File(label="Replay both (.json from Export both)", file_types=[".json"],
+                                  type="filepath", elem_id="sv-pair-replay")
     inputs = {**{k: comps.pop(k) for k in [f"{s}_{i}" for s in "ab" for i in SIDE_INPUTS]}, **shared}
     outputs = [comps[name] for name in OUTPUTS]
     common = dict(inputs_kwargs=inputs, outputs=outputs, show_progress_on=[comps["pair_status"]])
@@ -346,6 +397,9 @@ def build_pair_tab(demo: gr.Blocks, tabs: gr.Tabs, decode: dict, prompt: str) ->
     race_btn.click(race, outputs=outputs, api_name="pair_race", show_progress="hidden")
     comps["cycle"].input(show_cycle, inputs=[comps["cycle"]], outputs=outputs, api_name="pair_show_cycle",
                          trigger_mode="always_last", show_progress="hidden")
+    export_btn.click(export_pair, outputs=[export_file, comps["pair_status"]], api_name="pair_export",
+                     show_progress="hidden")
+    replay_file.upload(replay_pair, inputs=replay_file, outputs=outputs, api_name="pair_replay", show_progress="hidden")
     with_inputs = outputs + [inputs[k] for k in INPUTS]
     open_btn.click(open_pair, inputs=[chooser], outputs=with_inputs, api_name="pair_open", show_progress="hidden")
     chooser.input(open_pair, inputs=[chooser], outputs=with_inputs, show_progress="hidden", api_visibility="private")
