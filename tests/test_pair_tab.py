@@ -213,3 +213,20 @@ def test_export_both_replays_both_and_each_side_is_a_decode_trace(tmp_path):
     bad.write_text(json.dumps(doc), encoding="utf-8")
     shown = out(pair_tab.replay_pair(str(bad), request("export-bad")))
     assert "sv-status-error" in shown["pair_status"] and "Side B" in shown["pair_status"]
+
+
+def test_two_compare_rows_open_as_a_and_b():
+    """Compare's rows 1 and 4 become A's and B's configurations (the trained head as the picker's
+    draft model), with Compare's prompt and this tab selected; a missing row gets a message."""
+    from specviz.ui.compare_tab import DEFAULT_ROWS
+
+    rows = DEFAULT_ROWS + [["bundled", "draft", "head", 3, 0.7]]
+    got = pair_tab.from_compare(rows, 2, 5, "Why is the sky blue?", 20, True)
+    assert got[0].selected == "pair" and "sv-status-ok" in got[-1]
+    values = dict(zip(pair_tab.INPUTS, got[1:-1]))
+    assert (values["a_method"], values["a_k"], values["a_temperature"]) == ("pld", 16, 0.0)
+    assert (values["b_method"], values["b_draft"], values["b_k"], values["b_temperature"]) == ("draft", "head", 3, 0.7)
+    assert values["prompt"] == "Why is the sky blue?" and values["max_new_tokens"] == 20
+    got = pair_tab.from_compare(rows, 1, 9, "x", 20, True)
+    assert "sv-status-error" in got[-1] and "no row 9" in got[-1]
+    assert all(isinstance(v, type(pair_tab.gr.skip())) for v in got[:-1])

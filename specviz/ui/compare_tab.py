@@ -200,6 +200,10 @@ def _compare_tab() -> dict:
     with gr.Row():
         c["go"] = gr.Button("Compare", variant="primary", elem_id="sv-cmp-go")
         c["stop"] = gr.Button("Stop", variant="stop", elem_id="sv-cmp-stop")
+    with gr.Row():  # wired by the Side by side tab (ui/pair_tab.wire_from_compare)
+        c["pair_a"] = gr.Number(1, precision=0, label="Row for A", min_width=90, elem_id="sv-cmp-pair-a")
+        c["pair_b"] = gr.Number(2, precision=0, label="Row for B", min_width=90, elem_id="sv-cmp-pair-b")
+        c["to_pair"] = gr.Button("Open these two rows in Side by side", size="sm", elem_id="sv-cmp-to-pair")
     first = recorded.compare_values()  # recorded results until the first Compare
     c["status"] = gr.HTML(first["status"], elem_id="sv-cmp-status")
     c["table"] = gr.HTML(first["table"], elem_id="sv-cmp-table")
@@ -235,9 +239,9 @@ def _theory_tab() -> dict:
     return t
 
 
-def build_compare_tabs(decode: dict) -> None:
+def build_compare_tabs(decode: dict) -> dict:
     """Add the Compare and Theory & hardware tabs to the Blocks being built; `decode` holds the
-    concurrency kwargs every model event shares."""
+    concurrency kwargs every model event shares. Returns the Compare tab's components."""
     with gr.Tab("Compare", id="compare", elem_id="sv-tab-compare"):
         c = _compare_tab()
     with gr.Tab("Theory & hardware", id="theory", elem_id="sv-tab-theory"):
@@ -253,3 +257,4 @@ def build_compare_tabs(decode: dict) -> None:
                                  outputs=[t["batch_status"], t["batch_plot"], t["batch_html"]],
                                  api_name="batch_effect", show_progress_on=[t["batch_status"]], **decode)
     t["stop"].click(stop, outputs=t["batch_status"], cancels=[why, measure], api_name=False, show_progress="hidden")
+    return c

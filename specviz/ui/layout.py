@@ -23,7 +23,7 @@ from specviz.ui.limits import served_targets
 from specviz.ui.views import ASSETS
 from specviz.ui.advise_tab import build_advise_tab
 from specviz.ui.compare_tab import build_compare_tabs
-from specviz.ui.pair_tab import build_pair_tab
+from specviz.ui.pair_tab import build_pair_tab, wire_from_compare
 
 log = logging.getLogger(__name__)
 EXAMPLES = ASSETS / "examples.json"
@@ -215,10 +215,11 @@ def build_demo() -> gr.Blocks:
                         centre = centre_column(first)
                     with gr.Column(scale=3, min_width=320, elem_id="sv-timing"):
                         timing = timing_column(first)
-            build_pair_tab(demo, tabs, decode, settings.prompt)
+            pair = build_pair_tab(demo, tabs, decode, settings.prompt)
             with gr.Tab("Learn", id="learn", elem_id="sv-tab-learn"):
                 learn.build_learn_tab()
-            build_compare_tabs(decode)  # the Compare and Theory & hardware tabs
+            compare = build_compare_tabs(decode)  # the Compare and Theory & hardware tabs
+            wire_from_compare(compare, tabs, pair["inputs"], pair["status"])
             build_advise_tab(decode, [e["prompt"] for e in load_examples()])
         if run is not None and run.cycles:  # the slider starts on the cycle the views show
             centre["cycle"].value = views.index_on_screen(run, None)

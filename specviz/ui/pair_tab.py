@@ -22,6 +22,7 @@ import gradio as gr
 from specviz import viz
 from specviz.decoding.trace import RunTrace
 from specviz.decoding import tracefile
+from specviz.measure.comparison import parse_row
 from specviz.viz import pair_views as pv
 from specviz.ui import errors, views
 from specviz.ui.callbacks import AR_HINT, BASELINES, advance, on_screen, stream_baseline
@@ -29,7 +30,8 @@ from specviz.ui.pairs import BY_KEY, PAIRS, pair_traces
 from specviz.ui.presets import K_RANGE, MAX_NEW_RANGE, METHODS, TARGETS, draft_choices, k_default
 from specviz.ui.replay import EXPORT_DIR, show_trace
 from specviz.ui.settings import RunSettings, from_inputs
-from specviz.ui.state import SESSION_CAPACITY, Session, SessionStore
+from specviz.ui.limits import served_targets
+from specviz.ui.state import LIMITS, SESSION_CAPACITY, Session, SessionStore
 
 SIDE_INPUTS = ("target", "method", "draft", "k", "adaptive_k", "temperature", "top_p", "seed")
 SHARED_INPUTS = ("prompt", "max_new_tokens", "chat")
@@ -283,6 +285,42 @@ def replay_pair(path: str | None, request: gr.Request) -> tuple:
                                                           f"{str(e)[:200]}.", "error")})
 
 
+def from_compare(rows, row_a, row_b, prompt, max_new_tokens, chat) -> tuple:
+    """Two of Compare's rows as A's and B's configurations, with Compare's prompt, and this tab
+    selected; a row that is missing or wrong gets a message and changes nothing."""
+    skip = (gr.skip(),) * (len(INPUTS) + 1)
+    try:
+        picked = []
+        for which, number in (("A", row_a), ("B", row_b)):
+            filled = [r for r in (rows or []) if any(str(x).strip() for x in r if x is not None)]
+            i = int(number or 0)
+            if not 1 <= i <= len(filled):
+                raise ValueError(f"{which}: there is no row {number} (the table has {len(filled)}).")
+            picked.append(parse_row(filled[i - 1], i - 1))
+    except (TypeError, ValueError) as e:
+        return skip + (views.status_html(f"Could not open them in Side by side: {e}", "error"),)
+    values = {}
+    for side, config in zip("ab", picked):
+        method, draft = config.method, config.draft
+        if method == "head":  # the engine's "head" is the picker's draft model "head"
+            method, draft = "draft", "head"
+        values.update({f"{side}_target": config.target, f"{side}_method": method, f"{side}_draft": draft,
+                       f"{side}_k": config.k, f"{side}_temperature": config.temperature})
+    values.update(prompt=prompt, max_new_tokens=max_new_tokens, chat=chat)
+    note = (f"Compare's rows {int(row_a)} and {int(row_b)} are set as A and B, with Compare's prompt: "
+            "press Step both or Run both.")
+    return ((gr.Tabs(selected="pair"),) + tuple(gr.skip() if values.get(k) is None else values[k] for k in INPUTS)
+            + (views.status_html(note, "ok"),))
+
+
+def wire_from_compare(compare: dict, tabs: gr.Tabs, inputs: dict, status) -> None:
+    """Compare's 'Open these two rows in Side by side' button."""
+    compare["to_pair"].click(from_compare, inputs=[compare[k] for k in ("rows", "pair_a", "pair_b", "prompt",
+                                                                        "max_new_tokens", "chat")],
+                             outputs=[tabs, *(inputs[k] for k in INPUTS), status], api_name="compare_to_pair",
+                             show_progress="hidden")
+
+
 def from_link(request: gr.Request) -> tuple:
     """?pair=KEY opens the tab on that ready-made pair; an unknown key gets a message."""
     params = getattr(request, "query_params", None) or {}
@@ -318,7 +356,9 @@ def side_column(name: str, s: RunSettings, first: dict) -> dict:
     """One column: its configuration (collapsible) and the same views as Decode's centre."""
     comps: dict = {}
     with gr.Accordion(f"{name}: configuration", open=True):
-        comps["target"] = gr.Dropdown(TARGETS, value=s.target, allow_custom_value=True, label="Target model",
+        # the deployment's vLLM-served targets too, on either side (README, "Beyond one machine")
+        comps["target"] = gr.Dropdown(TARGETS + served_targets(LIMITS), value=s.target, allow_custom_value=True,
+                                      label="Target model",
                                       elem_id=f"sv-{name.lower()}-target")
         comps["method"] = gr.Radio(METHODS, value=s.method, label="Proposer", elem_id=f"sv-{name.lower()}-method")
         choices = draft_choices(s.target)
@@ -347,9 +387,9 @@ def side_column(name: str, s: RunSettings, first: dict) -> dict:
 DEFAULTS = (RunSettings(method="draft"), RunSettings(method="layerskip", k=k_default("layerskip")))
 
 
-def build_pair_tab(demo: gr.Blocks, tabs: gr.Tabs, decode: dict, prompt: str) -> None:
+def build_pair_tab(demo: gr.Blocks, tabs: gr.Tabs, decode: dict, prompt: str) -> dict:
     """The tab, wired; `decode` is the model events' shared concurrency group, `tabs` the page's tabs
-    (a shared link selects this one)."""
+    (a shared link selects this one). Returns the inputs and the status box (wire_from_compare)."""
     empty = {**views.cycle_views(None, None), "text": viz.text_html(RunTrace(method=""))}
     with gr.Tab("Side by side", id="pair", elem_id="sv-tab-pair"):
         gr.HTML('<div class="sv-lesson-hint">Two configurations on one prompt, cycle by cycle. Open a '
@@ -412,3 +452,4 @@ def build_pair_tab(demo: gr.Blocks, tabs: gr.Tabs, decode: dict, prompt: str) ->
     demo.load(from_link, outputs=[tabs, chooser, *with_inputs], queue=False, show_progress="hidden",
               api_visibility="private")
     demo.unload(unload)
+    return {"inputs": inputs, "status": comps["pair_status"]}
