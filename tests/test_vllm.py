@@ -294,3 +294,33 @@ def test_bench_on_a_served_target_is_anchored_on_vllms_own_decoding(tiny_server,
     for v in ("pld", "logitspec"):
         assert report["summary"][v]["identical_to_vllm"] == 2 and report["summary"][v]["speedup_vs_vllm"] > 0
     assert "Against vLLM's own plain decoding" in (tmp_path / "out" / "summary.md").read_text()
+
+
+@pytest.mark.bundled
+def test_side_by_side_steps_a_served_target_beside_an_in_process_one(bundled_server, bundled_target, monkeypatch):
+    """Side by side with A's target served by vLLM and B's the same model in this process: three
+    Steps give both columns three cycles and the same greedy tokens, and the comparison line says
+    they agree."""
+    from types import SimpleNamespace
+
+    from specviz.ui import callbacks, pair_tab, state
+    from specviz.ui.limits import Limits
+
+    spec = f"vllm:{bundled_server.url}|bundled"
+    limits = Limits(allowed_models=frozenset({spec}))
+    monkeypatch.setattr(state, "LIMITS", limits)
+    monkeypatch.setattr(callbacks, "LIMITS", limits)
+    state.MODELS.put("bundled", bundled_target)
+    own = dict(method="pld", k=4, temperature=0.0, top_p=1.0, seed=0, adaptive_k=False)
+    values = {"prompt": "Repeat after me: one two three, one two three.", "max_new_tokens": 16, "chat": True,
+              **{f"a_{k}": v for k, v in dict(own, target=spec).items()},
+              **{f"b_{k}": v for k, v in dict(own, target="bundled").items()}}
+    req = SimpleNamespace(session_hash="test-vllm-pair")
+    for _ in range(3):
+        shown = dict(zip(pair_tab.OUTPUTS, pair_tab.step(req, None, **values)))
+        assert "sv-status-ok" in shown["a_status"] and "sv-status-ok" in shown["b_status"], shown["a_status"]
+    a, b = (s.run() for s in pair_tab.sessions(req))
+    assert len(a.cycles) == len(b.cycles) == 3
+    n = min(len(a.token_ids), len(b.token_ids))
+    assert n >= 3 and a.token_ids[:n] == b.token_ids[:n]
+    assert "agree so far" in shown["diff"]  # two targets by name, so no lossless badge, and no difference
