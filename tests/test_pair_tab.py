@@ -230,3 +230,37 @@ def test_two_compare_rows_open_as_a_and_b():
     got = pair_tab.from_compare(rows, 1, 9, "x", 20, True)
     assert "sv-status-error" in got[-1] and "no row 9" in got[-1]
     assert all(isinstance(v, type(pair_tab.gr.skip())) for v in got[:-1])
+
+
+@pytest.mark.bundled
+@pytest.mark.parametrize("bad,expected", [
+    (dict(target="nobody/no-such-model"), "nobody/no-such-model"),
+    (dict(method="draft", draft="tiny-random"), "do not share a tokenizer"),
+    (dict(target="HuggingFaceTB/SmolLM2-360M-Instruct"), "SmolLM2-360M"),
+], ids=["unknown model", "tokenizers differ", "hub preset offline"])
+def test_bad_input_in_b_gets_a_message_and_a_keeps_its_run(bundled, bad, expected, monkeypatch):
+    """An unknown model, a draft whose tokenizer differs, or a hub pair the hub cannot serve here in
+    B: B's status names the problem, and A steps on with its cycles kept. (Offline mode, as in
+    tests/test_hostile.py: an unreachable hub not declared offline retries for about a minute.)"""
+    import huggingface_hub
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    a = dict(target="bundled", method="pld", k=3, temperature=0.0, top_p=1.0, seed=0, adaptive_k=False)
+    req = request(f"bad-{expected[:10]}")
+    for _ in range(2):
+        shown = out(pair_tab.step(req, None, **side_values(a, dict(a, **bad))))
+    assert "sv-status-error" in shown["b_status"] and expected in shown["b_status"], shown["b_status"]
+    assert "sv-status-ok" in shown["a_status"] and len(pair_tab.sessions(req)[0].run().cycles) == 2
+
+
+@pytest.mark.bundled
+def test_a_too_long_prompt_gets_a_message_in_both_columns_and_keeps_their_runs(bundled):
+    """A prompt over the deployment's limit is refused in each column with a message, and the runs
+    already there stay."""
+    a = dict(target="bundled", method="pld", k=3, temperature=0.0, top_p=1.0, seed=0, adaptive_k=False)
+    req = request("too-long")
+    pair_tab.step(req, None, **side_values(a, a))
+    shown = out(pair_tab.step(req, None, **side_values(a, a, prompt="word " * 40_000)))
+    assert "sv-status-error" in shown["a_status"] and "sv-status-error" in shown["b_status"]
+    assert all(len(s.run().cycles) == 1 for s in pair_tab.sessions(req))
