@@ -264,3 +264,15 @@ def test_a_too_long_prompt_gets_a_message_in_both_columns_and_keeps_their_runs(b
     shown = out(pair_tab.step(req, None, **side_values(a, a, prompt="word " * 40_000)))
     assert "sv-status-error" in shown["a_status"] and "sv-status-error" in shown["b_status"]
     assert all(len(s.run().cycles) == 1 for s in pair_tab.sessions(req))
+
+
+@pytest.mark.bundled
+def test_run_both_from_nothing_decodes_both_to_the_end(bundled):
+    """Run both on fresh columns (no Step first, a ready-made pair on screen) decodes both runs to
+    their last token, then says both finished."""
+    a = dict(target="bundled", method="pld", k=3, temperature=0.0, top_p=1.0, seed=0, adaptive_k=False)
+    req = request("run-fresh")
+    pair_tab.open_pair("good-vs-bad", req)
+    frames = [out(f) for f in pair_tab.run(req, None, **side_values(a, dict(a, k=5), max_new_tokens=8))]
+    assert "Both runs finished" in frames[-1]["pair_status"], frames[-1]["pair_status"]
+    assert all(s.state.done and len(s.state.origins) == 8 for s in pair_tab.sessions(req))

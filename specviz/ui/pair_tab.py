@@ -25,7 +25,7 @@ from specviz.decoding import tracefile
 from specviz.measure.comparison import parse_row
 from specviz.viz import pair_views as pv
 from specviz.ui import errors, views
-from specviz.ui.callbacks import AR_HINT, BASELINES, advance, on_screen, stream_baseline
+from specviz.ui.callbacks import AR_HINT, BASELINES, advance, ensure_run, on_screen, stream_baseline
 from specviz.ui.pairs import BY_KEY, PAIRS, pair_traces
 from specviz.ui.presets import K_RANGE, MAX_NEW_RANGE, METHODS, TARGETS, draft_choices, k_default
 from specviz.ui.replay import EXPORT_DIR, show_trace
@@ -152,6 +152,11 @@ def run(request: gr.Request, progress=gr.Progress(), **values) -> Iterator[tuple
     """Both columns to the end, a cycle of A then a cycle of B, then each target's plain baseline."""
     try:
         a, b = sessions(request)
+        for name, session in (("a", a), ("b", b)):  # start new runs first: starting one sets its Stop
+            try:
+                ensure_run(session, side_settings(values, name), progress)
+            except Exception as e:  # noqa: BLE001 -- said in the column by the first cycle's attempt below
+                del e
         a.stop.clear(), b.stop.clear()
         while True:
             notes = _advance_both(a, b, values, progress, only_unfinished=True)
