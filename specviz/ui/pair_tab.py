@@ -155,8 +155,8 @@ def run(request: gr.Request, progress=gr.Progress(), **values) -> Iterator[tuple
         for name, session in (("a", a), ("b", b)):  # start new runs first: starting one sets its Stop
             try:
                 ensure_run(session, side_settings(values, name), progress)
-            except Exception as e:  # noqa: BLE001 -- said in the column by the first cycle's attempt below
-                del e
+            except Exception:  # noqa: BLE001 -- the first cycle's attempt below says it in the column
+                pass
         a.stop.clear(), b.stop.clear()
         while True:
             notes = _advance_both(a, b, values, progress, only_unfinished=True)
