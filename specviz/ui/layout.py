@@ -215,9 +215,10 @@ def build_demo() -> gr.Blocks:
                         centre = centre_column(first)
                     with gr.Column(scale=3, min_width=320, elem_id="sv-timing"):
                         timing = timing_column(first)
-            pair = build_pair_tab(demo, tabs, decode, settings.prompt)
             with gr.Tab("Learn", id="learn", elem_id="sv-tab-learn"):
                 learn.build_learn_tab()
+            # after Learn: on a phone the tab bar folds the last tabs into a menu, and Learn stays in view
+            pair = build_pair_tab(demo, tabs, decode, settings.prompt)
             compare = build_compare_tabs(decode)  # the Compare and Theory & hardware tabs
             wire_from_compare(compare, tabs, pair["inputs"], pair["status"])
             build_advise_tab(decode, [e["prompt"] for e in load_examples()])
