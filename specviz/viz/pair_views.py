@@ -93,27 +93,27 @@ def _rates(xs: list[float]) -> str:
 
 
 def summary_html(a: Side, b: Side) -> str:
-    """A table: each side's tokens/s, speedup over its target's plain decoding, mean tokens per
-    cycle, α, and acceptance by position, conditional and marginal."""
-    rows = [row(["", f'<span style="color:{COLOURS["A"]}">■</span> A', f'<span style="color:{COLOURS["B"]}">■</span> B'],
-                "th"),
-            "<tr><td>configuration</td>" + "".join(f'<td style="padding:1px 8px;white-space:normal;max-width:16em">'
-                                                    f"{esc(s.label)}</td>" for s in (a, b)) + "</tr>"]
-
+    """A table: each side's configuration, tokens per cycle, α, acceptance by position (conditional
+    and marginal), tokens/s and speedup over its target's plain decoding. Its cells wrap: the table
+    shares its row with the race chart."""
     def cells(fn) -> list[str]:
         return [fn(side) if side.run is not None else "–" for side in (a, b)]
 
     def sp(side: Side) -> str:
         s = speedup(side.run.metrics, side.ar.metrics if side.ar else None)
-        return "needs its AR baseline (Run measures it)" if s is None else f"<b>{s:.2f}×</b>"
+        return "– (Run both measures plain decoding)" if s is None else f"<b>{s:.2f}×</b>"
 
-    rows.append(row(["tokens / cycle"] + cells(lambda s: f"{s.run.metrics.get('mean_accepted_tokens', 0):.2f}")))
-    rows.append(row(["α (accepted ÷ judged)"] + cells(lambda s: f"{s.run.metrics.get('acceptance_rate', 0):.2f}")))
-    rows.append(row(["by position, conditional: accepted ÷ reached"] + cells(lambda s: _rates(_conditional(s.run)))))
-    rows.append(row(["by position, marginal: accepted ÷ cycles"] + cells(lambda s: _rates(_marginal(s.run)))))
-    rows.append(row(["tokens / s"] + cells(lambda s: f"{s.run.metrics.get('tokens_per_s', 0):.1f}")))
-    rows.append(row(["speedup over its target's plain decoding"] + cells(sp)))
-    return f'<table class="sv-pair-summary" style="border-collapse:collapse;font-size:13px">{"".join(rows)}</table>'
+    swatch = lambda name: f'<span style="color:{COLOURS[name]}">■</span> {name}'  # noqa: E731
+    lines = [(["", swatch("A"), swatch("B")], "th"),
+             (["configuration", esc(a.label), esc(b.label)], "td"),
+             (["tokens / cycle"] + cells(lambda s: f"{s.run.metrics.get('mean_accepted_tokens', 0):.2f}"), "td"),
+             (["α (accepted ÷ judged)"] + cells(lambda s: f"{s.run.metrics.get('acceptance_rate', 0):.2f}"), "td"),
+             (["by position, conditional: accepted ÷ reached"] + cells(lambda s: _rates(_conditional(s.run))), "td"),
+             (["by position, marginal: accepted ÷ cycles"] + cells(lambda s: _rates(_marginal(s.run))), "td"),
+             (["tokens / s"] + cells(lambda s: f"{s.run.metrics.get('tokens_per_s', 0):.1f}"), "td"),
+             (["speedup over its target's plain decoding"] + cells(sp), "td")]
+    body = "".join(row(cells_, tag, wrap=True) for cells_, tag in lines)
+    return f'<table class="sv-pair-summary" style="border-collapse:collapse;font-size:13px">{body}</table>'
 
 
 def difference_html(d: Difference) -> str:

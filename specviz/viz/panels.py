@@ -84,9 +84,11 @@ def _slots(before: int, after: int, peak: int) -> str:
     return "".join(cells)
 
 
-def row(cells: list[str], tag: str = "td") -> str:
-    """A table row of already-escaped cells, padded so numbers do not run together."""
-    return "<tr>" + "".join(f'<{tag} style="padding:1px 8px;text-align:left;white-space:nowrap">{c}</{tag}>'
+def row(cells: list[str], tag: str = "td", wrap: bool = False) -> str:
+    """A table row of already-escaped cells, padded so numbers do not run together; `wrap` lets
+    long cells break over lines."""
+    space = "normal" if wrap else "nowrap"
+    return "<tr>" + "".join(f'<{tag} style="padding:1px 8px;text-align:left;white-space:{space}">{c}</{tag}>'
                             for c in cells) + "</tr>"
 
 
