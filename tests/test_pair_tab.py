@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from specviz.decoding.trace import RunTrace
-from specviz.ui import callbacks, pair_tab, views
+from specviz.ui import callbacks, pair_sources, pair_tab
 from specviz.ui.pairs import BY_KEY, PAIRS, pair_traces
 from specviz.ui.state import MODELS
 from specviz.viz import pair_views as pv
@@ -45,7 +45,7 @@ def test_every_ready_made_pair_paints_with_no_model_loaded():
         ta, tb = pair_traces(pair)
         assert ta is not None and tb is not None, pair.key
         assert ta.meta["prompt"] == tb.meta["prompt"], f"{pair.key}: the two sides must share a prompt"
-        shown = out(pair_tab.open_pair(pair.key, request(pair.key)))
+        shown = out(pair_sources.open_pair(pair.key, request(pair.key)))
         assert "sv-status-ok" in shown["pair_status"] and pair.title in shown["pair_status"]
         assert shown["a_narration"] and shown["b_narration"] and shown["a_tree"] is not None
         assert "sv-pair-diff" in shown["diff"] and "conditional" in shown["summary"] and "marginal" in shown["summary"]
@@ -81,13 +81,13 @@ def test_a_difference_under_greedy_on_one_target_is_an_error():
 def test_a_shared_link_opens_the_pair_and_an_unknown_one_gets_a_message():
     """?pair=KEY selects the tab and opens that pair; an unknown key gets a message naming the
     valid ones; no parameter changes nothing."""
-    values = pair_tab.from_link(request("link", pair="small-vs-large-k"))
+    values = pair_sources.from_link(request("link", pair="small-vs-large-k"))
     assert values[0].selected == "pair" and values[1]["value"] == "small-vs-large-k"
     assert "K = 2 against K = 12" in out(values[2:])["pair_status"]
-    values = pair_tab.from_link(request("link-bad", pair="<b>nope</b>"))
+    values = pair_sources.from_link(request("link-bad", pair="<b>nope</b>"))
     status = out(values[2:])["pair_status"]
     assert "sv-status-warn" in status and "good-vs-bad" in status and "<b>" not in status
-    assert all(isinstance(v, type(pair_tab.gr.skip())) for v in pair_tab.from_link(request("plain"))[:2])
+    assert all(isinstance(v, type(pair_tab.gr.skip())) for v in pair_sources.from_link(request("plain"))[:2])
 
 
 @pytest.fixture
@@ -139,7 +139,7 @@ def test_one_column_error_keeps_the_other_columns_run(bundled):
 def test_race_replays_both_runs_on_one_clock():
     """Race sends frames whose texts grow with the clock and ends on both whole runs, saying who led."""
     req = request("race")
-    pair_tab.open_pair("good-vs-bad", req)
+    pair_sources.open_pair("good-vs-bad", req)
     pair_tab.RACE_S = 0.0
     frames = [out(f) for f in pair_tab.race(req)]
     assert len(frames) == pair_tab.RACE_FRAMES + 1
@@ -193,12 +193,12 @@ def test_export_both_replays_both_and_each_side_is_a_decode_trace(tmp_path):
     from specviz.decoding import tracefile
 
     req = request("export")
-    pair_tab.open_pair("greedy-vs-sampling", req)
-    update, status = pair_tab.export_pair(req)
+    pair_sources.open_pair("greedy-vs-sampling", req)
+    update, status = pair_sources.export_pair(req)
     assert "Exported both" in status
     path = update["value"]
     again = request("export-again")
-    shown = out(pair_tab.replay_pair(path, again))
+    shown = out(pair_sources.replay_pair(path, again))
     assert "sv-status-ok" in shown["pair_status"]
     before, after = pair_tab.sessions(req), pair_tab.sessions(again)
     for x, y in zip(before, after):
@@ -211,7 +211,7 @@ def test_export_both_replays_both_and_each_side_is_a_decode_trace(tmp_path):
         if doc["b"]["run"]["cycles"][0]["nodes"] else "x"
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(doc), encoding="utf-8")
-    shown = out(pair_tab.replay_pair(str(bad), request("export-bad")))
+    shown = out(pair_sources.replay_pair(str(bad), request("export-bad")))
     assert "sv-status-error" in shown["pair_status"] and "Side B" in shown["pair_status"]
 
 
@@ -221,13 +221,13 @@ def test_two_compare_rows_open_as_a_and_b():
     from specviz.ui.compare_tab import DEFAULT_ROWS
 
     rows = DEFAULT_ROWS + [["bundled", "draft", "head", 3, 0.7]]
-    got = pair_tab.from_compare(rows, 2, 5, "Why is the sky blue?", 20, True)
+    got = pair_sources.from_compare(rows, 2, 5, "Why is the sky blue?", 20, True)
     assert got[0].selected == "pair" and "sv-status-ok" in got[-1]
     values = dict(zip(pair_tab.INPUTS, got[1:-1]))
     assert (values["a_method"], values["a_k"], values["a_temperature"]) == ("pld", 16, 0.0)
     assert (values["b_method"], values["b_draft"], values["b_k"], values["b_temperature"]) == ("draft", "head", 3, 0.7)
     assert values["prompt"] == "Why is the sky blue?" and values["max_new_tokens"] == 20
-    got = pair_tab.from_compare(rows, 1, 9, "x", 20, True)
+    got = pair_sources.from_compare(rows, 1, 9, "x", 20, True)
     assert "sv-status-error" in got[-1] and "no row 9" in got[-1]
     assert all(isinstance(v, type(pair_tab.gr.skip())) for v in got[:-1])
 
@@ -272,7 +272,7 @@ def test_run_both_from_nothing_decodes_both_to_the_end(bundled):
     their last token, then says both finished."""
     a = dict(target="bundled", method="pld", k=3, temperature=0.0, top_p=1.0, seed=0, adaptive_k=False)
     req = request("run-fresh")
-    pair_tab.open_pair("good-vs-bad", req)
+    pair_sources.open_pair("good-vs-bad", req)
     frames = [out(f) for f in pair_tab.run(req, None, **side_values(a, dict(a, k=5), max_new_tokens=8))]
     assert "Both runs finished" in frames[-1]["pair_status"], frames[-1]["pair_status"]
     assert all(s.state.done and len(s.state.origins) == 8 for s in pair_tab.sessions(req))

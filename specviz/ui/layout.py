@@ -23,7 +23,7 @@ from specviz.ui.limits import served_targets
 from specviz.ui.views import ASSETS
 from specviz.ui.advise_tab import build_advise_tab
 from specviz.ui.compare_tab import build_compare_tabs
-from specviz.ui.pair_tab import build_pair_tab, wire_from_compare
+from specviz.ui.pair_layout import build_pair_tab, wire_from_compare
 
 log = logging.getLogger(__name__)
 EXAMPLES = ASSETS / "examples.json"

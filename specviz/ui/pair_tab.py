@@ -1,4 +1,5 @@
-"""The Side by side tab: two configurations, A and B, on one prompt, cycle by cycle.
+"""The Side by side tab's state and handlers: two configurations, A and B, on one prompt, cycle by cycle
+(layout: ui/pair_layout.py; ready-made pairs, links, Compare rows and files: ui/pair_sources.py).
 
 Each column has its own target, proposer, draft, K, adaptive K, temperature, top-p and seed; the
 prompt, the maximum new tokens and the chat template are shared. Step advances both by one cycle,
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import html
 import time
-from pathlib import Path
 from typing import Iterator
 
 import gradio as gr
@@ -22,16 +22,11 @@ import gradio as gr
 from specviz import viz
 from specviz.decoding.trace import RunTrace
 from specviz.decoding import tracefile
-from specviz.measure.comparison import parse_row
 from specviz.viz import pair_views as pv
 from specviz.ui import errors, views
 from specviz.ui.callbacks import AR_HINT, BASELINES, advance, ensure_run, on_screen, stream_baseline
-from specviz.ui.pairs import BY_KEY, PAIRS, pair_traces
-from specviz.ui.presets import K_RANGE, MAX_NEW_RANGE, METHODS, TARGETS, draft_choices, k_default
-from specviz.ui.replay import EXPORT_DIR, show_trace
 from specviz.ui.settings import RunSettings, from_inputs
-from specviz.ui.limits import served_targets
-from specviz.ui.state import LIMITS, SESSION_CAPACITY, Session, SessionStore
+from specviz.ui.state import SESSION_CAPACITY, Session, SessionStore
 
 SIDE_INPUTS = ("target", "method", "draft", "k", "adaptive_k", "temperature", "top_p", "seed")
 SHARED_INPUTS = ("prompt", "max_new_tokens", "chat")
@@ -207,134 +202,6 @@ def show_cycle(cycle, request: gr.Request) -> tuple:
     return as_tuple(values)
 
 
-def _inputs_of(trace) -> dict:
-    """The configuration a recording was made with, as the column's input values."""
-    s = trace.run.settings
-    method, draft = s.get("method"), s.get("draft")
-    if method == "head":  # the engine's "head" is the picker's draft model "head"
-        method, draft = "draft", "head"
-    return {"target": s.get("target"), "method": method, "draft": draft, "k": s.get("k"),
-            "adaptive_k": bool(s.get("adaptive_k")), "temperature": s.get("temperature"), "top_p": s.get("top_p"),
-            "seed": s.get("seed")}
-
-
-def open_pair(key: str | None, request: gr.Request) -> tuple:
-    """Put a ready-made pair's two recordings in the columns, and their configurations in A's and
-    B's inputs (so Step decodes them live)."""
-    pair = BY_KEY.get(key or "")
-    a, b = sessions(request)
-    keep = tuple(gr.skip() for _ in INPUTS)
-    if pair is None:
-        names = ", ".join(p.key for p in PAIRS)
-        return as_tuple({"pair_status": views.status_html(f"There is no ready-made pair {str(key)[:60]!r}: "
-                                                          f"choose one of {names}.", "warn")}) + keep
-    ta, tb = pair_traces(pair)
-    if ta is None or tb is None:
-        return as_tuple({"pair_status": views.status_html(f"The recordings of '{pair.title}' are missing "
-                                                          "(scripts/make_lesson_traces.py makes them).", "error")}) + keep
-    show_trace(a, ta), show_trace(b, tb)
-    when = {(t.meta.get("recorded_at"), t.meta.get("machine")) for t in (ta, tb)}
-    sitting = ("Both were recorded in one sitting" if len(when) == 1 else
-               "They were recorded in different sittings, so compare their wall-clock times with care")
-    inputs = {f"a_{k}": v for k, v in _inputs_of(ta).items()} | {f"b_{k}": v for k, v in _inputs_of(tb).items()}
-    inputs.update(prompt=ta.meta.get("prompt"), max_new_tokens=ta.run.settings.get("max_new_tokens"), chat=True)
-    shown = as_tuple(paint(a, b, {"a": (f"Recorded: {ta.run.settings.get('method')}", "info"),
-                                  "b": (f"Recorded: {tb.run.settings.get('method')}", "info")},
-                           message=f"{pair.title}. {pair.look_for} {sitting}; no model was loaded. Step or Run "
-                                   "decodes the same configurations live.", level="ok"))
-    return shown + tuple(gr.skip() if inputs.get(k) is None else inputs[k] for k in INPUTS)
-
-
-def _trace_on_screen(session: Session) -> tracefile.TraceFile | None:
-    run, ar = on_screen(session)
-    if run is None or not run.cycles:
-        return None
-    meta = dict(session.replay.meta) if session.replay is not None else {}
-    if session.replay is None and session.settings is not None:
-        meta["prompt"] = session.settings.prompt
-    return tracefile.TraceFile(run, ar, meta)
-
-
-def export_pair(request: gr.Request):
-    """Both columns as one JSON file (each side exactly Decode's export document)."""
-    a, b = sessions(request)
-    ta, tb = _trace_on_screen(a), _trace_on_screen(b)
-    if ta is None or tb is None:
-        return gr.update(visible=False), views.status_html("Nothing to export yet: both columns need a cycle.", "warn")
-    EXPORT_DIR.mkdir(parents=True, exist_ok=True)
-    path = EXPORT_DIR / f"specviz-pair-{time.strftime('%Y%m%d-%H%M%S')}-{id(a):x}.json"
-    path.write_text(tracefile.dumps_pair(ta, tb, {"exported_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}),
-                    encoding="utf-8")
-    return gr.update(value=str(path), visible=True), views.status_html(
-        f"Exported both columns ({len(ta.run.cycles)} and {len(tb.run.cycles)} cycles): Replay both loads the file "
-        "here; each side inside it is a Decode trace.", "ok")
-
-
-def replay_pair(path: str | None, request: gr.Request) -> tuple:
-    """Load a Side by side file into both columns; a bad file gets a message and changes nothing."""
-    if not path:
-        return as_tuple({})
-    name = Path(path).name
-    try:
-        ta, tb, meta = tracefile.read_pair(path)
-    except tracefile.TraceFileError as e:
-        return as_tuple({"pair_status": views.status_html(f"Could not replay {name}: {e}", "error")})
-    a, b = sessions(request)
-    show_trace(a, ta), show_trace(b, tb)
-    try:
-        return as_tuple(paint(a, b, {}, message=f"Replaying {name}, exported {meta.get('exported_at', 'elsewhere')}: "
-                                                 "drag the slider, or press Race.", level="ok"))
-    except Exception as e:  # noqa: BLE001 -- a file that reads but cannot be drawn must not take the page down
-        a.replace(None, None), b.replace(None, None)
-        return as_tuple({"pair_status": views.status_html(f"Could not replay {name}: {type(e).__name__}: "
-                                                          f"{str(e)[:200]}.", "error")})
-
-
-def from_compare(rows, row_a, row_b, prompt, max_new_tokens, chat) -> tuple:
-    """Two of Compare's rows as A's and B's configurations, with Compare's prompt, and this tab
-    selected; a row that is missing or wrong gets a message and changes nothing."""
-    skip = (gr.skip(),) * (len(INPUTS) + 1)
-    try:
-        picked = []
-        for which, number in (("A", row_a), ("B", row_b)):
-            filled = [r for r in (rows or []) if any(str(x).strip() for x in r if x is not None)]
-            i = int(number or 0)
-            if not 1 <= i <= len(filled):
-                raise ValueError(f"{which}: there is no row {number} (the table has {len(filled)}).")
-            picked.append(parse_row(filled[i - 1], i - 1))
-    except (TypeError, ValueError) as e:
-        return skip + (views.status_html(f"Could not open them in Side by side: {e}", "error"),)
-    values = {}
-    for side, config in zip("ab", picked):
-        method, draft = config.method, config.draft
-        if method == "head":  # the engine's "head" is the picker's draft model "head"
-            method, draft = "draft", "head"
-        values.update({f"{side}_target": config.target, f"{side}_method": method, f"{side}_draft": draft,
-                       f"{side}_k": config.k, f"{side}_temperature": config.temperature})
-    values.update(prompt=prompt, max_new_tokens=max_new_tokens, chat=chat)
-    note = (f"Compare's rows {int(row_a)} and {int(row_b)} are set as A and B, with Compare's prompt: "
-            "press Step both or Run both.")
-    return ((gr.Tabs(selected="pair"),) + tuple(gr.skip() if values.get(k) is None else values[k] for k in INPUTS)
-            + (views.status_html(note, "ok"),))
-
-
-def wire_from_compare(compare: dict, tabs: gr.Tabs, inputs: dict, status) -> None:
-    """Compare's 'Open these two rows in Side by side' button."""
-    compare["to_pair"].click(from_compare, inputs=[compare[k] for k in ("rows", "pair_a", "pair_b", "prompt",
-                                                                        "max_new_tokens", "chat")],
-                             outputs=[tabs, *(inputs[k] for k in INPUTS), status], api_name="compare_to_pair",
-                             show_progress="hidden")
-
-
-def from_link(request: gr.Request) -> tuple:
-    """?pair=KEY opens the tab on that ready-made pair; an unknown key gets a message."""
-    params = getattr(request, "query_params", None) or {}
-    key = params.get("pair") if hasattr(params, "get") else None
-    if not key:
-        return (gr.skip(), gr.skip()) + as_tuple({}) + tuple(gr.skip() for _ in INPUTS)
-    return (gr.Tabs(selected="pair"), gr.update(value=key) if key in BY_KEY else gr.skip()) + open_pair(key, request)
-
-
 def race(request: gr.Request) -> Iterator[tuple]:
     """Replay both runs on one clock: tokens appear at the seconds they were committed."""
     a, b = sessions(request)
@@ -354,107 +221,3 @@ def race(request: gr.Request) -> Iterator[tuple]:
         yield as_tuple(out)
         time.sleep(RACE_S / RACE_FRAMES)
     yield as_tuple(paint(a, b, {}, message=f"Race over: {pv.leader(sa, sb, end)}", level="ok"))
-
-
-# -- layout ----------------------------------------------------------------------------------------
-def side_column(name: str, s: RunSettings, first: dict) -> dict:
-    """One column: its configuration (collapsible) and the same views as Decode's centre."""
-    comps: dict = {}
-    with gr.Accordion(f"{name}: configuration", open=True):
-        # the deployment's vLLM-served targets too, on either side (README, "Beyond one machine")
-        comps["target"] = gr.Dropdown(TARGETS + served_targets(LIMITS), value=s.target, allow_custom_value=True,
-                                      label="Target model",
-                                      elem_id=f"sv-{name.lower()}-target")
-        comps["method"] = gr.Radio(METHODS, value=s.method, label="Proposer", elem_id=f"sv-{name.lower()}-method")
-        choices = draft_choices(s.target)
-        comps["draft"] = gr.Dropdown(choices, value=s.draft or (choices[0][1] if choices else None),
-                                     allow_custom_value=True, label="Draft model (for the draft-model proposer)")
-        comps["k"] = gr.Slider(*K_RANGE, value=s.k, step=1, precision=0, label="K")
-        comps["adaptive_k"] = gr.Checkbox(value=s.adaptive_k, label="Adaptive K")
-        with gr.Row():
-            comps["temperature"] = gr.Slider(0.0, 2.0, value=s.temperature, step=0.05, label="Temperature",
-                                             min_width=120)
-            comps["top_p"] = gr.Slider(0.05, 1.0, value=s.top_p, step=0.01, label="Top-p", min_width=120)
-            comps["seed"] = gr.Number(value=s.seed, precision=0, label="Seed", min_width=80)
-    out = {f"{name.lower()}_{k}": v for k, v in comps.items()}
-    prefix = f"sv-{name.lower()}"
-    views_ = {"status": gr.HTML(elem_id=f"{prefix}-status"),
-              "narration": gr.HTML(first["narration"], elem_id=f"{prefix}-narration"),
-              "tree": gr.Plot(first["tree"], show_label=False, elem_id=f"{prefix}-tree"),
-              "pq": gr.Plot(first["pq"], show_label=False, elem_id=f"{prefix}-pq"),
-              "residual": gr.Plot(first["residual"], show_label=False, elem_id=f"{prefix}-residual"),
-              "cache": gr.HTML(first["cache"], elem_id=f"{prefix}-cache"),
-              "text": gr.HTML(first["text"], elem_id=f"{prefix}-text")}
-    out.update({f"{name.lower()}_{k}": v for k, v in views_.items()})
-    return out
-
-
-DEFAULTS = (RunSettings(method="draft"), RunSettings(method="layerskip", k=k_default("layerskip")))
-
-
-def build_pair_tab(demo: gr.Blocks, tabs: gr.Tabs, decode: dict, prompt: str) -> dict:
-    """The tab, wired; `decode` is the model events' shared concurrency group, `tabs` the page's tabs
-    (a shared link selects this one). Returns the inputs and the status box (wire_from_compare)."""
-    empty = {**views.cycle_views(None, None), "text": viz.text_html(RunTrace(method=""))}
-    with gr.Tab("Side by side", id="pair", elem_id="sv-tab-pair"):
-        gr.HTML('<div class="sv-lesson-hint">Two configurations on one prompt, cycle by cycle. Open a '
-                'ready-made pair (no model needed), or set A and B and press Step. A link with '
-                '<code>?pair=KEY</code> opens a pair directly.</div>')
-        with gr.Row():
-            chooser = gr.Dropdown([(p.title, p.key) for p in PAIRS], value=None, label="Ready-made pair",
-                                  elem_id="sv-pair-choose", scale=3)
-            open_btn = gr.Button("Open pair", size="sm", elem_id="sv-pair-open", scale=1)
-        shared = {"prompt": gr.Textbox(value=prompt, lines=3, max_lines=10, label="Prompt (both columns)",
-                                       elem_id="sv-pair-prompt")}
-        with gr.Row():
-            shared["max_new_tokens"] = gr.Slider(*MAX_NEW_RANGE, value=32, step=1, precision=0,
-                                                 label="Max new tokens (both)")
-            shared["chat"] = gr.Checkbox(value=True, label="Apply the chat template (both)")
-        comps = {"pair_status": gr.HTML(elem_id="sv-pair-status")}
-        with gr.Row():
-            step_btn = gr.Button("Step both", variant="primary", elem_id="sv-pair-step")
-            run_btn = gr.Button("Run both", variant="primary", elem_id="sv-pair-run")
-            stop_btn = gr.Button("Stop", variant="stop", elem_id="sv-pair-stop")
-            reset_btn = gr.Button("Reset", elem_id="sv-pair-reset")
-            race_btn = gr.Button("Race", elem_id="sv-pair-race")
-        comps["diff"] = gr.HTML(elem_id="sv-pair-diff")
-        comps["cycle"] = gr.Slider(0, 1, value=0, step=1, precision=0, label="Cycle on screen (both)",
-                                   elem_id="sv-pair-cycle")
-        with gr.Row(equal_height=False):
-            for name, s in zip("AB", DEFAULTS):
-                with gr.Column(min_width=420, elem_id=f"sv-pair-{name.lower()}"):
-                    comps.update(side_column(name, s, empty))
-        with gr.Row(equal_height=False):
-            comps["summary"] = gr.HTML(elem_id="sv-pair-summary")
-            comps["race"] = gr.Plot(show_label=False, elem_id="sv-pair-race-chart")
-        with gr.Row():
-            export_btn = gr.Button("Export both as JSON", size="sm", elem_id="sv-pair-export")
-            export_file = gr.File(label="Exported pair", visible=False, interactive=False)
-            replay_file = gr.File(label="Replay both (.json from Export both)", file_types=[".json"],
-                                  type="filepath", elem_id="sv-pair-replay")
-    inputs = {**{k: comps.pop(k) for k in [f"{s}_{i}" for s in "ab" for i in SIDE_INPUTS]}, **shared}
-    outputs = [comps[name] for name in OUTPUTS]
-    common = dict(inputs_kwargs=inputs, outputs=outputs, show_progress_on=[comps["pair_status"]])
-    step_btn.click(step, api_name="pair_step", trigger_mode="once", **common, **decode)
-    run_event = run_btn.click(run, api_name="pair_run", **common, **decode)
-    stop_btn.click(stop, outputs=outputs, cancels=[run_event], api_name="pair_stop", show_progress="hidden")
-    reset_btn.click(reset, outputs=outputs, cancels=[run_event], api_name="pair_reset", show_progress="hidden")
-    race_btn.click(race, outputs=outputs, api_name="pair_race", show_progress="hidden")
-    comps["cycle"].input(show_cycle, inputs=[comps["cycle"]], outputs=outputs, api_name="pair_show_cycle",
-                         trigger_mode="always_last", show_progress="hidden")
-    export_btn.click(export_pair, outputs=[export_file, comps["pair_status"]], api_name="pair_export",
-                     show_progress="hidden")
-    replay_file.upload(replay_pair, inputs=replay_file, outputs=outputs, api_name="pair_replay", show_progress="hidden")
-    with_inputs = outputs + [inputs[k] for k in INPUTS]
-    open_btn.click(open_pair, inputs=[chooser], outputs=with_inputs, api_name="pair_open", show_progress="hidden")
-    chooser.input(open_pair, inputs=[chooser], outputs=with_inputs, show_progress="hidden", api_visibility="private")
-    for side in "ab":
-        inputs[f"{side}_target"].change(
-            lambda t, d: gr.update(choices=draft_choices(t), value=d if d in [v for _, v in draft_choices(t)]
-                                   else (draft_choices(t)[0][1] if draft_choices(t) else None)),
-            inputs=[inputs[f"{side}_target"], inputs[f"{side}_draft"]], outputs=inputs[f"{side}_draft"],
-            queue=False, show_progress="hidden", api_visibility="private")
-    demo.load(from_link, outputs=[tabs, chooser, *with_inputs], queue=False, show_progress="hidden",
-              api_visibility="private")
-    demo.unload(unload)
-    return {"inputs": inputs, "status": comps["pair_status"]}
