@@ -9,6 +9,7 @@ import gradio as gr
 
 from specviz.decoding import tracefile
 from specviz.measure.comparison import parse_row
+from specviz.proposers import HEAD_DRAFT
 from specviz.ui import views
 from specviz.ui.callbacks import on_screen
 from specviz.ui.pair_tab import INPUTS, as_tuple, paint, sessions
@@ -17,12 +18,16 @@ from specviz.ui.replay import EXPORT_DIR, show_trace
 from specviz.ui.state import Session
 
 
+def _picked(method: str | None, draft: str | None) -> tuple[str | None, str | None]:
+    """An engine method and draft as the proposer and draft pickers show them: the engine's "head"
+    is the picker's draft model HEAD_DRAFT."""
+    return ("draft", HEAD_DRAFT) if method == "head" else (method, draft)
+
+
 def _inputs_of(trace) -> dict:
     """The configuration a recording was made with, as the column's input values."""
     s = trace.run.settings
-    method, draft = s.get("method"), s.get("draft")
-    if method == "head":  # the engine's "head" is the picker's draft model "head"
-        method, draft = "draft", "head"
+    method, draft = _picked(s.get("method"), s.get("draft"))
     return {"target": s.get("target"), "method": method, "draft": draft, "k": s.get("k"),
             "adaptive_k": bool(s.get("adaptive_k")), "temperature": s.get("temperature"), "top_p": s.get("top_p"),
             "seed": s.get("seed")}
@@ -116,9 +121,7 @@ def from_compare(rows, row_a, row_b, prompt, max_new_tokens, chat) -> tuple:
         return skip + (views.status_html(f"Could not open them in Side by side: {e}", "error"),)
     values = {}
     for side, config in zip("ab", picked):
-        method, draft = config.method, config.draft
-        if method == "head":  # the engine's "head" is the picker's draft model "head"
-            method, draft = "draft", "head"
+        method, draft = _picked(config.method, config.draft)
         values.update({f"{side}_target": config.target, f"{side}_method": method, f"{side}_draft": draft,
                        f"{side}_k": config.k, f"{side}_temperature": config.temperature})
     values.update(prompt=prompt, max_new_tokens=max_new_tokens, chat=chat)
