@@ -227,3 +227,21 @@ def test_step_cost_is_cached_per_work_and_read_back_from_the_file(tiny, tmp_path
                            clock=other.clock).work_s == pytest.approx(0.005)
     costs.step_cost(tiny, "a", work, repeats=2, cache_file=path, timer=linear_time, clock=work.clock, refresh=True)
     assert work.runs == runs + 3
+
+
+def test_a_step_cost_priced_against_an_older_profile_is_timed_again(tiny, tmp_path):
+    """When the model's cost profile is timed again (a new step_s), the cached step cost, whose
+    ratio was divided by the old step_s, is not returned: the work is timed again and the new
+    cost's step_s is the current profile's, so the planner never mixes two measurements."""
+    path, work = tmp_path / "costs.json", Work([0.001, 0.002])
+    first = costs.step_cost(tiny, "a", work, repeats=2, cache_file=path, timer=linear_time, clock=work.clock)
+    runs = work.runs
+
+    def slower(n: int) -> float:
+        return 2 * linear_time(n)
+
+    costs.profile(tiny, cache_file=path, timer=slower, refresh=True)
+    again = costs.step_cost(tiny, "a", work, repeats=2, cache_file=path, timer=slower, clock=work.clock)
+    assert work.runs > runs
+    assert again.step_s == pytest.approx(slower(1)) != first.step_s
+    assert again.step_s == costs.profile(tiny, cache_file=path).step_s

@@ -178,12 +178,16 @@ def step_cost(model: LoadedModel, work: str, run: Callable[[], object], repeats:
     """The cost of `run()` in one-token passes of `model` (its profile's `step_s`), on this hardware.
 
     `work` names what `run` does (its key in the cache, with the model's `cache_key`): the fastest
-    of `repeats` runs after a warm-up, as the profile keeps the fastest pass. `timer` replaces the
+    of `repeats` runs after a warm-up, as the profile keeps the fastest pass. A cached cost counts
+    only while the profile it was divided by is still the current one. `timer` replaces the
     profile's real passes and `clock` the wall clock (tests)."""
     key = f"step|{work}|{cache_key(model, PREFIX_LEN)}"
-    if not refresh and (hit := _cached(key, _file(cache_file), StepCost.from_dict)) is not None:
-        return hit
     step_s = profile(model, cache_file=cache_file, timer=timer).step_s
+    # a cost priced against a profile that has since been timed again is stale: its ratio mixes
+    # two measurements, so it is timed again against the profile the planner now reads
+    hit = None if refresh else _cached(key, _file(cache_file), StepCost.from_dict)
+    if hit is not None and hit.step_s == step_s:
+        return hit
     run()
     best = float("inf")
     for _ in range(max(int(repeats), 1)):
