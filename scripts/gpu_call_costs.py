@@ -19,14 +19,13 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from specviz.decoding.engine import Decoder  # noqa: E402
-from specviz.models.timing import cpu_name  # noqa: E402
-from specviz.ui import work, zerogpu  # noqa: E402
-from specviz.ui.settings import RunSettings  # noqa: E402
-from specviz.ui.state import MODELS  # noqa: E402
-from tests import fork_gpu  # noqa: E402
+from specviz.decoding.engine import Decoder
+from specviz.pricing.timing import cpu_name
+from specviz.ui import work, zerogpu
+from specviz.ui.settings import RunSettings
+from specviz.ui.state import MODELS
+from tests import fork_gpu
 
 
 def timed(fn):

@@ -27,13 +27,12 @@ from types import SimpleNamespace
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from specviz.measure import batch_effect  # noqa: E402
-from specviz.measure import bench  # noqa: E402
-from specviz.models import costs, timing  # noqa: E402
-from specviz.measure import theory  # noqa: E402
-from specviz.models.loader import derive_draft, load, tiny_random, wrap  # noqa: E402
+from specviz.measure import batch_effect
+from specviz.measure import bench
+from specviz.pricing import costs, timing
+from specviz.measure import theory
+from specviz.loading.loader import derive_draft, load, tiny_random, wrap
 
 PROMPTS = ROOT.parent / "shared" / "bench" / "prompts.json"
 METHODS = ("hf", "hf_pld", "ar", "pld", "logitspec", "head")

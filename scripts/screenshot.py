@@ -14,7 +14,6 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 VIEWPORT = {"width": 1600, "height": 1000}  # wide enough for the three columns side by side
 STEP_TIMEOUT_MS = 300_000  # the first Step loads the model; a busy 2-core machine needs minutes

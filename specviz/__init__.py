@@ -11,7 +11,7 @@ import importlib
 from specviz.decoding.tracefile import SPECVIZ_VERSION as __version__  # noqa: F401
 
 _API = {
-    "load": "specviz.models.loader", "LoadedModel": "specviz.models.loader",
+    "load": "specviz.loading.loader", "LoadedModel": "specviz.loading.loader",
     "Decoder": "specviz.decoding.engine", "generate": "specviz.decoding.engine",
     "iter_cycles": "specviz.decoding.engine", "DecodeSettings": "specviz.decoding.settings",
     "RunTrace": "specviz.decoding.trace", "CycleTrace": "specviz.decoding.trace",

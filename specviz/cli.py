@@ -176,7 +176,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     _check_combination(args)
     prompt = _read_prompt(args)
     import specviz  # heavy (torch, transformers): only once the arguments are known to be good
-    from specviz.models.loader import ModelLoadError
+    from specviz.loading.loader import ModelLoadError
 
     try:
         target = specviz.load(args.target, device=args.device, dtype=args.dtype, progress=_progress)
@@ -333,7 +333,7 @@ def _cmd_advise(argv: list[str]) -> int:
         fail(e)
     prompts = _advise_prompts(args.prompts)[: args.limit]
     from specviz.decoding import planner
-    from specviz.models.loader import ModelLoadError, load
+    from specviz.loading.loader import ModelLoadError, load
 
     say = lambda m: print(m, file=sys.stderr)  # noqa: E731 -- progress on stderr, the advice on stdout
     try:
@@ -371,10 +371,11 @@ def _main(argv: list[str]) -> int:
     if argv[:1] == ["advise"]:  # and advise
         return _cmd_advise(argv[1:])
     if argv[:1] == ["vllm-serve"]:  # so does vllm-serve, which passes the rest on to vLLM
-        from specviz import vllm_serve
+        from specviz.loading.loader import local_source
+        from specviz.served import vllm_serve
 
         try:
-            return vllm_serve.main(argv[1:])
+            return vllm_serve.main(argv[1:], resolve=local_source)
         except RuntimeError as e:
             fail(e)
     args = build_parser().parse_args(argv)

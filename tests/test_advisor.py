@@ -16,7 +16,7 @@ import pytest
 from specviz.decoding.trace import CycleTrace, NodeTrace, RunTrace
 from specviz.measure import advice, advisor
 from specviz.measure.theory import speedup
-from specviz.models.loader import load
+from specviz.loading.loader import load
 
 ROOT = Path(__file__).resolve().parents[1]
 

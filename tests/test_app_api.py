@@ -11,7 +11,7 @@ import huggingface_hub.constants
 import pytest
 
 import specviz
-from specviz.models.loader import EMPTY_PROMPT
+from specviz.loading.loader import EMPTY_PROMPT
 from tests.app_client import PROMPT, SHORT, STREAM_TIMEOUT_S, call, cycle_no, named, wait_for
 
 pytestmark = [pytest.mark.bundled, pytest.mark.slow]

@@ -1,12 +1,12 @@
-"""specviz.models.costs: the cost profile v(n) and the dtype choice, with injected timings (no wall-clock asserts)."""
+"""specviz.pricing.costs: the cost profile v(n) and the dtype choice, with injected timings (no wall-clock asserts)."""
 import json
 
 import pytest
 import torch
 
 import specviz
-from specviz.models import costs
-from specviz.models.loader import tiny_random
+from specviz.pricing import costs
+from specviz.loading.loader import tiny_random
 
 
 def linear_time(n: int) -> float:
@@ -65,7 +65,7 @@ def test_as_planned_reads_a_slow_timing_as_no_dearer_than_a_larger_pass():
     to the largest measured size, so one slow timing (v(6) = 1.3 here, between 1.0 at 4 and 1.13
     at 8) lowers to what the larger pass showed instead of raising every larger pass to itself;
     past the largest size the profile's own extrapolation, which never falls, is kept."""
-    from specviz.models.cost_profile import CostProfile, as_planned
+    from specviz.pricing.cost_profile import CostProfile, as_planned
 
     prof = CostProfile(model="m", device="cpu", dtype="float32", prefix_len=200, step_s=0.07,
                        v={1: 1.0, 2: 0.9, 4: 1.0, 6: 1.3, 8: 1.13, 16: 1.29})
@@ -100,7 +100,7 @@ def test_key_separates_dtypes_and_speedups(tiny):
     tiny.dtype = torch.bfloat16
     assert costs.cache_key(tiny, 200) != key
     tiny.dtype = torch.float32
-    specviz.models.speedups.apply(tiny.model)
+    specviz.passes.speedups.apply(tiny.model)
     assert costs.cache_key(tiny, 200) != key
 
 
@@ -178,14 +178,14 @@ def test_load_auto_switches_to_the_picked_dtype(monkeypatch):
     def fake_load(source, name, dev, dt, progress):
         assert dt == torch.float32
         return tiny_random()
-    monkeypatch.setattr(specviz.models.loader, "_load_pretrained", fake_load)
+    monkeypatch.setattr(specviz.loading.loader, "_load_pretrained", fake_load)
     monkeypatch.setattr(costs, "pick_dtype", lambda model: torch.bfloat16)
     got = specviz.load("owner/model", device="cpu", dtype="auto")
     assert got.dtype == torch.bfloat16 and next(got.model.parameters()).dtype == torch.bfloat16
-    assert specviz.models.speedups.applied(got.model) == specviz.models.speedups.apply(tiny_random().model.bfloat16())
+    assert specviz.passes.speedups.applied(got.model) == specviz.passes.speedups.apply(tiny_random().model.bfloat16())
     monkeypatch.setattr(costs, "pick_dtype", lambda model: torch.float32)
     got = specviz.load("owner/model", device="cpu", dtype="auto")
-    assert got.dtype == torch.float32 and specviz.models.speedups.applied(got.model) == ["packed-linear", "gqa-sdpa"]
+    assert got.dtype == torch.float32 and specviz.passes.speedups.applied(got.model) == ["packed-linear", "gqa-sdpa"]
 
 
 class Work:

@@ -14,7 +14,7 @@ import pytest
 from specviz.decoding.engine import generate
 from specviz.decoding.trace import BONUS, FROM_DRAFT, RESAMPLED, TARGET, RunTrace
 from specviz.measure.disagreement import CAVEAT, Disagreement, disagreement, why_not
-from specviz.models.loader import load
+from specviz.loading.loader import load
 
 KINDS = {"d": FROM_DRAFT, "r": RESAMPLED, "b": BONUS, "t": TARGET, "p": TARGET}
 

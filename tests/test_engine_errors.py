@@ -4,7 +4,7 @@ import math
 import pytest
 
 import specviz
-from specviz.models.loader import ModelLoadError, TokenizerMismatch, tiny_random
+from specviz.loading.loader import ModelLoadError, TokenizerMismatch, tiny_random
 from tests.tiny import pair
 
 

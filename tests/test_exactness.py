@@ -15,7 +15,7 @@ import torch
 
 from specviz.decoding.engine import Decoder
 from specviz.decoding.targets import BatchedTarget
-from specviz.models.loader import derive_draft, tiny_random
+from specviz.loading.loader import derive_draft, tiny_random
 from specviz.proposers import make_proposer
 from specviz.proposers.draft_model import DraftModelProposer, shared_steps
 from specviz.proposers.head import HeadProposer
@@ -152,7 +152,7 @@ def _draft_rounds(models, name: str):
 @pytest.mark.parametrize("name", BATCHED)
 def test_sampled_tokens_follow_the_target_with_shared_verify_passes(models, name):
     """The same check with the runs' verify passes and draft steps shared GROUP at a time
-    (BatchedTarget, models/rounds.py): batching changes no rule, so (t2, t3, t4) still follow the
+    (BatchedTarget, passes/rounds.py): batching changes no rule, so (t2, t3, t4) still follow the
     target's exact joint; and passes and draft steps were shared."""
     before = _draft_rounds(models, name).shared_passes if name in DRAFTING else 0
     counts, origins, shares = run_counts_batched(models, name, NUCLEUS)

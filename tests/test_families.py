@@ -14,12 +14,12 @@ from scipy.stats import chisquare
 from transformers import DynamicCache
 
 import specviz
-import specviz.models.kvcache as kvcache_mod
+import specviz.passes.kvcache as kvcache_mod
 import specviz.decoding.verify as verify_mod
 from specviz.measure.comparison import Comparison, Config, Shared
 from specviz.models.families import FAMILIES, derive_draft, family_of, tiny_random
-from specviz.models.kvcache import cache_len, new_cache, rollback
-from specviz.models.loader import ModelLoadError, TokenizerMismatch, load
+from specviz.passes.kvcache import cache_len, new_cache, rollback
+from specviz.loading.loader import ModelLoadError, TokenizerMismatch, load
 from specviz.proposers.layer_skip import self_draft
 from specviz.drafting.tree import DraftTree
 from tests.tiny import hf_greedy, word_tokenizer

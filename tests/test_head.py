@@ -10,7 +10,7 @@ import torch
 import specviz
 from specviz.decoding.engine import Decoder
 from specviz.head.model import DEFAULT_PATH, load_head, save_head
-from specviz.models.loader import ModelLoadError, tiny_random
+from specviz.loading.loader import ModelLoadError, tiny_random
 from specviz.proposers.base import ProposeContext
 from specviz.proposers.head import HeadProposer
 from specviz.training.head_train import collect, new_head, train, vocab_subset
@@ -260,7 +260,8 @@ def test_the_heads_step_is_priced_on_this_machine(bundled_target, tiny_head):
     passes (costs.step_cost, cached: building it again gives the same number, so a seed gives the
     same run), and the planner of a hybrid run prices K with it; beside a target too small to
     profile it keeps the class's prior."""
-    from specviz.models import costs, speedups
+    from specviz.pricing import costs
+    from specviz.passes import speedups
     from specviz.proposers import head as head_mod
     from specviz.proposers.hybrid import HybridProposer
 

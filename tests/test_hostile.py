@@ -11,7 +11,7 @@ import psutil
 import pytest
 
 import specviz
-from specviz.models.loader import EMPTY_PROMPT, tiny_random
+from specviz.loading.loader import EMPTY_PROMPT, tiny_random
 from tests.app_client import SHORT, call, cycle_no, named, wait_for
 
 pytestmark = [pytest.mark.bundled, pytest.mark.slow]

@@ -7,7 +7,7 @@ import torch
 
 import specviz
 from specviz.decoding.engine import Decoder
-from specviz.models.loader import tiny_random
+from specviz.loading.loader import tiny_random
 from specviz.proposers import hybrid
 from specviz.proposers.head import HeadProposer
 from specviz.proposers.hybrid import HybridProposer
@@ -126,7 +126,7 @@ def test_head_path_picks_the_hybrids_head_and_a_bad_one_is_an_error(tmp_path):
     """With head_path the hybrid drafts with that head file, on a target that has no head of its own;
     a head_path that cannot be read is an error naming the file, not a silent retrieval-only run."""
     from specviz.head.model import save_head
-    from specviz.models.loader import ModelLoadError
+    from specviz.loading.loader import ModelLoadError
 
     target = tiny_random(vocab_size=48, layers=2, seed=4)
     path = tmp_path / "mine.safetensors"

@@ -1,7 +1,7 @@
-"""The package's folders are its layers, each with a rank of its own, and imports only go down:
-models → head → proposers → decoding → measure → teach → viz → ui → training → tools. No two
-modules import each other, however indirectly. The README's architecture section names the
-same folders in the same order."""
+"""The package's folders are its layers, and imports only go down a graph of them: each folder
+may import its own modules and the folders it sits on (MAY_IMPORT, followed down). Siblings do not
+import each other: the head and drafting, pricing and served, measure and teach. No two modules
+import each other, however indirectly. The README's architecture section draws the same graph."""
 import ast
 import re
 import subprocess
@@ -13,21 +13,56 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "specviz"
 
-# Lowest first; a module may import its own folder or one listed before it. The head is a network
-# over a target model; drafting is what a draft is (its tree, its sampling rules), which proposers
-# return and sample with; the engine (decoding) builds proposers by name; measure and teach run the
-# engine or its rules; viz draws their results; ui shows them; training evaluates the head it trains
-# with the engine.
-LAYERS = ("models", "head", "drafting", "proposers", "decoding", "measure", "teach", "viz", "ui", "training")
-RANK = {name: i for i, name in enumerate(LAYERS)}
-TOOLS = len(LAYERS)  # top-level modules: cli, browser, __main__, and the package's own __init__
+# Each folder and the folders it sits on directly. `models` is what a model is (LoadedModel, the
+# errors, the tiny twins); `passes` runs a target's passes; `pricing` times them; `served` talks to
+# a vLLM server; `loading` turns a spec into a LoadedModel with all of those. The head is a network
+# over a target; drafting is what a draft is (its tree, its sampling rules), which proposers return
+# and sample with; the engine (decoding) builds proposers by name; measure and teach run the
+# engine or its rules; viz draws their results; ui shows them; training evaluates the head it
+# trains with the engine.
+MAY_IMPORT = {
+    "models": (),
+    "passes": ("models",),
+    "pricing": ("passes",),
+    "served": ("models",),
+    "loading": ("pricing", "served"),
+    "head": ("loading",),
+    "drafting": ("passes",),
+    "proposers": ("head", "drafting"),
+    "decoding": ("proposers",),
+    "measure": ("decoding",),
+    "teach": ("decoding",),
+    "viz": ("measure", "teach"),
+    "ui": ("viz",),
+    "training": ("decoding",),
+}
+LAYERS = tuple(MAY_IMPORT)
+TOOLS = "tools"  # top-level modules: cli, browser, __main__, and the package's own __init__
 
 
-def layer_of(module: str) -> float:
+def below(layer: str) -> set[str]:
+    """Every folder `layer` may import: those it sits on, followed down."""
+    seen: set[str] = set()
+    todo = list(MAY_IMPORT.get(layer, ()))
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo += MAY_IMPORT[name]
+    return seen
+
+
+def layer_of(module: str) -> str:
     parts = module.split(".")
-    if len(parts) < 2 or parts[1] not in RANK:
+    if len(parts) < 2 or parts[1] not in MAY_IMPORT:
         return TOOLS
-    return RANK[parts[1]]
+    return parts[1]
+
+
+def may_import(importer: str, imported: str) -> bool:
+    if importer == TOOLS or importer == imported:
+        return True
+    return imported in below(importer)
 
 
 def module_name(path: Path, root: Path = ROOT) -> str:
@@ -69,7 +104,7 @@ def imported_modules(path: Path, module: str, root: Path = ROOT) -> list[tuple[i
 def upward_imports(path: Path, module: str) -> list[str]:
     mine = layer_of(module)
     return [f"{module}:{line} imports {target}" for line, target in imported_modules(path, module)
-            if layer_of(target) > mine]
+            if not may_import(mine, layer_of(target))]
 
 
 def import_graph(package: Path, root: Path = ROOT) -> dict[str, set[str]]:
@@ -151,11 +186,12 @@ def test_the_walker_catches_upward_imports_in_any_form(tmp_path):
     assert [f.split(" imports ")[1] for f in found] == ["specviz.viz.tree_figure", "specviz.ui.state", "specviz.cli"]
 
 
-def test_each_folder_has_a_rank_of_its_own(tmp_path):
-    """Folders once ranked alike are now ordered: the head may not import proposers, proposers may
-    not import the engine, measure may not import teach, drafting may not import proposers; a
-    proposer may import the draft tree and sampling rules, which rank below it, and the training
-    code may import the engine."""
+def test_each_folder_imports_only_what_it_sits_on(tmp_path):
+    """The head may not import proposers, proposers may not import the engine, measure may not
+    import teach, drafting may not import proposers, and the siblings head and drafting, pricing
+    and served, passes and loading, do not import each other; a proposer may import the draft tree
+    and sampling rules, the loader may import pricing and served, and the training code may import
+    the engine. The graph has no cycle of folders."""
     fake = tmp_path / "fake.py"
     fake.write_text("from specviz.proposers import base\n")
     assert upward_imports(fake, "specviz.head.fake") != []
@@ -169,7 +205,16 @@ def test_each_folder_has_a_rank_of_its_own(tmp_path):
     assert upward_imports(fake, "specviz.drafting.fake") != []
     fake.write_text("from specviz.decoding.engine import generate\nfrom specviz.proposers.head import HeadProposer\n")
     assert upward_imports(fake, "specviz.training.fake") == []
-    assert len({RANK[name] for name in LAYERS}) == len(LAYERS)
+    fake.write_text("from specviz.drafting import tree\n")
+    assert upward_imports(fake, "specviz.head.fake") != []
+    fake.write_text("from specviz.served import remote\n")
+    assert upward_imports(fake, "specviz.pricing.fake") != []
+    fake.write_text("from specviz.loading import loader\n")
+    assert upward_imports(fake, "specviz.passes.fake") != []
+    assert upward_imports(fake, "specviz.served.fake") != []
+    fake.write_text("from specviz.pricing import costs\nfrom specviz.served import remote\nfrom specviz.passes import kvcache\n")
+    assert upward_imports(fake, "specviz.loading.fake") == []
+    assert all(name not in below(name) for name in LAYERS)
 
 
 def test_no_two_modules_import_each_other():
@@ -224,14 +269,19 @@ def test_drawing_and_teaching_do_not_import_transformers(package):
 
 
 def test_the_readme_names_every_folder_of_the_package():
-    """The README's architecture section lists each layer folder, in the layers' order, and each
-    top-level module."""
+    """The README's architecture section lists each layer folder once, in an order where every
+    folder comes after those it sits on, draws exactly MAY_IMPORT's edges in its graph, and names
+    each top-level module."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     section = readme.split("## Architecture", 1)[1].split("\n## ", 1)[0]
     folders = sorted(p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists())
     assert folders == sorted(LAYERS)
-    assert re.findall(r"^\d+\. `specviz/(\w+)/`", section, flags=re.M) == list(LAYERS)
-    assert " → ".join(LAYERS) in section
+    listed = re.findall(r"^\d+\. `specviz/(\w+)/`", section, flags=re.M)
+    assert sorted(listed) == folders
+    assert all(set(MAY_IMPORT[name]) <= set(listed[:i]) for i, name in enumerate(listed))
+    graph = section.split("```mermaid", 1)[1].split("```", 1)[0]
+    drawn = set(re.findall(r"^\s*(\w+) --> (\w+)\s*$", graph, flags=re.M))
+    assert drawn == {(name, low) for name, lows in MAY_IMPORT.items() for low in lows}
     for path in PACKAGE.glob("*.py"):
         if path.name not in ("__init__.py", "__main__.py"):
             assert f"`{path.name}`" in section or f"`specviz/{path.name}`" in section, path.name

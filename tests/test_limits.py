@@ -39,7 +39,7 @@ def test_allow_list_and_env(monkeypatch):
 
 def test_param_count_from_config_needs_no_weights():
     """The parameter count is read from a config on the meta device and matches a real model."""
-    from specviz.models.loader import tiny_random
+    from specviz.loading.loader import tiny_random
 
     tiny = tiny_random()
     assert count_params_from_config(tiny.model.config) == tiny.n_params

@@ -1,4 +1,4 @@
-"""Tests for specviz.models.loader: specs, tiny models, derived drafts, tokenizer checks and prompts."""
+"""Tests for specviz.loading.loader: specs, tiny models, derived drafts, tokenizer checks and prompts."""
 from __future__ import annotations
 
 import copy
@@ -8,9 +8,9 @@ import huggingface_hub.constants
 import pytest
 import torch
 
-from specviz.models import bundled as bundled_mod
-from specviz.models import loader as models
-from specviz.models.loader import (EMPTY_PROMPT, ModelLoadError, TokenizerMismatch, check_tokenizers,
+from specviz.loading import bundled as bundled_mod
+from specviz.loading import loader as models
+from specviz.loading.loader import (EMPTY_PROMPT, ModelLoadError, TokenizerMismatch, check_tokenizers,
                             derive_draft, load, tiny_random)
 from tests.tiny import word_tokenizer
 

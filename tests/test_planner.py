@@ -7,7 +7,7 @@ import torch
 
 import specviz
 from specviz.decoding.engine import Decoder
-from specviz.models.loader import derive_draft, tiny_random
+from specviz.loading.loader import derive_draft, tiny_random
 from specviz.decoding.planner import PRIOR_V, PROFILE_MIN_PARAMS, Planner, key, verify_cost
 from specviz.proposers.draft_model import DraftModelProposer
 from specviz.teach.toy import chi_square_p_value
@@ -153,7 +153,7 @@ def test_small_models_plan_with_the_prior_and_real_ones_with_their_profile(monke
     tiny = tiny_random(vocab_size=32, layers=1)
     assert verify_cost(tiny) is PRIOR_V
     measured = object()
-    monkeypatch.setattr("specviz.models.costs.profile", lambda model: measured)
+    monkeypatch.setattr("specviz.pricing.costs.profile", lambda model: measured)
     monkeypatch.setattr(tiny, "n_params", PROFILE_MIN_PARAMS)
     assert verify_cost(tiny) is measured
 

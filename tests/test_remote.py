@@ -1,5 +1,5 @@
 """A vLLM-served target without vLLM: the client's errors, the token cache, the logits rows and the
-deployment's allowlist (models/remote.py, models/kvcache.TokenCache, ui/limits.py).
+deployment's allowlist (served/remote.py, passes/kvcache.TokenCache, ui/limits.py).
 
 A fake server in a thread answers with what a broken or wrong server would send; each failure
 must reach the user as a message that says what to do, never a stack trace, and never hang.
@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from specviz.drafting.sampling import Sampling
-from specviz.models.kvcache import TokenCache, cache_len, copy_cache, keep_path, rollback, undo_pass
-from specviz.models.remote import LOGIT_FLOOR, ServerError, VllmServer, parse_spec, rows_to_logits
+from specviz.passes.kvcache import TokenCache, cache_len, copy_cache, keep_path, rollback, undo_pass
+from specviz.served.remote import LOGIT_FLOOR, ServerError, VllmServer, parse_spec, rows_to_logits
 from specviz.ui.errors import RUN_HINT, message
 from specviz.ui.limits import Limits, check_model_spec, served_targets
 

@@ -1,4 +1,4 @@
-"""Model drafts taken together (models/rounds.py): the draft head's and a draft model's steps of
+"""Model drafts taken together (passes/rounds.py): the draft head's and a draft model's steps of
 runs drafting at the same moment run as one batch, and each run gets its own step back.
 
 On tiny random models: batched steps equal solo steps (to float rounding), caches included; a
@@ -15,10 +15,10 @@ import torch
 
 from specviz.decoding.engine import Decoder
 from specviz.decoding.targets import BatchedTarget
-from specviz.models import ragged
+from specviz.passes import ragged
 from specviz.models.families import tiny_random
-from specviz.models.kvcache import cache_len, new_cache
-from specviz.models.loader import derive_draft
+from specviz.passes.kvcache import cache_len, new_cache
+from specviz.loading.loader import derive_draft
 from specviz.proposers.draft_model import DraftModelProposer, _plain, shared_steps
 from specviz.proposers.head import HeadProposer
 from specviz.training.head_train import new_head

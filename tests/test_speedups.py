@@ -1,4 +1,4 @@
-"""specviz.models.speedups on tiny random models: the same numbers as stock transformers, taken faster."""
+"""specviz.passes.speedups on tiny random models: the same numbers as stock transformers, taken faster."""
 import copy
 import pickle
 
@@ -6,9 +6,9 @@ import pytest
 import torch
 
 import specviz
-from specviz.models import speedups
-from specviz.models.kvcache import new_cache, rollback
-from specviz.models.loader import tiny_random
+from specviz.passes import speedups
+from specviz.passes.kvcache import new_cache, rollback
+from specviz.loading.loader import tiny_random
 from specviz.drafting.tree import DraftTree
 from tests.tiny import PROMPTS, hf_greedy
 
@@ -151,7 +151,7 @@ def test_copies_and_pickles_work():
 def test_load_applies_them_unless_turned_off(monkeypatch):
     """`load` tunes a hub or folder model by default; speedups=False or SPECVIZ_NO_SPEEDUPS=1 keeps
     it stock, and an explicit speedups=True beats the variable."""
-    monkeypatch.setattr(specviz.models.loader, "_load_pretrained", lambda *a: tiny_random())
+    monkeypatch.setattr(specviz.loading.loader, "_load_pretrained", lambda *a: tiny_random())
     assert speedups.applied(specviz.load("owner/model").model) == ["packed-linear", "gqa-sdpa"]
     assert speedups.applied(specviz.load("owner/model", speedups=False).model) == []
     monkeypatch.setenv(speedups.ENV_OFF, "1")

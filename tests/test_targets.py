@@ -15,9 +15,9 @@ import specviz
 from specviz.decoding.engine import Decoder
 from specviz.decoding.targets import BatchedTarget, LocalTarget, VerifyRequest, batched
 from specviz.drafting.tree import DraftTree
-from specviz.models import ragged
+from specviz.passes import ragged
 from specviz.models.families import tiny_random
-from specviz.models.kvcache import cache_len, new_cache
+from specviz.passes.kvcache import cache_len, new_cache
 
 from tiny import PROMPTS, run_together
 
@@ -59,7 +59,7 @@ def test_greedy_runs_decoded_together_give_their_solo_tokens(method):
     """Six greedy runs on different prompts, decoded at once through one BatchedTarget that waits
     for all of them, give each run's solo tokens; most of their passes were shared."""
     target = tiny_random(family="llama", vocab_size=48, seed=3)
-    draft = specviz.models.loader.derive_draft(target, noise=0.3, seed=4) if method == "draft" else None
+    draft = specviz.loading.loader.derive_draft(target, noise=0.3, seed=4) if method == "draft" else None
     prompts = [(p * 3)[: 5 + i] for i, p in enumerate(PROMPTS * 2)]
     kw = dict(method=method, k=4, max_new_tokens=24, chat=False, plan=False)  # every offered node is sent
     solo = [specviz.generate(target, p, draft=draft, **kw).token_ids for p in prompts]

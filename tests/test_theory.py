@@ -10,10 +10,10 @@ import pytest
 
 import specviz
 from specviz.measure import batch_effect
-from specviz.models import costs
+from specviz.pricing import costs
 from specviz.decoding import planner
 from specviz.measure import theory
-from specviz.models.costs import CostProfile
+from specviz.pricing.costs import CostProfile
 from specviz.decoding.trace import CycleTrace, NodeTrace, RunTrace
 from tests.tiny import FixedTreeProposer, pair
 

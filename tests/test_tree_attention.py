@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from specviz.models.kvcache import cache_len, new_cache
+from specviz.passes.kvcache import cache_len, new_cache
 from specviz.drafting.tree import DraftTree
 from tests.tiny import pair
 

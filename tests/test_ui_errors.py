@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from specviz.models.loader import ModelLoadError, tiny_random
+from specviz.loading.loader import ModelLoadError, tiny_random
 from specviz.ui import callbacks, errors, views, work
 from specviz.ui import compare_tab as compare
 from specviz.ui.state import MODELS, SESSIONS, session_of

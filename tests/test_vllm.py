@@ -1,4 +1,4 @@
-"""SpecViz driving a target served by a real vLLM server (models/remote.py, decoding/targets.RemoteTarget).
+"""SpecViz driving a target served by a real vLLM server (served/remote.py, decoding/targets.RemoteTarget).
 
 Each module-scoped fixture starts `python -m vllm.entrypoints.openai.api_server` from .venv-vllm
 (`bash scripts/install.sh vllm`), waits for /health within a bounded time and stops it by its own
@@ -17,12 +17,13 @@ import pytest
 import torch
 
 import specviz
-from specviz import vllm_serve
+from specviz.loading.loader import local_source
+from specviz.served import vllm_serve
 from specviz.decoding.engine import Decoder
 from specviz.decoding.served import served_plain
 from specviz.decoding.trace import FROM_DRAFT, RESAMPLED
-from specviz.models.loader import derive_draft, tiny_random
-from specviz.models.remote import HIDDEN_REFUSED
+from specviz.loading.loader import derive_draft, tiny_random
+from specviz.served.remote import HIDDEN_REFUSED
 from specviz.proposers.draft_model import DraftModelProposer
 from specviz.teach.toy import chi_square_p_value
 from tests import twins
@@ -53,7 +54,7 @@ def _serve(model: str, log):
             pytest.fail(f"{message} (CI=true: the vLLM tests must run in CI)", pytrace=False)
         pytest.skip(message)
     try:
-        return vllm_serve.start(model, _free_port(), log, timeout_s=400)
+        return vllm_serve.start(local_source(model), _free_port(), log, timeout_s=400)
     except RuntimeError as e:
         pytest.fail(str(e), pytrace=False)
 
@@ -241,7 +242,7 @@ def test_vllms_own_speculation_runs_beside_ours(bundled_server, tmp_path):
 
 def _serve_extra(model, log, extra):
     try:
-        return vllm_serve.start(model, _free_port(), log, extra=extra, timeout_s=400)
+        return vllm_serve.start(local_source(model), _free_port(), log, extra=extra, timeout_s=400)
     except RuntimeError as e:
         pytest.fail(str(e), pytrace=False)
 

@@ -107,7 +107,7 @@ def test_a_model_missing_in_the_worker_is_a_clear_error(forked):
     """A call never loads a model: one the main process did not load is a message saying what to do."""
     target, _ = pair(vocab=32)
     state = Decoder(target, PROMPTS[0], method="ar", chat=False).state()
-    with pytest.raises(specviz.models.loader.ModelLoadError, match="press the button again"):
+    with pytest.raises(specviz.loading.loader.ModelLoadError, match="press the button again"):
         work.step(("tiny-random:vocab=32,seed=99", None), state.light())
 
 

@@ -5,10 +5,10 @@ import threading
 
 import torch
 
-from specviz.models.loader import derive_draft, tiny_random
+from specviz.loading.loader import derive_draft, tiny_random
 from specviz.proposers.base import Proposer
 from specviz.drafting.tree import DraftTree
-from specviz.models.rounds import Rounds
+from specviz.passes.rounds import Rounds
 
 PROMPTS = [[1, 5, 9, 2, 7], [3, 3, 3], [4, 8, 15, 16, 23, 30, 2, 11, 6]]
 # a chat template for word_tokenizer's specials

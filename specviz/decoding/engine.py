@@ -18,9 +18,9 @@ from typing import Iterator
 
 import torch
 
-from specviz.models.timing import sync
-from specviz.models.kvcache import cache_len, keep_path, rollback
-from specviz.models.loader import LoadedModel, check_tokenizers
+from specviz.pricing.timing import sync
+from specviz.passes.kvcache import cache_len, keep_path, rollback
+from specviz.loading.loader import LoadedModel, check_tokenizers
 from specviz.proposers import make_proposer
 from specviz.proposers.base import ProposeContext, Proposer
 from specviz.decoding.activity import ACTIVITY
@@ -29,7 +29,7 @@ from specviz.decoding.planner import Planner, verify_cost
 from specviz.decoding.recorder import record_counts, record_cycle
 from specviz.decoding.runstate import LIVE, LiveCaches, RunState
 from specviz.decoding.targets import LocalTarget, VerifyAnswer, VerifyRequest, batched, target_for
-from specviz.models.remote import HIDDEN_REFUSED
+from specviz.served.remote import HIDDEN_REFUSED
 from specviz.drafting.sampling import Sampling
 from specviz.decoding.settings import DecodeSettings
 from specviz.decoding.trace import FROM_DRAFT, NOT_REACHED, TARGET, CycleTrace, RunTrace

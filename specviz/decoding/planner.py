@@ -30,7 +30,7 @@ import torch
 
 from specviz.decoding.trace import ACCEPTED, REJECTED
 from specviz.drafting.tree import DraftTree, Source, SourceKind
-from specviz.models.cost_profile import PROFILE_MIN_PARAMS, CostProfile, as_planned
+from specviz.pricing.cost_profile import PROFILE_MIN_PARAMS, CostProfile, as_planned
 
 PRIOR = (1.0, 1.0)  # Beta prior on a source's acceptance: an unseen source is tried at 0.5
 DECAY = 0.85  # counts of a source left out of a cycle shrink, so a pruned source is retried later
@@ -46,7 +46,7 @@ def verify_cost(target) -> Callable[[int], float]:
     target has no local passes to time: the prior."""
     if target.n_params < PROFILE_MIN_PARAMS or getattr(target, "remote", None) is not None:
         return PRIOR_V
-    from specviz.models import costs  # times passes: loaded only when a real model needs a profile
+    from specviz.pricing import costs  # times passes: loaded only when a real model needs a profile
 
     return costs.profile(target)
 

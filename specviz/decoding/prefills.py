@@ -99,7 +99,7 @@ def _copy(cache):
     from transformers import DynamicCache
     from transformers.cache_utils import DynamicLayer
 
-    from specviz.models.kvcache import GrowingCache, GrowingLayer, copy_cache
+    from specviz.passes.kvcache import GrowingCache, GrowingLayer, copy_cache
 
     plain = type(cache) in (DynamicCache, GrowingCache) and all(type(layer) in (DynamicLayer, GrowingLayer)
                                                                 for layer in cache.layers)

@@ -7,7 +7,7 @@ states when the proposer needs them, and how the pass was shared). Two targets a
 - `LocalTarget`: one forward pass per request, exactly as a run alone does it. Timing runs
   (bench, Compare, the AR baseline) always use it.
 - `BatchedTarget`: requests that wait at the same moment, from any number of runs on one model,
-  are answered by one ragged pass (`models/ragged.py`): every linear layer runs once over all
+  are answered by one ragged pass (`passes/ragged.py`): every linear layer runs once over all
   their tokens, attention stays per run. A request that finds no pass running and nobody waiting
   runs at once, alone, as LocalTarget would, so one session pays nothing extra. While a pass
   runs, newcomers queue; when it ends, all of them go in the next one.
@@ -28,12 +28,12 @@ from typing import Any
 import torch
 
 from specviz.drafting.tree import DraftTree
-from specviz.models import fastpath, ragged
+from specviz.passes import fastpath, ragged
 from specviz.models.families import final_norm
-from specviz.models.kvcache import TokenCache, cache_len, new_cache, undo_pass
-from specviz.models.remote import HIDDEN_REFUSED, rows_to_logits
+from specviz.passes.kvcache import TokenCache, cache_len, new_cache, undo_pass
+from specviz.served.remote import HIDDEN_REFUSED, rows_to_logits
 from specviz.models.loaded import LoadedModel
-from specviz.models.rounds import Rounds, Slot
+from specviz.passes.rounds import Rounds, Slot
 
 MAX_PASS_TOKENS = 512  # rows in one batched pass: its logits alone are rows × vocabulary floats (100 MB here)
 
@@ -169,7 +169,7 @@ class BatchedTarget(LocalTarget):
 
 
 class RemoteTarget:
-    """A target served by vLLM (models/remote.py) answers the same requests: one HTTP request per
+    """A target served by vLLM (served/remote.py) answers the same requests: one HTTP request per
     pass, one prompt per row (the context, then the path to each node), `max_tokens=1`. Its cache
     is a TokenCache: the run's context ids; the server's prefix cache holds the keys and values,
     so a rolled-back draft costs nothing to forget. It never batches here: the server batches

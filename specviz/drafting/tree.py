@@ -130,7 +130,7 @@ class DraftTree:
         Models whose layers are of two kinds (Gemma 3: sliding and global) take a dict with one
         mask per kind, the window applied in the sliding one. A model of one kind takes a tensor.
         """
-        from specviz.models.kvcache import FULL, SLIDING, cache_len, layer_kinds  # transformers, only when verifying
+        from specviz.passes.kvcache import FULL, SLIDING, cache_len, layer_kinds  # transformers, only when verifying
 
         past = cache_len(cache)
         masks = {}

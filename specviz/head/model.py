@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from specviz.models.loader import ModelLoadError
+from specviz.loading.loader import ModelLoadError
 
 FORMAT = "specviz-draft-head/1"
 DEFAULT_PATH = Path(__file__).resolve().parents[2] / "assets" / "head" / "head.safetensors"

@@ -47,7 +47,7 @@ from typing import Callable
 from specviz.decoding.schema import SchemaError, check, enforced, parse_json
 from specviz.measure.profile_schema import FORMAT, MAX_BYTES, PROFILE, READS, profile_rules
 from specviz.measure.theory import best_k, expected_tokens
-from specviz.models.cost_profile import interpolate
+from specviz.pricing.cost_profile import interpolate
 from specviz.proposers import REGISTRY, resolve_draft
 
 MISS = 0.15  # a prediction further than this from the measurement is flagged

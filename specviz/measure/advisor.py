@@ -33,7 +33,7 @@ from specviz.measure.advice import (LOAD_BATCHES, MISS, Candidate, Check, LoadCo
                                     Profile, load, miss_reason, predicted_speedup, ranked, report, save)
 from specviz.measure.disagreement import disagreement, why_not
 from specviz.measure.pair_check import blocking, pair_check
-from specviz.models.timing import pass_times
+from specviz.pricing.timing import pass_times
 from specviz.proposers import proposer_class
 
 # -- measurement -------------------------------------------------------------------------------------

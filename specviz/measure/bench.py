@@ -23,7 +23,7 @@ import torch
 
 from specviz.decoding.engine import generate
 from specviz.decoding.served import served_plain
-from specviz.models.loader import load
+from specviz.loading.loader import load
 from specviz.decoding.planner import verify_cost
 
 LOOKUP_METHODS = ("pld", "logitspec")  # draft lengths come from the proposer's own knobs, K only caps them

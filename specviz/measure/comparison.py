@@ -17,7 +17,7 @@ from typing import Callable, Iterator
 
 from specviz.decoding.engine import Decoder
 from specviz.decoding.served import served_plain
-from specviz.models.loader import LoadedModel
+from specviz.loading.loader import LoadedModel
 from specviz.proposers import METHODS, default_k, resolve_draft, resolve_k
 from specviz.drafting.sampling import check_settings, is_greedy
 from specviz.decoding.settings import MAX_K, DecodeSettings

@@ -3,7 +3,7 @@ losslessly, and what differs between them that a person should know.
 
 Speculative decoding passes ids, never text: the draft proposes ids, the target judges them, and the
 engine reads only the first N = min(target rows, draft rows) columns of both models' logits
-(`check_tokenizers` in models/loader.py). Rows are the LM head's (`vocab_size`, else the config's).
+(`check_tokenizers` in loading/loader.py). Rows are the LM head's (`vocab_size`, else the config's).
 
 1. **tokens**: every id below N that either tokenizer has must be the same token string in both
    (`convert_ids_to_tokens`); this is `check_tokenizers`' own rule, which makes the app refuse the

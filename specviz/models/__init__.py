@@ -1,8 +1,8 @@
-"""Models layer: loading a model spec (loader.py: bundled, hub, local folder, tiny twins), the
-bundled offline model, the families' tiny twins, KV caches and their rollback, lossless CPU
-speed-ups, and what a target pass costs on this hardware (cost_profile.py, costs.py, timing.py).
-`LoadedModel` itself lives in loaded.py, which the others import, so that none imports loader.py.
+"""What a model is here: `LoadedModel` (loaded.py), the errors and cache folder every layer above
+shares (common.py), and the families' tiny random twins that tests and `tiny:` specs build from
+configs (families.py). Loading a spec is specviz.loading; passes, pricing and served targets are
+their own folders.
 
-Imports nothing above itself. This file stays empty so that importing one light module here
-(cost_profile) does not load transformers.
+Imports nothing above itself, and this file stays empty so that importing a light module here
+does not load transformers.
 """

@@ -26,7 +26,7 @@ class LoadedModel:
     max_positions: int | None
     n_params: int
     _texts: dict[int, str] = field(default_factory=dict, init=False, repr=False, compare=False)
-    # a target served elsewhere (models/remote.py: its VllmServer), None for a model in this process
+    # a target served elsewhere (served/remote.py: its VllmServer), None for a model in this process
     remote: object | None = field(default=None, init=False, repr=False, compare=False)
 
     def token_text(self, token_id: int) -> str:

@@ -1,7 +1,7 @@
 """A separate draft model proposes a chain of K tokens, each sampled from its own q.
 
 With other runs drafting on the same draft model at the same moment (ProposeContext.together),
-their steps go through it as one ragged pass (models/ragged.py, models/rounds.py), each over its
+their steps go through it as one ragged pass (passes/ragged.py, passes/rounds.py), each over its
 own cache; a step alone is the plain pass.
 """
 from __future__ import annotations
@@ -10,9 +10,9 @@ import weakref
 
 import torch
 
-from specviz.models import fastpath, ragged
-from specviz.models.kvcache import cache_len, new_cache, rollback, undo_pass
-from specviz.models.rounds import Rounds, Slot
+from specviz.passes import fastpath, ragged
+from specviz.passes.kvcache import cache_len, new_cache, rollback, undo_pass
+from specviz.passes.rounds import Rounds, Slot
 from specviz.drafting.tree import DraftTree, Source, SourceKind
 from specviz.proposers.base import ProposeContext, Proposer
 
@@ -21,7 +21,7 @@ MAX_STEP_TOKENS = 512  # tokens in one shared draft pass (a run catching up may 
 
 def _plain(model: torch.nn.Module, cache, tokens: list[int], device=None, last_only: bool = False) -> torch.Tensor:
     """The last row's logits of one pass of `model` over `tokens`, appended to `cache`: our own
-    forward where the draft has one (models/fastpath.py, the modules' bits), else its modules.
+    forward where the draft has one (passes/fastpath.py, the modules' bits), else its modules.
     `last_only` runs the LM head on that row alone (a long prefill's other rows are never read)."""
     ids = torch.tensor([tokens], device=device or model.device)
     fast = fastpath.forward(model, ids, cache, keep=1 if last_only else 0)

@@ -17,10 +17,10 @@ import torch
 from specviz.head.model import DEFAULT_PATH, check_target, load_head, target_parts
 from specviz.drafting.sampling import Sampling
 from specviz.drafting.tree import DraftTree, Source, SourceKind
-from specviz.models import speedups
-from specviz.models.cost_profile import PROFILE_MIN_PARAMS
-from specviz.models.remote import HIDDEN_REFUSED
-from specviz.models.rounds import Rounds, Slot
+from specviz.passes import speedups
+from specviz.pricing.cost_profile import PROFILE_MIN_PARAMS
+from specviz.served.remote import HIDDEN_REFUSED
+from specviz.passes.rounds import Rounds, Slot
 from specviz.proposers.base import ProposeContext, Proposer
 
 
@@ -30,7 +30,7 @@ _DIGESTS: dict[tuple, str] = {}  # their files' content digests, which name a he
 
 class _Steps:
     """One head step for many runs: the rows that wait at the same moment go through the head and
-    the subset LM head as one batch (models/rounds.py). A row alone runs exactly as before.
+    the subset LM head as one batch (passes/rounds.py). A row alone runs exactly as before.
 
     Shared per (head, target LM head), so it also holds the frozen LM head restricted to the head's
     vocabulary subset, gathered once, not once per run (a Step that starts a run would copy megabytes)."""
@@ -137,7 +137,7 @@ class HeadProposer(Proposer):
         small to profile. `digest` names the head file by its content, wherever it lies."""
         if target.n_params < PROFILE_MIN_PARAMS:
             return type(self).step_cost
-        from specviz.models import costs  # times work: loaded only for a real target
+        from specviz.pricing import costs  # times work: loaded only for a real target
 
         hidden = torch.randn(self.steps.lm.weight.shape[1], generator=torch.Generator().manual_seed(0))
         ctx = ProposeContext(ids=[0], last_logits=torch.zeros(self.vocab), k=PRICED_DEPTH, sampling=Sampling(),

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from specviz.models.loader import ModelLoadError
+from specviz.loading.loader import ModelLoadError
 from specviz.drafting.tree import DraftTree
 from specviz.proposers.base import ProposeContext, Proposer
 from specviz.proposers.head import HeadProposer

@@ -13,7 +13,7 @@ from pathlib import Path
 import gradio as gr
 
 from specviz.measure import advice
-from specviz.models.loader import EMPTY_PROMPT
+from specviz.loading.loader import EMPTY_PROMPT
 from specviz.ui import errors, work
 from specviz.ui.limits import check_prompt_text, check_run_settings
 from specviz.ui.presets import BUNDLED, K_RANGE, MAX_NEW_RANGE, TARGETS, TEMPERATURE_RANGE, TOP_P_RANGE
@@ -60,7 +60,7 @@ def first_values() -> tuple:
     if profile is None:
         return _paint("Pick a target, candidates and prompts, then press Advise.", "info", None)
     note = (f"Recorded on {profile.measured_at} ({profile.machine}), on the bundled model and six of the public "
-            "benchmark prompts. Press Advise to measure on this server; 'python scripts/advise_bench.py --record' "
+            "benchmark prompts. Press Advise to measure on this server; 'python scripts/assets/record_advice.py' "
             "records it anew.")
     return _paint(note, "info", profile)
 

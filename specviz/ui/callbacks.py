@@ -14,7 +14,7 @@ import gradio as gr
 from specviz.decoding.engine import new_state
 from specviz.decoding.runstate import RunState
 from specviz.ui.limits import check_model_spec, check_prompt_text, check_run_settings
-from specviz.models.loader import EMPTY_PROMPT, check_tokenizers
+from specviz.loading.loader import EMPTY_PROMPT, check_tokenizers
 from specviz.drafting.sampling import check_settings
 from specviz.ui import errors, views, work
 from specviz.ui.presets import draft_choices

@@ -3,7 +3,7 @@
 Compare runs up to six configurations on one prompt against their AR baselines
 (specviz.measure.comparison); Theory puts one of those runs, or the main view's run, on the predicted
 S(K) curve (specviz.measure.theory) and shows the target's cost profile v(n) that the curve and the
-planner use (specviz.models.costs); the batch-size panel times verify against step (specviz.measure.batch_effect).
+planner use (specviz.pricing.costs); the batch-size panel times verify against step (specviz.measure.batch_effect).
 Models come from the shared cache in state.py; every event that runs a model joins the same
 queue slot as the main view's (the `decode` kwargs layout.py passes in), so timings stay honest.
 """
@@ -16,7 +16,7 @@ import gradio as gr
 from specviz.measure import theory
 from specviz.measure.comparison import COLUMNS, Comparison, Config, Shared, parse_rows
 from specviz.ui.limits import check_prompt_text, check_run_settings
-from specviz.models.loader import EMPTY_PROMPT
+from specviz.loading.loader import EMPTY_PROMPT
 from specviz.viz import compare_figures as cviz
 from specviz.ui.presets import BUNDLED, K_RANGE, MAX_NEW_RANGE, TARGETS
 from specviz.ui.state import BASELINES, LIMITS, load_with_progress, session_of

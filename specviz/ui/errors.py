@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from specviz.models.loader import ModelLoadError
+from specviz.loading.loader import ModelLoadError
 from specviz.ui.zerogpu import GpuCallFailed
 
 log = logging.getLogger(__name__)

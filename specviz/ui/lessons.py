@@ -1,6 +1,6 @@
 """Lessons: one click loads a recorded run (assets/lessons/*.json), its settings and prompt, and
 a paragraph on what to look for. The recordings replay before any model loads; Step or Run
-then decodes the same settings live. `scripts/make_lesson_traces.py` records them.
+then decodes the same settings live. `scripts/assets/make_lesson_traces.py` records them.
 """
 from __future__ import annotations
 
@@ -113,7 +113,7 @@ def lesson_html(lesson: Lesson, variant: Variant, trace: TraceFile | None) -> st
     focus, machine = meta.get("focus_cycle"), meta.get("machine")
     notes = [f"Cycle to look at: {focus} (the replay ends there)." if isinstance(focus, int) else "",
              f"Its timings were measured on {machine}." if isinstance(machine, str) else "",
-             "Its recording is missing (scripts/make_lesson_traces.py makes it)." if trace is None else "",
+             "Its recording is missing (scripts/assets/make_lesson_traces.py makes it)." if trace is None else "",
              "Step or Run decodes the same settings live, timed on this machine."]
     text = " ".join(n for n in [lesson.paragraph, *notes] if n)
     return f'<div class="sv-lesson"><b>{esc(lesson.title)}</b> · {esc(variant.label)}: {esc(text)}</div>'

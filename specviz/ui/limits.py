@@ -10,8 +10,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from specviz.models.loader import HUB_ID
-from specviz.models.remote import PREFIX as REMOTE_PREFIX
+from specviz.loading.loader import HUB_ID
+from specviz.served.remote import PREFIX as REMOTE_PREFIX
 from specviz.ui.zerogpu import on_zero_gpu
 
 

@@ -1,7 +1,7 @@
 """Ready-made pairs for the Side by side tab: two recorded runs of one prompt, each with a sentence
 on what to look for. They paint at once, with no model loaded.
 
-Most sides are the lessons' recordings (assets/lessons, made by scripts/make_lesson_traces.py);
+Most sides are the lessons' recordings (assets/lessons, made by scripts/assets/make_lesson_traces.py);
 RECORDED_SIDES are the runs only a pair uses, recorded by the same script into the same folder.
 """
 from __future__ import annotations

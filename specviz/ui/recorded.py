@@ -1,4 +1,4 @@
-"""The results the Compare and Theory & hardware tabs open on, recorded once by scripts/record_results.py.
+"""The results the Compare and Theory & hardware tabs open on, recorded once by scripts/assets/record_results.py.
 
 Like the Decode tab's example trace, they let the first look show a comparison, the S(K) curve with
 its measured point, the cost profile v(n) behind it and a batch-size curve before anyone measures;
@@ -11,7 +11,7 @@ from dataclasses import fields
 from functools import lru_cache
 
 from specviz.measure.batch_effect import BatchEffect
-from specviz.models.costs import CostProfile
+from specviz.pricing.costs import CostProfile
 from specviz.measure.theory import Analysis
 from specviz.viz import compare_figures as cviz
 from specviz.ui.views import ASSETS, status_html
@@ -41,7 +41,7 @@ def compare_values() -> dict:
                 "table": cviz.compare_table_html([]), "chart": None}
     rows, baselines = data["compare"]["rows"], data["compare"].get("baselines", [])
     note = (f"{_when(data)}: the default rows below on the default prompt. Press Compare to measure them "
-            f"on this server; '{data.get('command', 'python scripts/record_results.py')}' records them anew.")
+            f"on this server; '{data.get('command', 'python scripts/assets/record_results.py')}' records them anew.")
     return {"status": status_html(note, "info"), "table": cviz.compare_table_html(rows, baselines),
             "chart": cviz.speedup_figure(rows)}
 

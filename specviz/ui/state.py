@@ -13,7 +13,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
-from specviz.models import loader as models
+from specviz.loading import loader as models
 from specviz.ui import memory
 from specviz.ui.limits import Limits, check_model_size, check_model_spec
 from specviz.ui.presets import BUNDLED

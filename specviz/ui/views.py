@@ -94,7 +94,7 @@ def as_tuple(values: dict) -> tuple:
 
 @lru_cache(maxsize=1)
 def example() -> tuple[RunTrace | None, RunTrace | None]:
-    """The precomputed example run and its AR baseline (scripts/make_example_trace.py)."""
+    """The precomputed example run and its AR baseline (scripts/assets/make_example_trace.py)."""
     def read(path: Path) -> RunTrace | None:
         try:
             return RunTrace.from_json(path.read_text(encoding="utf-8"))

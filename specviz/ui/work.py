@@ -13,10 +13,10 @@ from typing import Iterator
 from specviz.measure import advisor, batch_effect
 from specviz.decoding import planner
 from specviz.measure.comparison import Comparison
-from specviz.models.costs import CostProfile
+from specviz.pricing.costs import CostProfile
 from specviz.decoding.engine import Decoder
 from specviz.decoding.served import served_plain
-from specviz.models.loader import LoadedModel
+from specviz.loading.loader import LoadedModel
 from specviz.decoding.runstate import RunState
 from specviz.decoding.trace import RunTrace
 from specviz.ui.state import MODELS

@@ -36,7 +36,7 @@ import pickle
 from dataclasses import dataclass
 from typing import Callable
 
-from specviz.models.loader import ModelLoadError
+from specviz.loading.loader import ModelLoadError
 
 log = logging.getLogger(__name__)
 

@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING
 
 import plotly.graph_objects as go
 
-from specviz.models.cost_profile import as_planned
+from specviz.pricing.cost_profile import as_planned
 from specviz.viz.style import BLUE, GREEN, GREY, ORANGE, VERMILLION, base_layout, esc, esc_plot, note_figure, num, quote
 
 if TYPE_CHECKING:  # data types only: the modules that make them time models (transformers)
     from specviz.measure.batch_effect import BatchEffect
     from specviz.measure.theory import Analysis
-    from specviz.models.cost_profile import CostProfile
+    from specviz.pricing.cost_profile import CostProfile
 
 TABLE_HEAD = ("#", "configuration", "tokens/s", "× AR", "mean accepted tokens", "α", "cycles", "wall s",
               "output check")

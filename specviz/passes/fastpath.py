@@ -21,7 +21,7 @@ ours only: HF `generate`, the anchor of every benchmark, runs the modules as the
 
 Used for one run's own passes (decoding/targets.py LocalTarget, a draft model's steps in
 proposers/draft_model.py, and the cost profile's timed passes, so v(n) prices the passes runs
-make); passes shared by several runs (models/ragged.py) run the modules. It applies where the speed-ups packed the model's
+make); passes shared by several runs (passes/ragged.py) run the modules. It applies where the speed-ups packed the model's
 linears (CPU, float32) and the model is a LlamaForCausalLM; anything else, or a model whose
 check fails, runs the modules. SPECVIZ_NO_SPEEDUPS=1 turns it off with the other speed-ups.
 """
@@ -34,7 +34,7 @@ import weakref
 import torch
 import torch.nn.functional as F
 
-from specviz.models import speedups
+from specviz.passes import speedups
 
 log = logging.getLogger(__name__)
 
@@ -186,7 +186,7 @@ class FastForward:
     def check(self) -> str | None:
         """Run a prefill, a step and two short chains both ways on a fresh cache; None when every
         logit has the same bits, else what differed."""
-        from specviz.models.kvcache import new_cache  # kvcache imports transformers' cache classes
+        from specviz.passes.kvcache import new_cache  # kvcache imports transformers' cache classes
 
         vocab = self.config.vocab_size
         feeds = [list(range(7)), [7], [8, 9], [10, 11, 12, 13]]

@@ -1,6 +1,6 @@
 """How much time the app adds to a Step on top of the cycle's own compute (budget: 50 ms).
 
-    python scripts/step_overhead.py [--steps 24] [--methods head,pld,logitspec] [--http] [--rebuild]
+    python scripts/bench/step_overhead.py [--steps 24] [--methods head,pld,logitspec] [--http] [--rebuild]
 
 For each method it opens a fresh app session on the bundled model and presses Step repeatedly.
 A Step's overhead is the handler's wall-clock time minus the time the decoder itself recorded
@@ -22,8 +22,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[2]
 
 PROMPT_INDEX = 1  # assets/examples.json: the summary prompt (the second example)
 

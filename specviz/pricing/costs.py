@@ -1,6 +1,6 @@
 """What a target pass costs on this hardware: v(n), a pass over n tokens in units of a one-token pass.
 
-    from specviz.models import costs
+    from specviz.pricing import costs
     prof = costs.profile(target)   # timed once (about 3–5 s), then read from memory or from disk
     prof(5)                        # v(5): measured at SIZES, linear between them; prof(1) == 1
     prof.cost_s(5)                 # seconds: prof.step_s * prof(5)
@@ -34,11 +34,11 @@ from typing import Callable
 
 import torch
 
-from specviz.models import fastpath, speedups
-from specviz.models.cost_profile import CostProfile
+from specviz.passes import fastpath, speedups
+from specviz.pricing.cost_profile import CostProfile
 from specviz.models.common import cache_root
 from specviz.models.loaded import LoadedModel
-from specviz.models.timing import (filler_ids, hardware, prefix_cache, read_cache_file, sync, timed_pass,
+from specviz.pricing.timing import (filler_ids, hardware, prefix_cache, read_cache_file, sync, timed_pass,
                                    write_cache_entry)
 
 SIZES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)  # up to a LogitSpec tree's 64 nodes

@@ -20,6 +20,7 @@ import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"  # SPECVIZ_VLLM_PYTHON overrides it
@@ -42,16 +43,11 @@ def available() -> bool:
     return python().is_file()
 
 
-def model_folder(model: str) -> str:
-    """'bundled' → the bundled model's safetensors folder (converted on first use); else as given."""
-    from specviz.models.loader import local_source
-
-    return local_source(model)
-
-
-def command(model: str, port: int, host: str = "127.0.0.1", extra: list[str] | None = None,
+def command(source: str, port: int, host: str = "127.0.0.1", extra: list[str] | None = None,
             cpu: bool = True) -> list[str]:
-    return [str(python()), "-m", "vllm.entrypoints.openai.api_server", "--model", model_folder(model),
+    """The server's command line; `source` is a folder or hub id (loading.local_source turns
+    'bundled' into its converted folder: this layer does not load models)."""
+    return [str(python()), "-m", "vllm.entrypoints.openai.api_server", "--model", source,
             "--host", host, "--port", str(port), *(CPU_ARGS if cpu else []), *(extra or [])]
 
 
@@ -82,13 +78,13 @@ class Served:
             return ""
 
 
-def start(model: str, port: int, log: Path, host: str = "127.0.0.1", extra: list[str] | None = None,
+def start(source: str, port: int, log: Path, host: str = "127.0.0.1", extra: list[str] | None = None,
           timeout_s: float = 300.0, env: dict | None = None, cpu: bool = True) -> Served:
     """Start the server and wait (at most `timeout_s`) until /health answers; raise RuntimeError,
     with the end of its log, when it does not."""
     if not available():
         raise RuntimeError(f"No vLLM venv at {python().parent.parent}: run `bash scripts/install.sh vllm` first.")
-    cmd = command(model, port, host, extra, cpu)
+    cmd = command(source, port, host, extra, cpu)
     full_env = {**os.environ, **(CPU_ENV if cpu else {}), **(env or {})}
     full_env.pop("PYTHONPATH", None)  # the app's packages must not shadow vLLM's own pins
     log = Path(log)
@@ -110,8 +106,9 @@ def start(model: str, port: int, log: Path, host: str = "127.0.0.1", extra: list
     raise RuntimeError(f"vLLM did not answer /health within {timeout_s:.0f} s:\n{served.log_tail()}")
 
 
-def main(argv: list[str]) -> int:
-    """`python -m specviz vllm-serve MODEL [--port N] [--host H] [-- extra vLLM arguments]`."""
+def main(argv: list[str], resolve: Callable[[str], str] = str) -> int:
+    """`python -m specviz vllm-serve MODEL [--port N] [--host H] [-- extra vLLM arguments]`;
+    `resolve` turns MODEL into a folder or hub id (the command line passes loading.local_source)."""
     import argparse
 
     ap = argparse.ArgumentParser(prog="python -m specviz vllm-serve", description=__doc__.splitlines()[0])
@@ -123,7 +120,7 @@ def main(argv: list[str]) -> int:
     extra = [a for a in extra if a != "--"]
     log = Path(os.environ.get("TMPDIR", "/tmp")) / f"specviz-vllm-{args.port}.log"
     print(f"starting vLLM on {args.model} (log: {log})…", file=sys.stderr)
-    served = start(args.model, args.port, log, args.host, extra, cpu=not args.gpu)
+    served = start(resolve(args.model), args.port, log, args.host, extra, cpu=not args.gpu)
     tok = "|bundled" if args.model == "bundled" else ""
     print(f"serving at {served.url}: pick the target vllm:{served.url}{tok} (Ctrl-C stops it)", file=sys.stderr)
     try:

@@ -191,7 +191,7 @@ def _store(layer, keys: torch.Tensor, values: torch.Tensor, total: int) -> None:
     if keys.shape[-2] < need:
         raise ValueError("this cache cannot be rolled back: a sliding-window layer has already dropped "
                          "positions the shorter context needs again. Build caches with "
-                         "specviz.models.kvcache.new_cache, or call activate_past_recording() on this one.")
+                         "specviz.passes.kvcache.new_cache, or call activate_past_recording() on this one.")
     if window is not None:
         keys, values = keys[..., keys.shape[-2] - need:, :], values[..., values.shape[-2] - need:, :]
         layer.cumulative_length = total

@@ -14,7 +14,7 @@ and the tokens per cycle the run would have needed for a given speedup over HF p
 per-cycle costs (the measured speedup scaled up in proportion to T: a lower bound, since longer
 accepted runs need deeper trees, which cost more).
 
-    .venv/bin/python scripts/where_time_goes.py docs/bench/2026-12-01-final/bench.json [--goal 2.4]
+    .venv/bin/python scripts/bench/where_time_goes.py docs/bench/2026-12-01-final/bench.json [--goal 2.4]
 """
 from __future__ import annotations
 

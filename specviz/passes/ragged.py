@@ -21,7 +21,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from specviz.models.kvcache import layer_kinds
+from specviz.passes.kvcache import layer_kinds
 
 _ACTIVE = threading.local()  # .layout: the RaggedCache of this thread's pass, if one is running
 _WRAPPED = "_specviz_ragged_inner"  # attribute of our wrapper: the function it wraps

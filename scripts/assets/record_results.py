@@ -1,6 +1,6 @@
 """Record what the Compare and Theory & hardware tabs open on, so they show results before anyone measures.
 
-    python scripts/record_results.py            # writes assets/recorded_results.json
+    python scripts/assets/record_results.py            # writes assets/recorded_results.json
 
 Times the bundled model's cost profile v(n) afresh (the curve its planner then decides with), runs
 the Compare tab's default rows on its default prompt against their AR baselines, puts the first
@@ -19,19 +19,18 @@ from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[2]
 
-import torch  # noqa: E402
+import torch
 
-from specviz import load  # noqa: E402
-from specviz.measure import batch_effect  # noqa: E402
-from specviz.models import costs  # noqa: E402
-from specviz.models.timing import cpu_name  # noqa: E402
-from specviz.measure import theory  # noqa: E402
-from specviz.measure.comparison import Comparison, Config, Shared, parse_rows  # noqa: E402
-from specviz.ui.compare_tab import BATCH_K, DEFAULT_PROMPT, DEFAULT_ROWS, MAX_NEW_DEFAULT  # noqa: E402
-from specviz.ui.recorded import RECORDED  # noqa: E402
+from specviz import load
+from specviz.measure import batch_effect
+from specviz.pricing import costs
+from specviz.pricing.timing import cpu_name
+from specviz.measure import theory
+from specviz.measure.comparison import Comparison, Config, Shared, parse_rows
+from specviz.ui.compare_tab import BATCH_K, DEFAULT_PROMPT, DEFAULT_ROWS, MAX_NEW_DEFAULT
+from specviz.ui.recorded import RECORDED
 
 DIGITS = 4  # timings and ratios keep 4 significant digits: more would only record noise
 # One thread: on a shared 2-core machine, thread hand-offs cost up to 20× the compute and the
@@ -92,7 +91,7 @@ def main() -> None:
     record = {
         "recorded_at": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
         "machine": machine(target),
-        "command": "python scripts/record_results.py",
+        "command": "python scripts/assets/record_results.py",
         "compare": {"rows": comparison.rows(), "baselines": comparison.baseline_rows(),
                     "repeats": args.repeats},
         "theory": {"source": source, "analysis": asdict(analysis)},

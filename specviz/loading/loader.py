@@ -25,8 +25,9 @@ import time
 
 import torch
 
-from specviz.models import bundled, remote
-from specviz.models import speedups as _speedups
+from specviz.loading import bundled
+from specviz.served import remote
+from specviz.passes import speedups as _speedups
 from specviz.models.common import ModelLoadError, TokenizerMismatch, cache_root, say as _say  # noqa: F401 -- re-exported
 # Tiny twins live beside the family knowledge they need; re-exported here as the public API.
 from specviz.models.families import derive_draft, parse_tiny, tiny_random  # noqa: F401
@@ -112,9 +113,9 @@ def load(spec: str = "bundled", device=None, dtype=None, progress=None, allow_lo
 
     allow_local=False refuses local folders, for apps where users type the spec.
     dtype: a name ("fp32", "bf16", …) or "auto": bfloat16 on CUDA; on a CPU, float32 unless
-    bfloat16 is native and timed clearly faster (specviz.models.costs.pick_dtype, cached on disk).
+    bfloat16 is native and timed clearly faster (specviz.pricing.costs.pick_dtype, cached on disk).
     None means bfloat16 on CUDA and CPU_DTYPE on a CPU.
-    speedups: apply specviz.models.speedups (lossless, CPU float32 only); None means on unless the
+    speedups: apply specviz.passes.speedups (lossless, CPU float32 only); None means on unless the
     environment sets SPECVIZ_NO_SPEEDUPS=1. Tiny random models never get them.
     """
     spec = (spec or "bundled").strip()
@@ -168,7 +169,7 @@ def local_source(name: str) -> str:
 def _settle_dtype(loaded: LoadedModel, progress, tuned: bool) -> None:
     """dtype "auto" on a CPU: stay in float32 unless bfloat16 was timed clearly faster (cached)."""
     # Deferred: costs loads transformers (through kvcache), which importing the loader need not.
-    from specviz.models import costs
+    from specviz.pricing import costs
 
     chosen = costs.pick_dtype(loaded)
     if chosen != loaded.dtype:

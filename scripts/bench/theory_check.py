@@ -1,7 +1,7 @@
 """Theory against measurement, and the batch-size curve, as Markdown for docs/BENCHMARKS.md.
 
-    python scripts/theory_check.py --method pld --ks 2,4                   # bundled model, CPU
-    python scripts/theory_check.py --target DIR --draft DIR --method draft --ks 2,4,6,8 --dtype bf16 --batch
+    python scripts/bench/theory_check.py --method pld --ks 2,4                   # bundled model, CPU
+    python scripts/bench/theory_check.py --target DIR --draft DIR --method draft --ks 2,4,6,8 --dtype bf16 --batch
 
 For each K it decodes the prompt speculatively and plainly (trace recording off), reads α and c
 off the traces, takes v(K+1) from the target's cost profile (the curve the planner decides with:
@@ -17,13 +17,12 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from specviz import generate, load
 from specviz.measure import batch_effect
 from specviz.decoding import planner
-from specviz.measure import theory  # noqa: E402
-from specviz.viz.compare_figures import theory_sentence  # noqa: E402
+from specviz.measure import theory
+from specviz.viz.compare_figures import theory_sentence
 
 PROMPT = ("Write the days of the week, one per line, then the months of the year, one per line, "
           "then the days of the week again.")

@@ -10,31 +10,29 @@
 4. It reports the recommended configuration's measured speed against the sweep's best, and the top
    pick's predicted speedup against its checked measurement.
 
-    .venv/bin/python scripts/advise_bench.py --max-new-tokens 40 --k-max 5 --repeats 2 --record \\
+    .venv/bin/python scripts/bench/advise_bench.py --max-new-tokens 40 --k-max 5 --repeats 2 \\
         --out docs/bench/2026-12-01-advise
 
 The default prompts are six of the public set, one per kind (IDS): on a 2-core CPU the sweep of six
 candidates × K 1…5 × 2 repeats then takes about half an hour.
 
-Writes profile.json (the advisor's), sweep.json and summary.md to --out; with --record also
-assets/recorded_advice.json, the profile the app's Advise tab opens on.
+Writes profile.json (the advisor's), sweep.json and summary.md to --out. The profile the app's
+Advise tab opens on is recorded by scripts/assets/record_advice.py, with the same candidates and prompts.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import statistics
 import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[2]
 
-from specviz.decoding import planner  # noqa: E402
-from specviz.measure import advice, advisor  # noqa: E402
-from specviz.models.loader import load  # noqa: E402
+from specviz.decoding import planner
+from specviz.measure import advice, advisor
+from specviz.loading.loader import load
 
 CANDIDATES = "head,layerskip,layerskip:0-5+24-29,pld,logitspec,hybrid"
 PROMPTS = ROOT.parent / "shared" / "bench" / "prompts.json"
@@ -52,7 +50,6 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--refine", type=int, default=4, help="the sweep's N best to measure again (default 4)")
     ap.add_argument("--refine-repeats", type=int, default=4, help="(default 4)")
-    ap.add_argument("--record", action="store_true", help="also write assets/recorded_advice.json")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -66,8 +63,6 @@ def main() -> None:
     profile = advisor.measure(target, cands, prompts, load, planner.verify_cost(target), say, k_max=args.k_max,
                               max_new_tokens=args.max_new_tokens, check=2)
     advice.save(profile, out / "profile.json")
-    if args.record:
-        shutil.copy(out / "profile.json", ROOT / "assets" / "recorded_advice.json")
 
     common = dict(max_new_tokens=args.max_new_tokens, temperature=0.0, top_p=1.0, seed=0, plan=False, record=False)
     configs = [(c, k) for c in cands for k in range(1, args.k_max + 1)]

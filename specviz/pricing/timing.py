@@ -14,8 +14,8 @@ from pathlib import Path
 
 import torch
 
-from specviz.models import fastpath, speedups
-from specviz.models.kvcache import new_cache, rollback
+from specviz.passes import fastpath, speedups
+from specviz.passes.kvcache import new_cache, rollback
 from specviz.models.loaded import LoadedModel
 
 

@@ -4,7 +4,7 @@ Starts two vLLM servers of the bundled model from .venv-vllm (one plain, one wit
 `--speculative-config` ngram at the same K), decodes the public prompts greedily with each
 (specviz/measure/served_compare.py), prints a markdown table with the date and CPU, and stops both.
 
-    python scripts/vllm_bench.py [--prompts ../shared/bench/prompts.json] [--n 6] [--k 4] [--tokens 64]
+    python scripts/bench/vllm_bench.py [--prompts ../shared/bench/prompts.json] [--n 6] [--k 4] [--tokens 64]
 """
 from __future__ import annotations
 
@@ -15,13 +15,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[2]
 
-import specviz  # noqa: E402
-from specviz import vllm_serve  # noqa: E402
-from specviz.measure.advisor import machine  # noqa: E402
-from specviz.measure.served_compare import compare, table  # noqa: E402
+import specviz
+from specviz.loading.loader import local_source
+from specviz.served import vllm_serve
+from specviz.measure.advisor import machine
+from specviz.measure.served_compare import compare, table
 
 
 def main() -> None:
@@ -36,9 +36,9 @@ def main() -> None:
     logs = Path(tempfile.mkdtemp(prefix="specviz-vllm-bench-"))
     ngram = json.dumps({"method": "ngram", "num_speculative_tokens": args.k, "prompt_lookup_max": 3,
                         "prompt_lookup_min": 1})
-    plain = vllm_serve.start("bundled", 8021, logs / "plain.log")
+    plain = vllm_serve.start(local_source("bundled"), 8021, logs / "plain.log")
     try:
-        spec = vllm_serve.start("bundled", 8022, logs / "ngram.log", extra=["--speculative-config", ngram])
+        spec = vllm_serve.start(local_source("bundled"), 8022, logs / "ngram.log", extra=["--speculative-config", ngram])
         try:
             rows = compare(specviz.load(f"vllm:{plain.url}|bundled"), prompts, args.k, args.tokens, args.repeats,
                            spec=specviz.load(f"vllm:{spec.url}|bundled"), progress=lambda m: print(m, file=sys.stderr))

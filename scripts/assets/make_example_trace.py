@@ -1,6 +1,6 @@
 """Precompute the example run the app opens on, so its first paint needs no model.
 
-    python scripts/make_example_trace.py            # writes assets/example_trace.json and example_ar_trace.json
+    python scripts/assets/make_example_trace.py            # writes assets/example_trace.json and example_ar_trace.json
 
 Uses the bundled model (offline) and the app's default method with the first example prompt
 (assets/examples.json), sampled (T > 0), so that its cycles show the residual a rejection is
@@ -15,14 +15,13 @@ import json
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[2]
 
-import torch  # noqa: E402
+import torch
 
-from specviz import Decoder, load  # noqa: E402
-from specviz.ui.settings import RunSettings  # noqa: E402
-from specviz.viz.runs import instructive_cycle, teaches_everything  # noqa: E402
+from specviz import Decoder, load
+from specviz.ui.settings import RunSettings
+from specviz.viz.runs import instructive_cycle, teaches_everything
 
 ASSETS = ROOT / "assets"
 DIGITS = 5  # probabilities and seconds keep 5 significant digits: plenty to read, a smaller file

@@ -1,9 +1,9 @@
 """Record the lessons' runs, so a lesson replays at once, before any model loads.
 
-    python scripts/make_lesson_traces.py              # every lesson → assets/lessons/<file>.json
-    python scripts/make_lesson_traces.py retrieval    # only the lessons named
-    python scripts/make_lesson_traces.py pairs        # only the runs the Side by side pairs add
-    python scripts/make_lesson_traces.py --repeats 3  # keep the fastest of 3 runs: steadier timings
+    python scripts/assets/make_lesson_traces.py              # every lesson → assets/lessons/<file>.json
+    python scripts/assets/make_lesson_traces.py retrieval    # only the lessons named
+    python scripts/assets/make_lesson_traces.py pairs        # only the runs the Side by side pairs add
+    python scripts/assets/make_lesson_traces.py --repeats 3  # keep the fastest of 3 runs: steadier timings
 
 Each file is an exported trace (specviz/decoding/tracefile.py): the run, its measured AR baseline and
 meta (the prompt, the lesson, the cycle to look at). Uses the bundled model, offline. Run it
@@ -19,15 +19,14 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[2]
 
-import torch  # noqa: E402
+import torch
 
-from specviz import Decoder, load  # noqa: E402
-from specviz.decoding import tracefile  # noqa: E402
-from specviz.ui.lessons import LESSON_DIR, LESSONS  # noqa: E402
-from specviz.ui.pairs import PAIRS, RECORDED_SIDES  # noqa: E402
+from specviz import Decoder, load
+from specviz.decoding import tracefile
+from specviz.ui.lessons import LESSON_DIR, LESSONS
+from specviz.ui.pairs import PAIRS, RECORDED_SIDES
 
 DIGITS = 5  # significant digits kept in probabilities and seconds: readable, and a third of the size
 
