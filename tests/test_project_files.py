@@ -93,3 +93,25 @@ def test_the_package_version_is_pyprojects():
 
     project = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     assert f'version = "{SPECVIZ_VERSION}"' in project and specviz.__version__ == SPECVIZ_VERSION
+
+
+def test_the_install_makes_specviz_a_command():
+    """After the README's install (scripts/install.sh installs the package editable), the
+    `specviz` console script declared in pyproject.toml exists beside this interpreter and
+    answers --help with its subcommands."""
+    import subprocess
+    import sys
+
+    command = Path(sys.executable).parent / "specviz"
+    assert command.is_file(), f"{command} is missing: scripts/install.sh installs the package with pip -e"
+    out = subprocess.run([str(command), "--help"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert all(name in out.stdout for name in ("generate", "bench", "advise", "vllm-serve"))
+
+
+def test_no_script_patches_sys_path():
+    """No file under scripts/ reaches the package by editing sys.path: the install puts it on
+    the path, as it does for every user's own scripts."""
+    scripts = sorted((ROOT / "scripts").rglob("*.py"))
+    assert len(scripts) >= 10
+    assert [p.name for p in scripts if "sys.path" in p.read_text(encoding="utf-8")] == []
