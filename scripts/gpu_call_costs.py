@@ -14,11 +14,8 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[1]
 
 from specviz.decoding.engine import Decoder
 from specviz.pricing.timing import cpu_name
@@ -26,6 +23,8 @@ from specviz.ui import work, zerogpu
 from specviz.ui.settings import RunSettings
 from specviz.ui.state import MODELS
 from tests import fork_gpu
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def timed(fn):

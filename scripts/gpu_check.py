@@ -26,13 +26,11 @@ from types import SimpleNamespace
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-
-from specviz.measure import batch_effect
-from specviz.measure import bench
-from specviz.pricing import costs, timing
-from specviz.measure import theory
 from specviz.loading.loader import derive_draft, load, tiny_random, wrap
+from specviz.measure import batch_effect, bench, theory
+from specviz.pricing import costs, timing
+
+ROOT = Path(__file__).resolve().parents[1]
 
 PROMPTS = ROOT.parent / "shared" / "bench" / "prompts.json"
 METHODS = ("hf", "hf_pld", "ar", "pld", "logitspec", "head")

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import ssl
-import statistics
 import sys
 import threading
 import time
@@ -36,8 +35,9 @@ def percentile(xs: list[float], q: float) -> float:
 def app_pid(url: str) -> int | None:
     """The process listening on the URL's port, if psutil can see it."""
     try:
-        import psutil
         from urllib.parse import urlparse
+
+        import psutil
 
         port = urlparse(url).port
         for conn in psutil.net_connections(kind="tcp"):

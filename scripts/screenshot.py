@@ -10,7 +10,6 @@ the app runs in-process on a free local port with the bundled model.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]

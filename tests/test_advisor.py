@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from specviz.decoding.trace import CycleTrace, NodeTrace, RunTrace
+from specviz.loading.loader import load
 from specviz.measure import advice, advisor
 from specviz.measure.theory import speedup
-from specviz.loading.loader import load
 
 ROOT = Path(__file__).resolve().parents[1]
 

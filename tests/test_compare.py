@@ -161,10 +161,10 @@ def test_a_row_that_sent_no_draft_says_why():
 def test_the_recorded_compare_rows_explain_a_row_that_sent_nothing():
     """The Compare tab's recorded rows carry what each drafted, and every speculative row that
     drafted nothing explains itself in the table it opens on."""
+    import json
+
     from specviz.ui.recorded import RECORDED
     from specviz.viz.compare_figures import compare_table_html, nothing_sent
-
-    import json
     rows = json.loads(RECORDED.read_text(encoding="utf-8"))["compare"]["rows"]
     spec = [r for r in rows if r["method"] != "ar"]
     assert spec and all(isinstance(r.get("drafted_tokens"), int) for r in spec)

@@ -5,8 +5,8 @@ import pytest
 import torch
 
 import specviz
-from specviz.pricing import costs
 from specviz.loading.loader import tiny_random
+from specviz.pricing import costs
 
 
 def linear_time(n: int) -> float:

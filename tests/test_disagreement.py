@@ -13,8 +13,8 @@ import pytest
 
 from specviz.decoding.engine import generate
 from specviz.decoding.trace import BONUS, FROM_DRAFT, RESAMPLED, TARGET, RunTrace
-from specviz.measure.disagreement import CAVEAT, Disagreement, disagreement, why_not
 from specviz.loading.loader import load
+from specviz.measure.disagreement import CAVEAT, Disagreement, disagreement, why_not
 
 KINDS = {"d": FROM_DRAFT, "r": RESAMPLED, "b": BONUS, "t": TARGET, "p": TARGET}
 

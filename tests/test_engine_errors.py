@@ -60,8 +60,8 @@ def test_mismatched_tokenizers_name_both_models(tiny, word_level_model):
 
 @pytest.fixture(scope="module")
 def word_level_model():
-    from transformers import PreTrainedTokenizerFast
     from tokenizers import Tokenizer, models
+    from transformers import PreTrainedTokenizerFast
 
     vocab = {f"t{i}": i for i in range(32)}
     tok = PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.WordLevel(vocab, unk_token="t0")))

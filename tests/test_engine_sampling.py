@@ -11,8 +11,8 @@ import torch
 import specviz
 import specviz.decoding.verify as verify_mod
 from specviz.drafting.sampling import Sampling, probs_from_logits
-from specviz.teach.toy import chi_square_p_value, tv, tv_threshold
 from specviz.drafting.tree import DraftTree
+from specviz.teach.toy import chi_square_p_value, tv, tv_threshold
 from tests import twins
 from tests.reference import nucleus
 from tests.tiny import pair

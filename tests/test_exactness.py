@@ -15,12 +15,12 @@ import torch
 
 from specviz.decoding.engine import Decoder
 from specviz.decoding.targets import BatchedTarget
+from specviz.decoding.trace import BONUS, FROM_DRAFT, RESAMPLED
 from specviz.loading.loader import derive_draft, tiny_random
 from specviz.proposers import make_proposer
 from specviz.proposers.draft_model import DraftModelProposer, shared_steps
 from specviz.proposers.head import HeadProposer
 from specviz.teach.toy import chi_square_p_value
-from specviz.decoding.trace import BONUS, FROM_DRAFT, RESAMPLED
 from specviz.training.head_train import new_head
 from tests import twins
 from tests.reference import exact_joint

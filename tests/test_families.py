@@ -14,14 +14,14 @@ from scipy.stats import chisquare
 from transformers import DynamicCache
 
 import specviz
-import specviz.passes.kvcache as kvcache_mod
 import specviz.decoding.verify as verify_mod
+import specviz.passes.kvcache as kvcache_mod
+from specviz.drafting.tree import DraftTree
+from specviz.loading.loader import ModelLoadError, TokenizerMismatch, load
 from specviz.measure.comparison import Comparison, Config, Shared
 from specviz.models.families import FAMILIES, derive_draft, family_of, tiny_random
 from specviz.passes.kvcache import cache_len, new_cache, rollback
-from specviz.loading.loader import ModelLoadError, TokenizerMismatch, load
 from specviz.proposers.layer_skip import self_draft
-from specviz.drafting.tree import DraftTree
 from tests.tiny import hf_greedy, word_tokenizer
 
 TESTED = ("llama", "qwen2", "gemma3", "gpt2")  # families with twin tests below; presets must stay inside

@@ -8,9 +8,9 @@ import torch
 from specviz.decoding.engine import generate
 from specviz.decoding.targets import LocalTarget
 from specviz.drafting.tree import DraftTree
+from specviz.loading.loader import derive_draft, tiny_random
 from specviz.passes import fastpath, speedups
 from specviz.passes.kvcache import new_cache, rollback
-from specviz.loading.loader import derive_draft, tiny_random
 from tests.tiny import PROMPTS
 
 pytestmark = pytest.mark.skipif(not speedups._onednn_works(), reason="this torch build has no oneDNN linear")

@@ -179,8 +179,8 @@ def test_missing_or_corrupt_file_says_what_to_do(tmp_path):
 
 def test_wrong_shape_says_what_to_do(tiny_head, tmp_path):
     """A file whose tensors do not match its config raises ModelLoadError naming the file."""
-    from safetensors.torch import load_file, save_file
     from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
 
     target, head = tiny_head
     path = tmp_path / "head.safetensors"
@@ -260,8 +260,8 @@ def test_the_heads_step_is_priced_on_this_machine(bundled_target, tiny_head):
     passes (costs.step_cost, cached: building it again gives the same number, so a seed gives the
     same run), and the planner of a hybrid run prices K with it; beside a target too small to
     profile it keeps the class's prior."""
-    from specviz.pricing import costs
     from specviz.passes import speedups
+    from specviz.pricing import costs
     from specviz.proposers import head as head_mod
     from specviz.proposers.hybrid import HybridProposer
 

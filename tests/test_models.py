@@ -10,8 +10,15 @@ import torch
 
 from specviz.loading import bundled as bundled_mod
 from specviz.loading import loader as models
-from specviz.loading.loader import (EMPTY_PROMPT, ModelLoadError, TokenizerMismatch, check_tokenizers,
-                            derive_draft, load, tiny_random)
+from specviz.loading.loader import (
+    EMPTY_PROMPT,
+    ModelLoadError,
+    TokenizerMismatch,
+    check_tokenizers,
+    derive_draft,
+    load,
+    tiny_random,
+)
 from tests.tiny import word_tokenizer
 
 PROMPT = [1, 5, 9, 2, 7, 7, 3]
@@ -330,8 +337,8 @@ def test_bundled_chat_prompt_ends_with_assistant_turn(bundled):
 @pytest.mark.bundled
 def test_bundled_tokenizer_mismatch(bundled):
     """A copy of the bundled tokenizer with two ids swapped is caught; an exact copy passes."""
-    from transformers import PreTrainedTokenizerFast
     from tokenizers import Tokenizer
+    from transformers import PreTrainedTokenizerFast
 
     state = json.loads(bundled.tokenizer.backend_tokenizer.to_str())
     vocab = state["model"]["vocab"]

@@ -5,9 +5,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from specviz.loading.loader import check_tokenizers, tiny_random
 from specviz.measure.pair_check import LEVELS, TOPICS, Finding, blocking, pair_check
 from specviz.models.common import TokenizerMismatch
-from specviz.loading.loader import check_tokenizers, tiny_random
 
 TEMPLATE = "{% for m in messages %}<user> {{ m['content'] }} {% endfor %}"
 SIZES = dict(hidden_size=16, heads=2, kv_heads=1, intermediate=32, layers=1)

@@ -7,11 +7,11 @@ import torch
 
 import specviz
 from specviz.decoding.engine import Decoder
-from specviz.loading.loader import derive_draft, tiny_random
 from specviz.decoding.planner import PRIOR_V, PROFILE_MIN_PARAMS, Planner, key, verify_cost
+from specviz.drafting.tree import DraftTree, Source, SourceKind
+from specviz.loading.loader import derive_draft, tiny_random
 from specviz.proposers.draft_model import DraftModelProposer
 from specviz.teach.toy import chi_square_p_value
-from specviz.drafting.tree import DraftTree, Source, SourceKind
 from tests.reference import exact_joint
 from tests.tiny import PROMPTS, hf_greedy
 

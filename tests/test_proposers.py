@@ -5,13 +5,13 @@ import pytest
 import torch
 
 import specviz
+from specviz.drafting.sampling import Sampling
+from specviz.drafting.tree import Source, SourceKind
 from specviz.proposers import make_proposer
 from specviz.proposers.base import ProposeContext
 from specviz.proposers.logitspec import LogitSpecProposer, branch_lengths, merge_branches
 from specviz.proposers.ngram_index import NgramIndex
 from specviz.proposers.prompt_lookup import PromptLookupProposer
-from specviz.drafting.sampling import Sampling
-from specviz.drafting.tree import Source, SourceKind
 from tests.tiny import PROMPTS, hf_greedy, pair
 
 PHRASE = [10, 11, 12, 13, 14, 15]

@@ -10,8 +10,17 @@ import pytest
 import specviz
 from specviz.decoding import tracefile
 from specviz.decoding.trace import RunTrace
-from specviz.viz import (acceptance_figure, cache_html, metrics_html, narrate, pq_figure, residual_figure,
-                         text_html, timeline_figure, tree_figure)
+from specviz.viz import (
+    acceptance_figure,
+    cache_html,
+    metrics_html,
+    narrate,
+    pq_figure,
+    residual_figure,
+    text_html,
+    timeline_figure,
+    tree_figure,
+)
 from tests.tiny import pair
 
 gr = pytest.importorskip("gradio")

@@ -12,18 +12,17 @@ import threading
 
 import pytest
 import torch
+from tiny import PROMPTS, Gathered, run_together
 
 from specviz.decoding.engine import Decoder
 from specviz.decoding.targets import BatchedTarget
-from specviz.passes import ragged
-from specviz.models.families import tiny_random
-from specviz.passes.kvcache import cache_len, new_cache
 from specviz.loading.loader import derive_draft
+from specviz.models.families import tiny_random
+from specviz.passes import ragged
+from specviz.passes.kvcache import cache_len, new_cache
 from specviz.proposers.draft_model import DraftModelProposer, _plain, shared_steps
 from specviz.proposers.head import HeadProposer
 from specviz.training.head_train import new_head
-
-from tiny import PROMPTS, Gathered, run_together
 
 
 def _at_once(fn, args: list) -> list:

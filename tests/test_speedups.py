@@ -6,10 +6,10 @@ import pytest
 import torch
 
 import specviz
+from specviz.drafting.tree import DraftTree
+from specviz.loading.loader import tiny_random
 from specviz.passes import speedups
 from specviz.passes.kvcache import new_cache, rollback
-from specviz.loading.loader import tiny_random
-from specviz.drafting.tree import DraftTree
 from tests.tiny import PROMPTS, hf_greedy
 
 N = 12  # new tokens per greedy check

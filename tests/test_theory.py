@@ -9,12 +9,11 @@ import math
 import pytest
 
 import specviz
-from specviz.measure import batch_effect
-from specviz.pricing import costs
 from specviz.decoding import planner
-from specviz.measure import theory
-from specviz.pricing.costs import CostProfile
 from specviz.decoding.trace import CycleTrace, NodeTrace, RunTrace
+from specviz.measure import batch_effect, theory
+from specviz.pricing import costs
+from specviz.pricing.costs import CostProfile
 from tests.tiny import FixedTreeProposer, pair
 
 PROMPT = [4, 8, 15, 16, 23, 30, 2, 11, 6, 4, 8, 15]
@@ -213,8 +212,8 @@ def test_theory_handler_returns_the_targets_cost_profile_figure(fake_passes, mon
     (planner.verify_cost), through work.verify_cost, also when that runs in a forked worker and its
     result comes back pickled: its fourth output is that profile's figure, with the run's verify pass
     on it, the analysis's v_k is the profile's v(K+1), and the status says where the profile came from."""
-    from specviz.ui import zerogpu
     from specviz.ui import compare_tab as compare
+    from specviz.ui import zerogpu
     from specviz.ui.state import MODELS
     from tests import fork_gpu
 

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from specviz.teach import toy
-from specviz.drafting.tree import DraftTree
 from specviz.decoding.verify import verify_sampling
+from specviz.drafting.tree import DraftTree
+from specviz.teach import toy
 from tests import twins
 
 N = toy.MAX_SAMPLES

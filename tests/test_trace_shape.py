@@ -3,7 +3,7 @@ costs time to read: texts, top lists, the replacement's probability)."""
 import pytest
 
 import specviz
-from specviz.decoding.trace import NodeTrace, TARGET
+from specviz.decoding.trace import TARGET, NodeTrace
 from tests.tiny import PROMPTS, pair
 
 

@@ -2,8 +2,8 @@
 import pytest
 import torch
 
-from specviz.passes.kvcache import cache_len, new_cache
 from specviz.drafting.tree import DraftTree
+from specviz.passes.kvcache import cache_len, new_cache
 from tests.tiny import pair
 
 PREFIX = [3, 17, 9, 25, 4, 11, 30, 2]

@@ -11,7 +11,8 @@ import functools
 import pytest
 import torch
 
-from specviz.decoding import engine, verify as rules
+from specviz.decoding import engine
+from specviz.decoding import verify as rules
 from specviz.drafting.sampling import Sampling
 from specviz.drafting.tree import DraftTree
 

@@ -9,10 +9,33 @@ from html.parser import HTMLParser
 
 import pytest
 
-from specviz.decoding.trace import (ACCEPTED, BONUS, FROM_DRAFT, NOT_REACHED, REJECTED, RESAMPLED, TARGET, Alt,
-                           CycleTrace, NodeTrace, RunTrace)
-from specviz.viz import (acceptance_figure, cache_html, instructive_cycle, legend_html, metrics_html, narrate,
-                         pq_figure, residual_figure, teaches_everything, text_html, timeline_figure, tree_figure)
+from specviz.decoding.trace import (
+    ACCEPTED,
+    BONUS,
+    FROM_DRAFT,
+    NOT_REACHED,
+    REJECTED,
+    RESAMPLED,
+    TARGET,
+    Alt,
+    CycleTrace,
+    NodeTrace,
+    RunTrace,
+)
+from specviz.viz import (
+    acceptance_figure,
+    cache_html,
+    instructive_cycle,
+    legend_html,
+    metrics_html,
+    narrate,
+    pq_figure,
+    residual_figure,
+    teaches_everything,
+    text_html,
+    timeline_figure,
+    tree_figure,
+)
 from specviz.viz.style import MODEBAR_STRIP
 
 NASTY = ["<img src=x onerror=alert(1)>", "<script>alert(1)</script>", "$x$", "**b**", " a\nb"]

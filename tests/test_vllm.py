@@ -17,14 +17,13 @@ import pytest
 import torch
 
 import specviz
-from specviz.loading.loader import local_source
-from specviz.served import vllm_serve
 from specviz.decoding.engine import Decoder
 from specviz.decoding.served import served_plain
 from specviz.decoding.trace import FROM_DRAFT, RESAMPLED
-from specviz.loading.loader import derive_draft, tiny_random
-from specviz.served.remote import HIDDEN_REFUSED
+from specviz.loading.loader import derive_draft, local_source, tiny_random
 from specviz.proposers.draft_model import DraftModelProposer
+from specviz.served import vllm_serve
+from specviz.served.remote import HIDDEN_REFUSED
 from specviz.teach.toy import chi_square_p_value
 from tests import twins
 from tests.conftest import IN_CI

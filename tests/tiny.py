@@ -5,10 +5,10 @@ import threading
 
 import torch
 
-from specviz.loading.loader import derive_draft, tiny_random
-from specviz.proposers.base import Proposer
 from specviz.drafting.tree import DraftTree
+from specviz.loading.loader import derive_draft, tiny_random
 from specviz.passes.rounds import Rounds
+from specviz.proposers.base import Proposer
 
 PROMPTS = [[1, 5, 9, 2, 7], [3, 3, 3], [4, 8, 15, 16, 23, 30, 2, 11, 6]]
 # a chat template for word_tokenizer's specials
@@ -24,7 +24,8 @@ def pair(noise: float = 0.05, vocab: int = 32, seed: int = 0, layers: int = 2):
 
 def word_tokenizer(n=40, swap=None):
     """A word-level tokenizer: specials at 0-3, then 'w4'..'w{n-1}'; `swap` exchanges two ids."""
-    from tokenizers import Tokenizer, models as tmodels, pre_tokenizers
+    from tokenizers import Tokenizer, pre_tokenizers
+    from tokenizers import models as tmodels
     from transformers import PreTrainedTokenizerFast
 
     vocab = {"<unk>": 0, "<eos>": 1, "<user>": 2, "<assistant>": 3, **{f"w{i}": i for i in range(4, n)}}

@@ -15,13 +15,13 @@ import json
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-
 import torch
 
 from specviz import Decoder, load
 from specviz.ui.settings import RunSettings
 from specviz.viz.runs import instructive_cycle, teaches_everything
+
+ROOT = Path(__file__).resolve().parents[2]
 
 ASSETS = ROOT / "assets"
 DIGITS = 5  # probabilities and seconds keep 5 significant digits: plenty to read, a smaller file

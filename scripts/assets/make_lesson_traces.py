@@ -19,14 +19,14 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-
 import torch
 
 from specviz import Decoder, load
 from specviz.decoding import tracefile
 from specviz.ui.lessons import LESSON_DIR, LESSONS
 from specviz.ui.pairs import PAIRS, RECORDED_SIDES
+
+ROOT = Path(__file__).resolve().parents[2]
 
 DIGITS = 5  # significant digits kept in probabilities and seconds: readable, and a third of the size
 

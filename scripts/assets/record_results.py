@@ -19,18 +19,17 @@ from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-
 import torch
 
 from specviz import load
-from specviz.measure import batch_effect
+from specviz.measure import batch_effect, theory
+from specviz.measure.comparison import Comparison, Config, Shared, parse_rows
 from specviz.pricing import costs
 from specviz.pricing.timing import cpu_name
-from specviz.measure import theory
-from specviz.measure.comparison import Comparison, Config, Shared, parse_rows
 from specviz.ui.compare_tab import BATCH_K, DEFAULT_PROMPT, DEFAULT_ROWS, MAX_NEW_DEFAULT
 from specviz.ui.recorded import RECORDED
+
+ROOT = Path(__file__).resolve().parents[2]
 
 DIGITS = 4  # timings and ratios keep 4 significant digits: more would only record noise
 # One thread: on a shared 2-core machine, thread hand-offs cost up to 20× the compute and the

@@ -28,11 +28,11 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-
 from specviz.decoding import planner
-from specviz.measure import advice, advisor
 from specviz.loading.loader import load
+from specviz.measure import advice, advisor
+
+ROOT = Path(__file__).resolve().parents[2]
 
 CANDIDATES = "head,layerskip,layerskip:0-5+24-29,pld,logitspec,hybrid"
 PROMPTS = ROOT.parent / "shared" / "bench" / "prompts.json"

@@ -13,15 +13,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 import torch
 
-
 from specviz import generate, load
-from specviz.measure import batch_effect
 from specviz.decoding import planner
-from specviz.measure import theory
+from specviz.measure import batch_effect, theory
 from specviz.viz.compare_figures import theory_sentence
 
 PROMPT = ("Write the days of the week, one per line, then the months of the year, one per line, "

@@ -15,13 +15,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-
 import specviz
 from specviz.loading.loader import local_source
-from specviz.served import vllm_serve
 from specviz.measure.advisor import machine
 from specviz.measure.served_compare import compare, table
+from specviz.served import vllm_serve
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def main() -> None:

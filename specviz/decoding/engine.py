@@ -18,23 +18,23 @@ from typing import Iterator
 
 import torch
 
-from specviz.pricing.timing import sync
-from specviz.passes.kvcache import cache_len, keep_path, rollback
-from specviz.loading.loader import LoadedModel, check_tokenizers
-from specviz.proposers import make_proposer
-from specviz.proposers.base import ProposeContext, Proposer
 from specviz.decoding.activity import ACTIVITY
-from specviz.decoding.prefills import PREFILLS, Prefill
 from specviz.decoding.planner import Planner, verify_cost
+from specviz.decoding.prefills import PREFILLS, Prefill
 from specviz.decoding.recorder import record_counts, record_cycle
 from specviz.decoding.runstate import LIVE, LiveCaches, RunState
-from specviz.decoding.targets import LocalTarget, VerifyAnswer, VerifyRequest, batched, target_for
-from specviz.served.remote import HIDDEN_REFUSED
-from specviz.drafting.sampling import Sampling
 from specviz.decoding.settings import DecodeSettings
+from specviz.decoding.targets import LocalTarget, VerifyAnswer, VerifyRequest, batched, target_for
 from specviz.decoding.trace import FROM_DRAFT, NOT_REACHED, TARGET, CycleTrace, RunTrace
-from specviz.drafting.tree import DraftTree
 from specviz.decoding.verify import verify
+from specviz.drafting.sampling import Sampling
+from specviz.drafting.tree import DraftTree
+from specviz.loading.loader import LoadedModel, check_tokenizers
+from specviz.passes.kvcache import cache_len, keep_path, rollback
+from specviz.pricing.timing import sync
+from specviz.proposers import make_proposer
+from specviz.proposers.base import ProposeContext, Proposer
+from specviz.served.remote import HIDDEN_REFUSED
 
 
 def new_state(target: LoadedModel, prompt, settings: DecodeSettings, draft: LoadedModel | None = None) -> RunState:

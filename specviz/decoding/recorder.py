@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import torch
 
-from specviz.drafting.sampling import Sampling
-from specviz.decoding.trace import Alt, CycleTrace, NodeTrace, NOT_REACHED
-from specviz.drafting.tree import DraftTree, Source, SourceKind
+from specviz.decoding.trace import NOT_REACHED, Alt, CycleTrace, NodeTrace
 from specviz.decoding.verify import Verdict
+from specviz.drafting.sampling import Sampling
+from specviz.drafting.tree import DraftTree, Source, SourceKind
 
 TOP_N = 5  # alternatives shown per node: enough to see what the model hesitated between
 

@@ -13,8 +13,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from specviz.proposers import resolve_k
 from specviz.drafting.sampling import check_settings, is_greedy
+from specviz.proposers import resolve_k
 
 MAX_K = 64  # deepest draft accepted: beyond this a verify pass costs more than it can win
 

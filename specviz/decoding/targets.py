@@ -28,12 +28,12 @@ from typing import Any
 import torch
 
 from specviz.drafting.tree import DraftTree
-from specviz.passes import fastpath, ragged
 from specviz.models.families import final_norm
-from specviz.passes.kvcache import TokenCache, cache_len, new_cache, undo_pass
-from specviz.served.remote import HIDDEN_REFUSED, rows_to_logits
 from specviz.models.loaded import LoadedModel
+from specviz.passes import fastpath, ragged
+from specviz.passes.kvcache import TokenCache, cache_len, new_cache, undo_pass
 from specviz.passes.rounds import Rounds, Slot
+from specviz.served.remote import HIDDEN_REFUSED, rows_to_logits
 
 MAX_PASS_TOKENS = 512  # rows in one batched pass: its logits alone are rows × vocabulary floats (100 MB here)
 

@@ -12,11 +12,33 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specviz.decoding.schema import (Bool, Int, ListOf, MapOf, Num, Obj, Plain, SchemaError, Text, check, enforced,
-                                     parse_json, shown)
+from specviz.decoding.schema import (
+    Bool,
+    Int,
+    ListOf,
+    MapOf,
+    Num,
+    Obj,
+    Plain,
+    SchemaError,
+    Text,
+    check,
+    enforced,
+    parse_json,
+    shown,
+)
 from specviz.decoding.settings import MAX_K
-from specviz.decoding.trace import (ACCEPTED, BONUS, FROM_DRAFT, NOT_REACHED, REJECTED, RESAMPLED, TARGET, RunTrace,
-                                    summarize)
+from specviz.decoding.trace import (
+    ACCEPTED,
+    BONUS,
+    FROM_DRAFT,
+    NOT_REACHED,
+    REJECTED,
+    RESAMPLED,
+    TARGET,
+    RunTrace,
+    summarize,
+)
 
 FORMAT, VERSION = "specviz-trace", 1
 PAIR_FORMAT = "specviz-pair"  # Side by side's export: two trace documents, "a" and "b"

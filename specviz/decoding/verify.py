@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from specviz.drafting.sampling import Sampling
 from specviz.decoding.trace import ACCEPTED, BONUS, REJECTED, RESAMPLED, TARGET
+from specviz.drafting.sampling import Sampling
 from specviz.drafting.tree import DraftTree
 
 

@@ -14,7 +14,8 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
-from specviz.models.common import ModelLoadError, cache_root, say as _say
+from specviz.models.common import ModelLoadError, cache_root
+from specviz.models.common import say as _say
 
 log = logging.getLogger(__name__)
 

@@ -26,12 +26,14 @@ import time
 import torch
 
 from specviz.loading import bundled
-from specviz.served import remote
-from specviz.passes import speedups as _speedups
-from specviz.models.common import ModelLoadError, TokenizerMismatch, cache_root, say as _say  # noqa: F401 -- re-exported
+from specviz.models.common import ModelLoadError, TokenizerMismatch, cache_root  # noqa: F401 -- re-exported
+from specviz.models.common import say as _say
+
 # Tiny twins live beside the family knowledge they need; re-exported here as the public API.
 from specviz.models.families import derive_draft, parse_tiny, tiny_random  # noqa: F401
 from specviz.models.loaded import EMPTY_PROMPT, LoadedModel, wrap  # noqa: F401 -- re-exported
+from specviz.passes import speedups as _speedups
+from specviz.served import remote
 
 log = logging.getLogger(__name__)
 

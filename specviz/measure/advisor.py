@@ -29,12 +29,26 @@ from typing import Callable, Iterator
 
 from specviz.decoding.engine import generate
 from specviz.decoding.trace import RunTrace
-from specviz.measure.advice import (LOAD_BATCHES, MISS, Candidate, Check, LoadCost, Measured,  # noqa: F401
-                                    Profile, load, miss_reason, predicted_speedup, ranked, report, save)
+from specviz.measure.advice import (  # noqa: F401
+    LOAD_BATCHES,
+    MISS,
+    Candidate,
+    Check,
+    LoadCost,
+    Measured,
+    Profile,
+    load,
+    miss_reason,
+    predicted_speedup,
+    ranked,
+    report,
+    save,
+)
 from specviz.measure.disagreement import disagreement, why_not
 from specviz.measure.pair_check import blocking, pair_check
 from specviz.pricing.timing import pass_times
 from specviz.proposers import proposer_class
+
 
 # -- measurement -------------------------------------------------------------------------------------
 def count_positions(runs: list[RunTrace], k_max: int) -> tuple[int, list[float], list[float], list[float]]:

@@ -16,7 +16,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-
 from specviz.loading.loader import LoadedModel, cache_root
 from specviz.pricing.timing import hardware, pass_times, read_cache_file, write_cache_entry
 

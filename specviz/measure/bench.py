@@ -22,9 +22,9 @@ from typing import Callable
 import torch
 
 from specviz.decoding.engine import generate
+from specviz.decoding.planner import verify_cost
 from specviz.decoding.served import served_plain
 from specviz.loading.loader import load
-from specviz.decoding.planner import verify_cost
 
 LOOKUP_METHODS = ("pld", "logitspec")  # draft lengths come from the proposer's own knobs, K only caps them
 HF_PLD_TOKENS = 10  # transformers' documented default for prompt_lookup_num_tokens

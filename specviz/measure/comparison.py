@@ -17,11 +17,11 @@ from typing import Callable, Iterator
 
 from specviz.decoding.engine import Decoder
 from specviz.decoding.served import served_plain
-from specviz.loading.loader import LoadedModel
-from specviz.proposers import METHODS, default_k, resolve_draft, resolve_k
-from specviz.drafting.sampling import check_settings, is_greedy
 from specviz.decoding.settings import MAX_K, DecodeSettings
 from specviz.decoding.trace import RunTrace
+from specviz.drafting.sampling import check_settings, is_greedy
+from specviz.loading.loader import LoadedModel
+from specviz.proposers import METHODS, default_k, resolve_draft, resolve_k
 
 MAX_CONFIGS = 6  # more rows than fit beside one bar chart at a glance
 WARMUP_TOKENS = 4  # enough to touch every code path (prefill, a draft, a verify, a rollback)

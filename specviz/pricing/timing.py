@@ -14,9 +14,9 @@ from pathlib import Path
 
 import torch
 
+from specviz.models.loaded import LoadedModel
 from specviz.passes import fastpath, speedups
 from specviz.passes.kvcache import new_cache, rollback
-from specviz.models.loaded import LoadedModel
 
 
 def hardware(device: torch.device) -> str:

@@ -10,10 +10,10 @@ import weakref
 
 import torch
 
+from specviz.drafting.tree import DraftTree, Source, SourceKind
 from specviz.passes import fastpath, ragged
 from specviz.passes.kvcache import cache_len, new_cache, rollback, undo_pass
 from specviz.passes.rounds import Rounds, Slot
-from specviz.drafting.tree import DraftTree, Source, SourceKind
 from specviz.proposers.base import ProposeContext, Proposer
 
 MAX_STEP_TOKENS = 512  # tokens in one shared draft pass (a run catching up may bring many)

@@ -14,15 +14,14 @@ from pathlib import Path
 
 import torch
 
-from specviz.head.model import DEFAULT_PATH, check_target, load_head, target_parts
 from specviz.drafting.sampling import Sampling
 from specviz.drafting.tree import DraftTree, Source, SourceKind
+from specviz.head.model import DEFAULT_PATH, check_target, load_head, target_parts
 from specviz.passes import speedups
-from specviz.pricing.cost_profile import PROFILE_MIN_PARAMS
-from specviz.served.remote import HIDDEN_REFUSED
 from specviz.passes.rounds import Rounds, Slot
+from specviz.pricing.cost_profile import PROFILE_MIN_PARAMS
 from specviz.proposers.base import ProposeContext, Proposer
-
+from specviz.served.remote import HIDDEN_REFUSED
 
 _HEADS: dict[tuple, torch.nn.Module] = {}  # loaded heads by (file, dtype, device); frozen, so shared
 _DIGESTS: dict[tuple, str] = {}  # their files' content digests, which name a head's timed step (_priced)

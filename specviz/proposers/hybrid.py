@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from specviz.loading.loader import ModelLoadError
 from specviz.drafting.tree import DraftTree
+from specviz.loading.loader import ModelLoadError
 from specviz.proposers.base import ProposeContext, Proposer
 from specviz.proposers.head import HeadProposer
 from specviz.proposers.logitspec import LogitSpecProposer

@@ -30,8 +30,8 @@ import torch.nn.functional as F
 
 from specviz.decoding.engine import generate
 from specviz.head.model import DEFAULT_PATH, DraftHead, config_for, load_head, save_head, target_parts
-from specviz.passes.kvcache import new_cache
 from specviz.loading.loader import load
+from specviz.passes.kvcache import new_cache
 from specviz.proposers.head import HeadProposer
 
 ASSETS = DEFAULT_PATH.parent

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import gradio as gr
 
-from specviz.measure import advice
 from specviz.loading.loader import EMPTY_PROMPT
+from specviz.measure import advice
 from specviz.ui import errors, work
 from specviz.ui.limits import check_prompt_text, check_run_settings
 from specviz.ui.presets import BUNDLED, K_RANGE, MAX_NEW_RANGE, TARGETS, TEMPERATURE_RANGE, TOP_P_RANGE

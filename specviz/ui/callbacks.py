@@ -13,14 +13,13 @@ import gradio as gr
 
 from specviz.decoding.engine import new_state
 from specviz.decoding.runstate import RunState
-from specviz.ui.limits import check_model_spec, check_prompt_text, check_run_settings
-from specviz.loading.loader import EMPTY_PROMPT, check_tokenizers
 from specviz.drafting.sampling import check_settings
+from specviz.loading.loader import EMPTY_PROMPT, check_tokenizers
 from specviz.ui import errors, views, work
+from specviz.ui.limits import check_model_spec, check_prompt_text, check_run_settings
 from specviz.ui.presets import draft_choices
 from specviz.ui.settings import RunSettings, from_inputs
 from specviz.ui.state import BASELINES, LIMITS, MODELS, SESSIONS, Session, load_with_progress, session_of
-
 
 AR_HINT = " Run, or Measure AR baseline, decodes the same prompt plainly for the timing panel."
 STOPPED = "Stopped. Step or Run continues this run; Reset starts again."

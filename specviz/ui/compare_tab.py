@@ -13,15 +13,15 @@ import functools
 
 import gradio as gr
 
+from specviz.loading.loader import EMPTY_PROMPT
 from specviz.measure import theory
 from specviz.measure.comparison import COLUMNS, Comparison, Config, Shared, parse_rows
+from specviz.ui import errors, recorded, work
 from specviz.ui.limits import check_prompt_text, check_run_settings
-from specviz.loading.loader import EMPTY_PROMPT
-from specviz.viz import compare_figures as cviz
 from specviz.ui.presets import BUNDLED, K_RANGE, MAX_NEW_RANGE, TARGETS
 from specviz.ui.state import BASELINES, LIMITS, load_with_progress, session_of
 from specviz.ui.views import status_html
-from specviz.ui import errors, recorded, work
+from specviz.viz import compare_figures as cviz
 
 DEFAULT_ROWS = [[BUNDLED, "hybrid", "", 16, 0.0],  # the app's default method first
                 [BUNDLED, "pld", "", 16, 0.0], [BUNDLED, "logitspec", "", 16, 0.0],

@@ -10,9 +10,9 @@ import html
 import gradio as gr
 
 from specviz import viz
-from specviz.viz.explain_steps import explain_html, explain_steps, explained_views
 from specviz.ui import views
 from specviz.ui.callbacks import on_screen, session_of
+from specviz.viz.explain_steps import explain_html, explain_steps, explained_views
 
 HINT = ('<div class="sv-explain sv-explain-hint">Press <b>Explain this cycle</b> to walk through the cycle '
         'on screen one rule at a time: proposal, verify pass, each accept or reject, residual or bonus, '

@@ -11,19 +11,30 @@ import threading
 
 import gradio as gr
 
-from specviz.decoding.engine import new_state
 from specviz.decoding import tracefile
-from specviz.ui import callbacks, explain, learn, lessons, memory, replay, views, work
+from specviz.decoding.engine import new_state
 from specviz.proposers import HEAD_DRAFT
-from specviz.ui.presets import (DEFAULT_METHOD, K_RANGE, KNOBS, MAX_NEW_RANGE, METHOD_LABELS, METHODS, TARGETS,
-                      TEMPERATURE_RANGE, TOP_P_RANGE, Knob, draft_choices, k_default)
-from specviz.ui.settings import BASE_INPUTS, RunSettings
-from specviz.ui import state
-from specviz.ui.limits import served_targets
-from specviz.ui.views import ASSETS
+from specviz.ui import callbacks, explain, learn, lessons, memory, replay, state, views, work
 from specviz.ui.advise_tab import build_advise_tab
 from specviz.ui.compare_tab import build_compare_tabs
+from specviz.ui.limits import served_targets
 from specviz.ui.pair_layout import build_pair_tab, wire_from_compare
+from specviz.ui.presets import (
+    DEFAULT_METHOD,
+    K_RANGE,
+    KNOBS,
+    MAX_NEW_RANGE,
+    METHOD_LABELS,
+    METHODS,
+    TARGETS,
+    TEMPERATURE_RANGE,
+    TOP_P_RANGE,
+    Knob,
+    draft_choices,
+    k_default,
+)
+from specviz.ui.settings import BASE_INPUTS, RunSettings
+from specviz.ui.views import ASSETS
 
 log = logging.getLogger(__name__)
 EXAMPLES = ASSETS / "examples.json"

@@ -13,13 +13,13 @@ import gradio as gr
 
 from specviz.decoding import tracefile
 from specviz.decoding.tracefile import TraceFile
-from specviz.viz.style import esc
 from specviz.ui import views
 from specviz.ui.callbacks import session_of
 from specviz.ui.presets import KNOBS
 from specviz.ui.replay import play_frames, show_trace
 from specviz.ui.settings import BASE_INPUTS, RunSettings
 from specviz.ui.views import ASSETS
+from specviz.viz.style import esc
 
 LESSON_DIR = ASSETS / "lessons"
 EXAMPLES = json.loads((ASSETS / "examples.json").read_text(encoding="utf-8"))

@@ -14,7 +14,6 @@ from specviz.loading.loader import HUB_ID
 from specviz.served.remote import PREFIX as REMOTE_PREFIX
 from specviz.ui.zerogpu import on_zero_gpu
 
-
 # On ZeroGPU each call runs in its own worker on its own GPU slice and mostly waits for one, so
 # several at once serve several visitors' Steps side by side; on 2 CPU cores one at a time is fastest.
 ZERO_GPU_CONCURRENCY = 4

@@ -8,8 +8,7 @@ from specviz.decoding.trace import RunTrace
 from specviz.ui import views
 from specviz.ui.limits import served_targets
 from specviz.ui.pair_sources import export_pair, from_compare, from_link, open_pair, replay_pair
-from specviz.ui.pair_tab import INPUTS, OUTPUTS, SIDE_INPUTS, race, reset, run, show_cycle, step, \
-    stop, unload
+from specviz.ui.pair_tab import INPUTS, OUTPUTS, SIDE_INPUTS, race, reset, run, show_cycle, step, stop, unload
 from specviz.ui.pairs import PAIRS
 from specviz.ui.presets import K_RANGE, MAX_NEW_RANGE, METHODS, TARGETS, draft_choices, k_default
 from specviz.ui.settings import RunSettings

@@ -20,13 +20,13 @@ from typing import Iterator
 import gradio as gr
 
 from specviz import viz
-from specviz.decoding.trace import RunTrace
 from specviz.decoding import tracefile
-from specviz.viz import pair_views as pv
+from specviz.decoding.trace import RunTrace
 from specviz.ui import errors, views
 from specviz.ui.callbacks import AR_HINT, BASELINES, advance, ensure_run, on_screen, stream_baseline
 from specviz.ui.settings import RunSettings, from_inputs
 from specviz.ui.state import SESSION_CAPACITY, Session, SessionStore
+from specviz.viz import pair_views as pv
 
 SIDE_INPUTS = ("target", "method", "draft", "k", "adaptive_k", "temperature", "top_p", "seed")
 SHARED_INPUTS = ("prompt", "max_new_tokens", "chat")

@@ -6,8 +6,8 @@ import inspect
 from dataclasses import dataclass
 from typing import Any
 
-from specviz.ui.limits import Limits
 from specviz.proposers import HEAD_DRAFT, default_k
+from specviz.ui.limits import Limits
 
 BUNDLED = "bundled"
 

@@ -11,10 +11,10 @@ from dataclasses import fields
 from functools import lru_cache
 
 from specviz.measure.batch_effect import BatchEffect
-from specviz.pricing.costs import CostProfile
 from specviz.measure.theory import Analysis
-from specviz.viz import compare_figures as cviz
+from specviz.pricing.costs import CostProfile
 from specviz.ui.views import ASSETS, status_html
+from specviz.viz import compare_figures as cviz
 
 RECORDED = ASSETS / "recorded_results.json"
 

@@ -14,7 +14,6 @@ from typing import Iterator
 
 import gradio as gr
 
-
 from specviz.decoding import tracefile
 from specviz.decoding.tracefile import TraceFile, TraceFileError
 from specviz.ui import views

@@ -13,15 +13,15 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
-from specviz.loading import loader as models
-from specviz.ui import memory
-from specviz.ui.limits import Limits, check_model_size, check_model_spec
-from specviz.ui.presets import BUNDLED
 from specviz.decoding.planner import PROFILE_MIN_PARAMS, verify_cost
 from specviz.decoding.runstate import LIVE, RunState
 from specviz.decoding.trace import RunTrace
-from specviz.proposers.head import HeadProposer
 from specviz.decoding.tracefile import TraceFile
+from specviz.loading import loader as models
+from specviz.proposers.head import HeadProposer
+from specviz.ui import memory
+from specviz.ui.limits import Limits, check_model_size, check_model_spec
+from specviz.ui.presets import BUNDLED
 from specviz.ui.settings import RunSettings
 from specviz.ui.zerogpu import model_device, on_zero_gpu
 

@@ -10,15 +10,15 @@ from __future__ import annotations
 import time
 from typing import Iterator
 
-from specviz.measure import advisor, batch_effect
 from specviz.decoding import planner
+from specviz.decoding.engine import Decoder
+from specviz.decoding.runstate import RunState
+from specviz.decoding.served import served_plain
+from specviz.decoding.trace import RunTrace
+from specviz.loading.loader import LoadedModel
+from specviz.measure import advisor, batch_effect
 from specviz.measure.comparison import Comparison
 from specviz.pricing.costs import CostProfile
-from specviz.decoding.engine import Decoder
-from specviz.decoding.served import served_plain
-from specviz.loading.loader import LoadedModel
-from specviz.decoding.runstate import RunState
-from specviz.decoding.trace import RunTrace
 from specviz.ui.state import MODELS
 from specviz.ui.zerogpu import ModelNotInWorker, on_gpu
 

@@ -9,8 +9,21 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from specviz.measure import advice
-from specviz.viz.style import (BLACK, BLUE, GREEN, GREY, ORANGE, PURPLE, SKY, VERMILLION, YELLOW, base_layout,
-                               esc, esc_plot, note_figure)
+from specviz.viz.style import (
+    BLACK,
+    BLUE,
+    GREEN,
+    GREY,
+    ORANGE,
+    PURPLE,
+    SKY,
+    VERMILLION,
+    YELLOW,
+    base_layout,
+    esc,
+    esc_plot,
+    note_figure,
+)
 
 PALETTE = (BLUE, ORANGE, GREEN, VERMILLION, PURPLE, SKY, BLACK, YELLOW)  # one per candidate, in order
 CONDITIONAL = "conditional: P(accepted at i | i reached)"

@@ -5,8 +5,21 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from specviz.decoding.trace import ACCEPTED, REJECTED, Alt, CycleTrace, NodeTrace
-from specviz.viz.style import (BLACK, ORANGE, P_COLOUR, Q_COLOUR, STATUS, FigureSpec, base_layout, label,
-                    bar, note_figure, num, scatter, top_list)
+from specviz.viz.style import (
+    BLACK,
+    ORANGE,
+    P_COLOUR,
+    Q_COLOUR,
+    STATUS,
+    FigureSpec,
+    bar,
+    base_layout,
+    label,
+    note_figure,
+    num,
+    scatter,
+    top_list,
+)
 from specviz.viz.tree_figure import nodes_of
 
 DETERMINISTIC_NOTE = "deterministic draft: q = 1 (hatched bars)"

@@ -6,7 +6,19 @@ import plotly.graph_objects as go
 
 from specviz.teach import toy
 from specviz.viz.panels import row
-from specviz.viz.style import BLACK, BLUE, GREEN, ORANGE, P_COLOUR, Q_COLOUR, VERMILLION, base_layout, esc, esc_plot, num
+from specviz.viz.style import (
+    BLACK,
+    BLUE,
+    GREEN,
+    ORANGE,
+    P_COLOUR,
+    Q_COLOUR,
+    VERMILLION,
+    base_layout,
+    esc,
+    esc_plot,
+    num,
+)
 
 TOY_HEIGHT = 330  # one figure beside the sliders at 1280×720
 

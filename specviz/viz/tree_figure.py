@@ -4,8 +4,23 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from specviz.decoding.trace import BONUS, NOT_REACHED, RESAMPLED, TARGET, CycleTrace, NodeTrace
-from specviz.viz.style import (BLUE, FIG_HEIGHT, GREY, PURPLE, ROOT_COLOUR, SKY, STATUS, YELLOW, FigureSpec, base_layout,
-                    esc_plot, label, num, scatter, top_list)
+from specviz.viz.style import (
+    BLUE,
+    FIG_HEIGHT,
+    GREY,
+    PURPLE,
+    ROOT_COLOUR,
+    SKY,
+    STATUS,
+    YELLOW,
+    FigureSpec,
+    base_layout,
+    esc_plot,
+    label,
+    num,
+    scatter,
+    top_list,
+)
 
 ROOT = -1  # the parent index of first-level nodes, as in NodeTrace.parent
 BIG_TREE = 24  # beyond this many nodes markers shrink so labels stay legible
