@@ -94,7 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--draft", help="draft model spec, for --method draft "
                      "('head': the project's trained draft head for the bundled model)")
     gen.add_argument("--k", type=_positive_int, default=None,
-                     help="most tokens drafted per cycle (default: the method's own, 8 for model drafts, 16 for pld and logitspec)")
+                     help="most tokens drafted per cycle (default: the method's own, 8 for model drafts, "
+                     "16 for pld and logitspec)")
     gen.add_argument("--adaptive-k", action="store_true",
                      help="grow K after full acceptance, shrink it after a rejection")
     gen.add_argument("--layers", type=_layers, help="kept layer indices for --method layerskip, e.g. 0,1,2,29")
@@ -104,7 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--max-new-tokens", type=_positive_int, default=128, help="(default 128)")
     gen.add_argument("--raw", action="store_true", help="tokenize the prompt as-is, without the chat template")
     gen.add_argument("--device", help="torch device, e.g. cpu or cuda (default: cuda if present)")
-    gen.add_argument("--dtype", help="weights dtype: fp32, bf16, fp16 or auto (auto: bf16 only where this CPU computes it natively and a timed pass shows it faster; default fp32 on CPU)")
+    gen.add_argument("--dtype", help="weights dtype: fp32, bf16, fp16 or auto (auto: bf16 only where this CPU "
+                     "computes it natively and a timed pass shows it faster; default fp32 on CPU)")
     prompt = gen.add_mutually_exclusive_group(required=True)
     prompt.add_argument("--prompt", help="the prompt text")
     prompt.add_argument("--prompt-file", help="read the prompt from this file ('-' for stdin)")
@@ -163,8 +165,8 @@ def _progress(message: str) -> None:
 def _decode_options(args: argparse.Namespace) -> dict:
     from specviz.proposers import resolve_draft
 
-    options = dict(method=resolve_draft(args.method, args.draft)[0], k=args.k, temperature=args.temperature, top_p=args.top_p,
-                   seed=args.seed, max_new_tokens=args.max_new_tokens, chat=not args.raw)
+    options = dict(method=resolve_draft(args.method, args.draft)[0], k=args.k, temperature=args.temperature,
+                   top_p=args.top_p, seed=args.seed, max_new_tokens=args.max_new_tokens, chat=not args.raw)
     if args.layers is not None:
         options["layers"] = args.layers
     if args.adaptive_k:

@@ -31,7 +31,8 @@ def test_positions_are_counted_as_reached_and_accepted():
     """Four cycles: a 3-deep draft accepted in full, one accepted 1 of 3, one rejected at once, one
     with no draft. Position i is reached when drafted that deep and 1…i−1 were accepted; the
     conditional rate divides by reached, the marginal by all cycles; siblings count as nodes."""
-    run = RunTrace(method="pld", cycles=[_cycle(3, 3), _cycle(3, 1, siblings=2), _cycle(2, 0), CycleTrace(index=3, k=3)])
+    run = RunTrace(method="pld", cycles=[_cycle(3, 3), _cycle(3, 1, siblings=2), _cycle(2, 0),
+                                         CycleTrace(index=3, k=3)])
     cycles, reached, accepted, nodes = advisor.count_positions([run], 3)
     assert cycles == 4 and reached == [3, 2, 1] and accepted == [2, 1, 1]
     assert nodes == pytest.approx([(1 + 3 + 1 + 0) / 4, (2 + 4 + 2) / 4, (3 + 5 + 2) / 4])
@@ -97,7 +98,8 @@ def test_the_profile_file_gives_back_the_same_advice(profile, tmp_path):
     out = subprocess.run([sys.executable, "-m", "specviz", "advise", "--from", str(path)], cwd=ROOT,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and out.stdout.strip() == advice.report(profile).strip()
-    assert "conditional: P(accepted at i given i reached)" in out.stdout and "marginal: P(position i accepted)" in out.stdout
+    assert ("conditional: P(accepted at i given i reached)" in out.stdout
+            and "marginal: P(position i accepted)" in out.stdout)
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"format": "other"}))
     out = subprocess.run([sys.executable, "-m", "specviz", "advise", "--from", str(bad)], cwd=ROOT,

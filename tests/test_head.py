@@ -20,7 +20,8 @@ SUBSET = 4  # of the tiny vocabulary's 6 tokens: q is 0 on the other two
 
 
 class CheckedHeadProposer(HeadProposer):
-    """Checks, at every proposal, that the hidden state the engine hands over (ctx.last_hidden) is the one its state implies.
+    """Checks, at every proposal, that the hidden state the engine hands over (ctx.last_hidden) is
+    the one its state implies.
 
     1. Through the target's LM head it gives ctx.last_logits (the row the newest token came from).
     2. It equals the target's final-norm output at that position computed from scratch, in one
@@ -51,7 +52,8 @@ def tiny_head():
     torch.set_num_threads(1)
     target = tiny_random(vocab_size=6, seed=3)
     gen = torch.Generator().manual_seed(0)
-    prompts = [torch.randint(0, 6, (int(n),), generator=gen).tolist() for n in torch.randint(2, 8, (32,), generator=gen)]
+    prompts = [torch.randint(0, 6, (int(n),), generator=gen).tolist()
+               for n in torch.randint(2, 8, (32,), generator=gen)]
     seqs = collect(target.model, prompts, max_new=16, temperature=1.0, batch=16, seed=0, eos=set(), log=lambda m: None)
     head = new_head(target.model, vocab_subset(seqs, SUBSET, 6), seed=0, intermediate=64)
     train(head, seqs, target.model, steps=20, batch=64, lr=3e-3, log=lambda m: None)
@@ -270,7 +272,8 @@ def test_the_heads_step_is_priced_on_this_machine(bundled_target, tiny_head):
     assert built.dtype == dtype and next(built.head.parameters()).dtype == dtype
     digest = head_mod._DIGESTS[(str(DEFAULT_PATH), str(dtype), str(bundled_target.device))]
     assert digest == hashlib.sha256(DEFAULT_PATH.read_bytes()).hexdigest()[:16]  # its content, not where it lies
-    work = f"head {digest} {str(dtype).removeprefix('torch.')} width {built.width} beam {built.beam} depth {head_mod.PRICED_DEPTH}"
+    work = (f"head {digest} {str(dtype).removeprefix('torch.')} width {built.width} beam {built.beam} "
+            f"depth {head_mod.PRICED_DEPTH}")
     timed = costs.step_cost(bundled_target, work, lambda: pytest.fail("the first build timed it already"))
     assert built.step_cost == pytest.approx(timed.cost / head_mod.PRICED_DEPTH)
     assert 0 < built.step_cost < 1 and timed.step_s == costs.profile(bundled_target).step_s
@@ -330,7 +333,8 @@ def test_training_data_is_cached_per_prompt_file_and_pass(tmp_path, monkeypatch)
     seqs = head_train.build_data(target, args, log=lambda m: None)
     assert calls == [2, 2, 2] and len(seqs) == 6  # greedy, then two sampled passes with their own seeds
     assert len(list((tmp_path / "cache").glob("prompts_a-*.pt"))) == 3
-    assert seqs[2]["tokens"].tolist() != seqs[4]["tokens"].tolist() or seqs[3]["tokens"].tolist() != seqs[5]["tokens"].tolist()
+    assert (seqs[2]["tokens"].tolist() != seqs[4]["tokens"].tolist()
+            or seqs[3]["tokens"].tolist() != seqs[5]["tokens"].tolist())
 
     calls.clear()
     args.prompts = [str(first), str(second)]

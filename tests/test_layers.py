@@ -212,7 +212,8 @@ def test_each_folder_imports_only_what_it_sits_on(tmp_path):
     fake.write_text("from specviz.loading import loader\n")
     assert upward_imports(fake, "specviz.passes.fake") != []
     assert upward_imports(fake, "specviz.served.fake") != []
-    fake.write_text("from specviz.pricing import costs\nfrom specviz.served import remote\nfrom specviz.passes import kvcache\n")
+    fake.write_text("from specviz.pricing import costs\nfrom specviz.served import remote\n"
+                    "from specviz.passes import kvcache\n")
     assert upward_imports(fake, "specviz.loading.fake") == []
     assert all(name not in below(name) for name in LAYERS)
 

@@ -79,7 +79,8 @@ def test_missing_chromium_fails_browser_tests_in_ci_and_skips_them_elsewhere(mon
         conftest.chromium_path.__wrapped__()
     monkeypatch.setattr(conftest, "IN_CI", False)
     conftest.pytest_collection_modifyitems(None, [browser, other])
-    assert [m.kwargs["reason"] for m in browser.markers] == [f"{conftest.CHROMIUM} is missing: apt-get install chromium"]
+    assert [m.kwargs["reason"] for m in browser.markers] == [
+        f"{conftest.CHROMIUM} is missing: apt-get install chromium"]
     assert other.markers == []
     with pytest.raises(pytest.skip.Exception):
         conftest.chromium_path.__wrapped__()

@@ -48,7 +48,8 @@ def fake():
     server = _Quiet(("127.0.0.1", 0), _Fake)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    _Fake.answers = {"/v1/models": (200, "application/json", json.dumps({"data": [{"id": "m", "max_model_len": 64}]}), 0)}
+    _Fake.answers = {"/v1/models": (200, "application/json",
+                                    json.dumps({"data": [{"id": "m", "max_model_len": 64}]}), 0)}
     yield server, f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
 
@@ -83,7 +84,8 @@ def test_a_malformed_verify_answer_gives_a_message_not_a_stack_trace(fake):
     ServerError naming what was missing and asking whether it is a vLLM server."""
     _, url = fake
     server = VllmServer(url, timeout_s=5).connect()
-    _Fake.answers["/v1/completions"] = (200, "application/json", json.dumps({"choices": [{"index": 0, "text": "x"}]}), 0)
+    _Fake.answers["/v1/completions"] = (200, "application/json",
+                                        json.dumps({"choices": [{"index": 0, "text": "x"}]}), 0)
     with pytest.raises(ServerError, match="without the top log-probabilities SpecViz reads"):
         server.next_logprobs([[1, 2]])
     _Fake.answers["/v1/completions"] = (200, "application/json", "{not json", 0)

@@ -139,7 +139,8 @@ def test_one_requests_error_reaches_only_its_own_run():
         except Exception as e:  # noqa: BLE001 -- the test looks at which thread got what
             results[name] = e
 
-    threads = [threading.Thread(target=go, args=("good", [3, 4, 5])), threading.Thread(target=go, args=("bad", [3, 999]))]
+    threads = [threading.Thread(target=go, args=("good", [3, 4, 5])),
+               threading.Thread(target=go, args=("bad", [3, 999]))]
     for t in threads:
         t.start()
     for t in threads:

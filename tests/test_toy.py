@@ -62,8 +62,9 @@ def test_the_check_fails_when_a_rule_of_verify_breaks(monkeypatch, name, twin):
 
 @pytest.mark.parametrize("rule,name", list(DRIFTS))
 def test_broken_rules_drift_from_p_where_they_must(rule, name):
-    """The Learn tab's broken rules teach what they claim: each one's output exceeds the TV threshold (and fails the chi-square test) on every
-    preset where it changes the output distribution; where it does not, it matches p exactly."""
+    """The Learn tab's broken rules teach what they claim: each one's output exceeds the TV
+    threshold (and fails the chi-square test) on every preset where it changes the output
+    distribution; where it does not, it matches p exactly."""
     p, q = toy.preset(name)
     mc = toy.monte_carlo(p, q, N, seed=1, rule=rule)
     distance = toy.tv(mc.empirical, p)

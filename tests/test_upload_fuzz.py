@@ -169,7 +169,8 @@ def fuzz(bases: list[dict], n: int, read, draw, seed: int, per_cycle: bool = Fal
 def test_every_shipped_file_is_accepted_and_draws():
     """The files the app ships (example traces, every lesson, the recorded advice) pass the reader
     and draw in every view: the schema refuses nothing real."""
-    files = [ASSETS / "example_trace.json", ASSETS / "example_ar_trace.json", *sorted((ASSETS / "lessons").glob("*.json"))]
+    files = [ASSETS / "example_trace.json", ASSETS / "example_ar_trace.json",
+             *sorted((ASSETS / "lessons").glob("*.json"))]
     for path in files:
         assert outcome(read_trace, draw_trace, path.read_text(encoding="utf-8")) == "drawn", path.name
     profile = advice.load(ASSETS / "recorded_advice.json")
@@ -208,7 +209,8 @@ TRACE_BOMBS = {  # name → the file's text, built from the example trace when t
     "depth 20,000,000": lambda base: _with(base, lambda d: _node0(d).update(depth=20_000_000)),
     "K 10^9": lambda base: _with(base, lambda d: d["cycles"][1].update(k=10 ** 9)),
     "cache length 10^12": lambda base: _with(base, lambda d: d["cycles"][1]["cache_after"].update(target=10 ** 12)),
-    "2,000,000 positions": lambda base: _with(base, lambda d: d["metrics"].update(acceptance_by_position=[0.5] * 2_000_000)),
+    "2,000,000 positions": lambda base: _with(base, lambda d: d["metrics"].update(
+        acceptance_by_position=[0.5] * 2_000_000)),
     "48,000 cycles": lambda base: _with(base, lambda d: d.update(cycles=d["cycles"] * 2000)),
     "a 10 MB token": lambda base: _with(base, lambda d: _node0(d).update(text="x" * 10_000_000)),
     "a 400-digit number": lambda base: _with(base, lambda d: d["cycles"][1].update(elapsed_s=10 ** 400)),

@@ -97,8 +97,8 @@ def main() -> None:
     best_key = max(sweep, key=sweep.get)
     chk = profile.checks.get(top.candidate.label)
     data = dict(started=started, machine=profile.machine, prompts=args.ids.split(","), k_max=args.k_max,
-                max_new_tokens=args.max_new_tokens, repeats=args.repeats, ar_tokens_per_s=ar_rate,
-                ar_runs=ar, sweep={k: dict(tokens_per_s=v, speedup=v / ar_rate, runs=rates[k]) for k, v in sweep.items()},
+                max_new_tokens=args.max_new_tokens, repeats=args.repeats, ar_tokens_per_s=ar_rate, ar_runs=ar,
+                sweep={k: dict(tokens_per_s=v, speedup=v / ar_rate, runs=rates[k]) for k, v in sweep.items()},
                 best=best_key, pick=pick_key, pick_vs_best=sweep[pick_key] / sweep[best_key],
                 pick_predicted=top_pred, pick_checked=chk.measured if chk else None,
                 pick_sweep_speedup=sweep[pick_key] / ar_rate, refined=again, refine_repeats=args.refine_repeats)
@@ -121,7 +121,8 @@ def main() -> None:
     lines += ["", f"Sweep's best: {best_key.replace('|', ' at K = ')}, {sweep[best_key] / ar_rate:.2f}×. "
               f"Advisor's pick: {pick_key.replace('|', ' at K = ')}, {sweep[pick_key] / ar_rate:.2f}× in the sweep "
               f"= {data['pick_vs_best']:.3f} of the best. Predicted {top_pred:.2f}×; checked "
-              + (f"{chk.measured:.2f}× ({abs(top_pred - chk.measured) / chk.measured:.1%} off)." if chk else "not checked.")]
+              + (f"{chk.measured:.2f}× ({abs(top_pred - chk.measured) / chk.measured:.1%} off)." if chk
+                 else "not checked.")]
     (out / "summary.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     (out / "advice.md").write_text(advice.report(profile) + "\n", encoding="utf-8")
     print("\n".join(lines))

@@ -7,9 +7,10 @@ A Step's overhead is the handler's wall-clock time minus the time the decoder it
 for that cycle (drafting, verifying and bookkeeping), so it covers the settings check, the
 session lock, handing the run's state to the model call and back, and building every view and
 figure of the page. With --rebuild the KV caches are dropped before every Step, as on ZeroGPU
-where each call is a new process: the rebuild's prefill is then reported in its own column. With --http the same is measured
-end to end through a running app and gradio_client: the queue, serialising the outputs as JSON
-and sending them over a local socket are then included too. Prints Markdown tables.
+where each call is a new process: the rebuild's prefill is then reported in its own column.
+With --http the same is measured end to end through a running app and gradio_client: the queue,
+serialising the outputs as JSON and sending them over a local socket are then included too.
+Prints Markdown tables.
 """
 from __future__ import annotations
 
@@ -128,7 +129,8 @@ def row(name: str, xs: list[float]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=24, help="Steps timed per method")
-    ap.add_argument("--methods", default="head,pld,logitspec", help="head (the default draft), pld, logitspec, layerskip")
+    ap.add_argument("--methods", default="head,pld,logitspec",
+                    help="head (the default draft), pld, logitspec, layerskip")
     ap.add_argument("--http", action="store_true", help="also time /step through a running app")
     ap.add_argument("--rebuild", action="store_true", help="drop the KV caches before every Step (as on ZeroGPU)")
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own)")

@@ -38,7 +38,8 @@ def main() -> None:
                         "prompt_lookup_min": 1})
     plain = vllm_serve.start(local_source("bundled"), 8021, logs / "plain.log")
     try:
-        spec = vllm_serve.start(local_source("bundled"), 8022, logs / "ngram.log", extra=["--speculative-config", ngram])
+        spec = vllm_serve.start(local_source("bundled"), 8022, logs / "ngram.log",
+                                extra=["--speculative-config", ngram])
         try:
             rows = compare(specviz.load(f"vllm:{plain.url}|bundled"), prompts, args.k, args.tokens, args.repeats,
                            spec=specviz.load(f"vllm:{spec.url}|bundled"), progress=lambda m: print(m, file=sys.stderr))

@@ -43,7 +43,8 @@ def breakdown(bench: dict, goal: float) -> list[dict]:
         cycle_speedup = tpc / sum(per.values())
         measured = summary[v].get("speedup_vs_hf")
         rows.append(dict(variant=v, tokens_per_cycle=tpc, pass_cost=per["verify"], draft_cost=per["draft"],
-                         other_cost=per["other"], outside_share=1 - (t["draft_s"] + t["verify_s"] + t["other_s"]) / t["wall_s"],
+                         other_cost=per["other"],
+                         outside_share=1 - (t["draft_s"] + t["verify_s"] + t["other_s"]) / t["wall_s"],
                          cycle_speedup=cycle_speedup, vs_hf=measured, vs_hf_pld=summary[v].get("speedup_vs_hf_pld"),
                          needed_tokens_per_cycle=None if not measured else tpc * goal / measured))
     return rows
@@ -55,10 +56,12 @@ def main() -> None:
     ap.add_argument("--goal", type=float, default=2.4, help="a speedup over HF plain to price in tokens per cycle")
     args = ap.parse_args()
     bench = json.loads(Path(args.bench).read_text())
-    print(f"{args.bench}: {bench['machine']['date']}, {bench['machine']['cpu']}, {bench['machine']['threads']} threads, "
-          f"{len(bench['results'])} prompts; costs in units of one step of our AR in this run")
+    print(f"{args.bench}: {bench['machine']['date']}, {bench['machine']['cpu']}, "
+          f"{bench['machine']['threads']} threads, {len(bench['results'])} prompts; "
+          "costs in units of one step of our AR in this run")
     print("| variant | tokens per cycle | verify pass | drafting | rest of the cycle | outside cycles (share of wall) "
-          f"| cycle speedup over our AR | measured × HF plain | × HF lookup | tokens per cycle for {args.goal}× HF plain |")
+          "| cycle speedup over our AR | measured × HF plain | × HF lookup "
+          f"| tokens per cycle for {args.goal}× HF plain |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     f = lambda x, s="{:.2f}": "–" if x is None else s.format(x)  # noqa: E731
     for r in breakdown(bench, args.goal):

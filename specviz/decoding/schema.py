@@ -205,7 +205,8 @@ class Plain(Spec):
     null: bool = True
 
     def describe(self) -> str:
-        return f"null, true/false, a number, text of at most {_num_text(self.max_len)} characters or a short list of those"
+        return (f"null, true/false, a number, text of at most {_num_text(self.max_len)} characters "
+                "or a short list of those")
 
     def _scalar(self, v) -> bool:
         if v is None or isinstance(v, bool):

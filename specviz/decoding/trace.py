@@ -42,7 +42,8 @@ class NodeTrace:
     q_top: list[Alt] = field(default_factory=list)
     # who proposed it (tree.Source as plain fields; viz/ words it): a SourceKind value such as
     # "lookup", "root", "candidate" or "head", the branch (LogitSpec's candidate number, or a greedy
-    # head tree node's rank among its siblings), a candidate's logit rank, the n-gram match length. Files from before these fields carry a label in `source`.
+    # head tree node's rank among its siblings), a candidate's logit rank, the n-gram match length.
+    # Files from before these fields carry a label in `source`.
     source: str = ""
     branch: int = 0
     rank: int | None = None

@@ -77,14 +77,16 @@ NODE = Obj({"index": (Int(0, MAX_NODES - 1), True), "token": (TOKEN, True), "tex
 CACHE = MapOf(Int(0, MAX_PROMPT_IDS + MAX_NEW_TOKENS + MAX_NODES), 8, key_len=32)
 CYCLE = Obj({"index": (Int(0, MAX_CYCLES - 1), True), "k": (Int(0, MAX_K), True),
              "nodes": (ListOf(NODE, MAX_NODES, label="node"), True),
-             "accepted": (ListOf(Int(0, MAX_NODES - 1), MAX_K), False), "rejected": (Int(0, MAX_NODES - 1, null=True), False),
+             "accepted": (ListOf(Int(0, MAX_NODES - 1), MAX_K), False),
+             "rejected": (Int(0, MAX_NODES - 1, null=True), False),
              "residual_top": (TOP, False), "new_token": (Obj(ALT.fields, null=True), False),
              "new_kind": (Text(16, choices=(RESAMPLED, BONUS, TARGET)), False),
              "committed": (ListOf(TOKEN, MAX_K + 1), False), "committed_text": (ListOf(TOKEN_TEXT, MAX_K + 1), False),
              "origins": (ListOf(Text(16, choices=ORIGINS), MAX_K + 1), False),
              "cache_before": (CACHE, False), "cache_after": (CACHE, False),
              "draft_s": (SECONDS, False), "verify_s": (SECONDS, False), "other_s": (SECONDS, False),
-             "verify_shared": (Int(1, MAX_RUNS_SHARED), False), "verify_pass_s": (Num(0.0, MAX_SECONDS, null=True), False),
+             "verify_shared": (Int(1, MAX_RUNS_SHARED), False),
+             "verify_pass_s": (Num(0.0, MAX_SECONDS, null=True), False),
              "beside": (Int(0, MAX_RUNS_SHARED), False), "served": (MapOf(Plain(), 16, key_len=64, null=True), False),
              "elapsed_s": (SECONDS, False), "total_tokens": (Int(0, MAX_NEW_TOKENS), False),
              "retrieval_hit": (Bool(null=True), False), "offered": (Int(0, 1_000_000, null=True), False),
@@ -229,7 +231,8 @@ def _cycle_rules(c: dict, where: str, run_len: int | None, vocab: int) -> None:
             raise TraceFileError(f"{here}: nodes must be numbered 0, 1, … with each parent before its child.")
         depth = 1 if n["parent"] < 0 else nodes[n["parent"]]["depth"] + 1
         if n["depth"] != depth:
-            raise TraceFileError(f"{here}: 'depth' must be one more than its parent's ({depth}), got {shown(n['depth'])}.")
+            raise TraceFileError(f"{here}: 'depth' must be one more than its parent's ({depth}), "
+                                 f"got {shown(n['depth'])}.")
         for key in ("p_top", "q_top"):
             _tokens_below(n.get(key, []), vocab, f"{here}, '{key}'")
         _tokens_below([n], vocab, here)

@@ -154,7 +154,8 @@ def verify_sampling_prefetched(tree: DraftTree, logits: torch.Tensor, sampling: 
         if hit is None:
             v.rejected = kids[-1] if kids else None
             v.residual = ends[node + 1] if kids else None  # on the device, as verify_sampling leaves it
-            v.new_token, v.new_kind, v.final_row = sampling.draw(on_host[node + 1]), _end_kind(bool(kids), node), node + 1
+            v.new_token, v.new_kind, v.final_row = (sampling.draw(on_host[node + 1]), _end_kind(bool(kids), node),
+                                                    node + 1)
             return v
         v.accepted.append(hit)
         node = hit

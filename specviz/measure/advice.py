@@ -395,5 +395,6 @@ def load(path: Path) -> Profile:
 
 def loads(text: str) -> Profile:
     if len(text) > MAX_BYTES and enforced():
-        raise ValueError(f"The text is {len(text) / 1e6:.0f} MB; an advice profile is at most {MAX_BYTES / 1e6:.0f} MB.")
+        raise ValueError(f"The text is {len(text) / 1e6:.0f} MB; an advice profile is at most "
+                         f"{MAX_BYTES / 1e6:.0f} MB.")
     return Profile.from_dict(parse_json(text, "an advice profile", ValueError))

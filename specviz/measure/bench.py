@@ -241,7 +241,8 @@ def summary_markdown(report: dict) -> str:
              + ", ".join(f"{k}={report['settings'].get(k)}" for k in ("target", "max_new_tokens", "repeats",
                                                                      "temperature", "top_p", "k", "lookup_k")),
              "", "| variant | tok/s (median) | × HF plain (geomean) | worst prompt | × HF prompt lookup | "
-             "mean accepted tokens | α | retrieval success | identical to HF |", "|---|---|---|---|---|---|---|---|---|"]
+             "mean accepted tokens | α | retrieval success | identical to HF |",
+             "|---|---|---|---|---|---|---|---|---|"]
     n = len(report["results"])
     fmt = lambda x, f="{:.2f}": "–" if x is None else f.format(x)
     for v, s in report["summary"].items():
@@ -287,7 +288,8 @@ def main(argv=None, report_html: Callable[[dict], str] | None = None) -> int:
     args = parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    report = run_bench(args, partial=lambda r: (out / "bench.json").write_text(json.dumps(r, indent=1), encoding="utf-8"))
+    report = run_bench(args,
+                       partial=lambda r: (out / "bench.json").write_text(json.dumps(r, indent=1), encoding="utf-8"))
     (out / "bench.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
     (out / "summary.md").write_text(summary_markdown(report), encoding="utf-8")
     if report_html is not None:

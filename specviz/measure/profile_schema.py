@@ -68,4 +68,5 @@ def profile_rules(d: dict) -> None:
         names = dis["candidates"]
         if len(set(names)) != len(names) or set(dis["covered"]) != set(names) or set(dis["rescued"]) != set(names) \
                 or any(set(r) != set(names) - {a} for a, r in dis["rescued"].items()):
-            raise SchemaError("The profile: 'disagreement': 'covered' and 'rescued' must name exactly its candidates, each once.")
+            raise SchemaError("The profile: 'disagreement': 'covered' and 'rescued' must name exactly its candidates, "
+                              "each once.")

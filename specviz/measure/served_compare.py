@@ -35,7 +35,8 @@ class SpecCounters:
 
     def minus(self, before: "SpecCounters") -> "SpecCounters":
         n = max(len(self.per_pos), len(before.per_pos))
-        pos = [(self.per_pos[i] if i < len(self.per_pos) else 0.0) - (before.per_pos[i] if i < len(before.per_pos) else 0.0)
+        pos = [(self.per_pos[i] if i < len(self.per_pos) else 0.0)
+               - (before.per_pos[i] if i < len(before.per_pos) else 0.0)
                for i in range(n)]
         return SpecCounters(self.drafts - before.drafts, self.draft_tokens - before.draft_tokens,
                             self.accepted - before.accepted, pos)

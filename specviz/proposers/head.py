@@ -141,7 +141,8 @@ class HeadProposer(Proposer):
         hidden = torch.randn(self.steps.lm.weight.shape[1], generator=torch.Generator().manual_seed(0))
         ctx = ProposeContext(ids=[0], last_logits=torch.zeros(self.vocab), k=PRICED_DEPTH, sampling=Sampling(),
                              prompt_len=1, last_hidden=hidden.to(device=target.device, dtype=self.dtype))
-        work = f"head {digest} {str(self.dtype).removeprefix('torch.')} width {self.width} beam {self.beam} depth {PRICED_DEPTH}"
+        work = (f"head {digest} {str(self.dtype).removeprefix('torch.')} width {self.width} beam {self.beam} "
+                f"depth {PRICED_DEPTH}")
         return costs.step_cost(target, work, lambda: self.propose(ctx)).cost / PRICED_DEPTH
 
     # -- drafting ------------------------------------------------------------------------------

@@ -136,7 +136,8 @@ class VllmServer:
         try:
             return [int(t) for t in answer["tokens"]]
         except (KeyError, TypeError, ValueError):
-            raise ServerError(f"The server at {self.url} answered /tokenize without token ids. " + ANSWER_HINT) from None
+            raise ServerError(f"The server at {self.url} answered /tokenize without token ids. "
+                              + ANSWER_HINT) from None
 
     def metrics(self) -> str:
         """The Prometheus text of /metrics."""

@@ -1,8 +1,8 @@
 """Deployment limits, read from environment variables (documented in the README).
 
 A session keeps at most max_new_tokens cycles, since every cycle commits at least one token;
-that is the cap on a session's trace. The defaults suit a free CPU Space (2 vCPU, 16 GB): a 1.7 B fp32 model fits in memory, and
-a run of 256 tokens at ~15 tokens/s finishes in well under a minute.
+that is the cap on a session's trace. The defaults suit a free CPU Space (2 vCPU, 16 GB): a 1.7 B
+fp32 model fits in memory, and a run of 256 tokens at ~15 tokens/s finishes in well under a minute.
 """
 from __future__ import annotations
 
@@ -48,7 +48,8 @@ class Limits:
     max_new_tokens: int = 256  # SPECVIZ_MAX_NEW_TOKENS
     max_k: int = 16  # SPECVIZ_MAX_K: beyond this a verify pass costs more than it wins on CPU
     max_params: int = 2_000_000_000  # SPECVIZ_MAX_MODEL_PARAMS, checked from the config before loading
-    allowed_models: frozenset[str] = field(default_factory=frozenset)  # SPECVIZ_ALLOWED_MODELS (comma list; empty = any)
+    # SPECVIZ_ALLOWED_MODELS (comma list; empty = any)
+    allowed_models: frozenset[str] = field(default_factory=frozenset)
     allow_local: bool = False  # SPECVIZ_ALLOW_LOCAL_MODELS=1 lets users name folders on the server
     session_idle_s: int = 1800  # SPECVIZ_SESSION_IDLE_S: a session's run state is dropped after this
     cache_idle_s: int = 120  # SPECVIZ_CACHE_IDLE_S: an untouched run's KV caches are freed after this
@@ -144,7 +145,7 @@ def check_model_size(spec: str, limits: Limits) -> None:
 
     try:
         config = AutoConfig.from_pretrained(spec, trust_remote_code=False)
-    except Exception:
+    except Exception:  # noqa: BLE001 -- AutoConfig fails in many ways; the loader, run next, reports them
         return  # the loader gives the better message (not found, offline, …)
     n = count_params_from_config(config)
     if n > limits.max_params:

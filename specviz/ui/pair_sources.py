@@ -46,7 +46,8 @@ def open_pair(key: str | None, request: gr.Request) -> tuple:
     ta, tb = pair_traces(pair)
     if ta is None or tb is None:
         return as_tuple({"pair_status": views.status_html(f"The recordings of '{pair.title}' are missing "
-                                                          "(scripts/assets/make_lesson_traces.py makes them).", "error")}) + keep
+                                                          "(scripts/assets/make_lesson_traces.py makes them).",
+                                                          "error")}) + keep
     show_trace(a, ta), show_trace(b, tb)
     when = {(t.meta.get("recorded_at"), t.meta.get("machine")) for t in (ta, tb)}
     sitting = ("Both were recorded in one sitting" if len(when) == 1 else

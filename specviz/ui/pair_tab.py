@@ -197,7 +197,8 @@ def show_cycle(cycle, request: gr.Request) -> tuple:
     try:
         values = paint(a, b, {}, index=max(int(cycle or 0), 0))
     except Exception as e:  # noqa: BLE001 -- a replayed cycle that cannot be drawn says so
-        return as_tuple({"pair_status": views.status_html(f"Cycle {cycle} cannot be drawn: {type(e).__name__}.", "error")})
+        return as_tuple({"pair_status": views.status_html(f"Cycle {cycle} cannot be drawn: {type(e).__name__}.",
+                                                          "error")})
     values.pop("cycle")  # the slider already shows it
     return as_tuple(values)
 

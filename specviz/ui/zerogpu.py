@@ -221,7 +221,7 @@ def on_gpu(duration: Callable[..., float] | float):
                             sent = True
                             yield item
                         return
-                    except Exception as e:
+                    except Exception as e:  # noqa: BLE001 -- a stale worker is retried; _reraise raises the rest
                         if attempt == 1 and not sent and _named(e, ModelNotInWorker):
                             continue
                         _reraise(fn, e, seconds(*args, **kwargs))
@@ -235,7 +235,7 @@ def on_gpu(duration: Callable[..., float] | float):
             for attempt in (1, 2):
                 try:
                     result = remote_call(*args, **kwargs)
-                except Exception as e:
+                except Exception as e:  # noqa: BLE001 -- a stale worker is retried; _reraise raises the rest
                     if attempt == 1 and _named(e, ModelNotInWorker):
                         continue
                     _reraise(fn, e, seconds(*args, **kwargs))

@@ -133,7 +133,8 @@ def race_figure(a: Side, b: Side, clock: float | None = None) -> go.Figure:
     for name, side in zip(SIDES, (a, b)):
         if side.run is not None:
             xs, ys = progress(side.run)
-            fig.add_trace(scatter(x=xs, y=ys, mode="lines+markers", line_shape="hv", name=esc_plot(f"{name}: {side.label}"),
+            fig.add_trace(scatter(x=xs, y=ys, mode="lines+markers", line_shape="hv",
+                                  name=esc_plot(f"{name}: {side.label}"),
                                   line=dict(color=COLOURS[name], width=2.5), marker=dict(size=5),
                                   hovertemplate=f"%{{x:.2f}} s: %{{y}} tokens<extra>{name}</extra>"))
         if side.ar is not None and id(side.ar) not in ars_drawn:
@@ -145,8 +146,8 @@ def race_figure(a: Side, b: Side, clock: float | None = None) -> go.Figure:
                                             dash=AR_DASH[name]),
                                   hovertemplate=f"%{{x:.2f}} s: %{{y}} tokens<extra>plain, {name}</extra>"))
     if clock is not None:
-        fig.add_trace(scatter(x=[clock, clock], y=[0, _most_tokens(a, b)], mode="lines", name=f"race clock {clock:.2f} s",
-                              line=dict(color=YELLOW, width=3), hoverinfo="skip"))
+        fig.add_trace(scatter(x=[clock, clock], y=[0, _most_tokens(a, b)], mode="lines",
+                              name=f"race clock {clock:.2f} s", line=dict(color=YELLOW, width=3), hoverinfo="skip"))
     base_layout(fig, title, "wall-clock seconds (prefill included)", "tokens generated", legend_above=False)
     fig.update_layout(legend=dict(orientation="v", x=0.02, xanchor="left", y=0.98, yanchor="top",
                                   bgcolor="rgba(255,255,255,0.8)", bordercolor=GREY))
