@@ -30,11 +30,12 @@ def test_a_setting_no_run_can_use_is_refused_with_its_name(kw, words):
 
 
 def test_knobs_sort_and_round_trip():
-    """Unknown keywords become sorted knobs, and of(**options()) gives back the same settings."""
-    s = DecodeSettings.of(method="logitspec", top_m=5, min_ngram=2, seed=3)
-    assert s.knobs == (("min_ngram", 2), ("top_m", 5)) and s.seed == 3
+    """Keywords that are the method's knobs become sorted knobs, and of(**options()) gives back
+    the same settings."""
+    s = DecodeSettings.of(method="logitspec", top_k=5, min_ngram=2, seed=3)
+    assert s.knobs == (("min_ngram", 2), ("top_k", 5)) and s.seed == 3
     assert DecodeSettings.of(**s.options()) == s
-    assert s.replace(top_m=7).knobs == (("min_ngram", 2), ("top_m", 7))
+    assert s.replace(top_k=7).knobs == (("min_ngram", 2), ("top_k", 7))
 
 
 def test_decoder_from_settings_equals_decoder_from_keywords():
@@ -48,20 +49,39 @@ def test_decoder_from_settings_equals_decoder_from_keywords():
     assert a.run().token_ids == b.run().token_ids
 
 
-def test_old_spellings_still_work_and_say_they_are_deprecated():
-    """For one release, `method=<a Proposer>`, `Decoder.settings` and `RunState.settings` still work:
-    each gives what its new spelling gives, with a DeprecationWarning naming the new one."""
+def test_the_old_spellings_are_gone():
+    """The spellings once kept "for one release" are gone before any release: `method=<a
+    Proposer>` is a TypeError that names `proposer=`, and Decoder and RunState have no
+    `settings` (their shown options are `shown`)."""
     from specviz.proposers.prompt_lookup import PromptLookupProposer
     target, _ = pair()
     prompt, kw = [1, 5, 9, 2, 7, 1, 5, 9], dict(k=3, max_new_tokens=8, chat=False)
+    with pytest.raises(TypeError, match="proposer="):
+        Decoder(target, prompt, method=PromptLookupProposer(), **kw)
     new = Decoder(target, prompt, proposer=PromptLookupProposer(), **kw)
-    with pytest.warns(DeprecationWarning, match="proposer="):
-        old = Decoder(target, prompt, method=PromptLookupProposer(), **kw)
-    with pytest.warns(DeprecationWarning, match="Decoder.shown"):
-        assert old.settings == new.shown
-    with pytest.warns(DeprecationWarning, match="RunState.shown"):
-        assert old.state().settings == new.state().shown
-    assert old.options["method"] == "pld" and old.run().token_ids == new.run().token_ids
+    assert not hasattr(new, "settings") and not hasattr(new.state(), "settings")
+    assert new.shown["method"] == "pld" and new.state().shown == new.shown
+
+
+def test_an_unknown_keyword_is_an_error_naming_the_nearest_setting():
+    """A keyword that is neither a setting nor one of the method's knobs is refused, for plain
+    decoding too (where no proposer would check it), with the nearest valid name: a typo is not
+    silently ignored. Real knobs are kept, and an AR baseline made from a LogitSpec run drops
+    LogitSpec's knobs rather than refusing them."""
+    import specviz
+    target, _ = pair()
+    with pytest.raises(ValueError, match="did you mean 'max_new_tokens'"):
+        specviz.generate(target, [1, 2, 3], method="ar", max_new_token=5)
+    with pytest.raises(ValueError, match="did you mean 'top_k'"):
+        DecodeSettings.of(method="logitspec", top_kk=3)
+    with pytest.raises(ValueError, match="'pld' takes num_tokens"):
+        DecodeSettings.of(method="pld", layers="0-3")
+    with pytest.raises(ValueError, match="did you mean 'temperature'"):
+        DecodeSettings.of(method="logitspec").replace(temprature=0.5)
+    s = DecodeSettings.of(method="logitspec", top_k=3, max_ngram=2)
+    assert s.knobs == (("max_ngram", 2), ("top_k", 3))
+    assert s.replace(method="ar").knobs == () and s.replace(method="pld").knobs == (("max_ngram", 2),)
+    assert len(specviz.generate(target, [1, 2, 3], method="ar", max_new_tokens=5, chat=False).token_ids) == 5
 
 
 def test_compare_rows_change_only_their_own_columns():

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import time
 import uuid
-import warnings
 from typing import Iterator
 
 import torch
@@ -60,12 +59,11 @@ class Decoder:
                  verifier: LocalTarget | None = None, **kw):
         """`settings`, or keyword arguments naming DecodeSettings' fields and proposer knobs (with
         `settings` too, they change it). `proposer` is a ready-made Proposer (one under test, or a
-        parked one); its name is the run's method. `method=<a Proposer>` is its deprecated spelling.
+        parked one); its name is the run's method.
         `verifier` answers the verify passes (decoding/targets.py); by default the run's own
         passes, or the model's shared BatchedTarget when `batch_verify` is set."""
         if isinstance(kw.get("method"), Proposer):
-            warnings.warn("pass a ready-made Proposer as proposer=, not method=", DeprecationWarning, stacklevel=2)
-            proposer = kw.pop("method")
+            raise TypeError("method= names a method; pass a ready-made Proposer as proposer=")
         ready = proposer
         if ready is not None:
             kw["method"] = ready.name
@@ -118,12 +116,6 @@ class Decoder:
         self.rebuilds = 0
         self.done = False
         self._proposer_state: dict | None = None  # set by resume; applied after a rebuild
-
-    @property
-    def settings(self) -> dict:
-        """Deprecated name of `shown` (until the next release)."""
-        warnings.warn("Decoder.settings is now Decoder.shown", DeprecationWarning, stacklevel=2)
-        return self.shown
 
     # -- the run's state as data -------------------------------------------------------------
     def state(self, since: int = 0) -> RunState:

@@ -16,7 +16,6 @@ import dataclasses
 import os
 import threading
 import time
-import warnings
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,12 +54,6 @@ class RunState:
     rebuild_s: float = 0.0  # prefills that rebuilt a cache some call found empty
     rebuilds: int = 0
     cycles: list[CycleTrace] = field(default_factory=list)
-
-    @property
-    def settings(self) -> dict[str, Any]:
-        """Deprecated name of `shown` (until the next release): "settings" now means DecodeSettings only."""
-        warnings.warn("RunState.settings is now RunState.shown", DeprecationWarning, stacklevel=2)
-        return self.shown
 
     @property
     def started(self) -> bool:

@@ -10,11 +10,12 @@ Decoding-layer code: no models, no UI libraries.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from dataclasses import dataclass, field
 from typing import Any
 
 from specviz.drafting.sampling import check_settings, is_greedy
-from specviz.proposers import resolve_k
+from specviz.proposers import REGISTRY, proposer_class, resolve_k
 
 MAX_K = 64  # deepest draft accepted: beyond this a verify pass costs more than it can win
 
@@ -24,8 +25,9 @@ class DecodeSettings:
     """One run's decoding settings. Building one checks it, so a value that exists is usable.
 
     `k=None` takes the method's default (proposers.DEFAULT_K). Options that belong to one
-    proposer (its knobs, e.g. LogitSpec's `top_m`) sit in `knobs` as sorted (name, value) pairs;
-    `of(**kw)` sorts any keyword that is not a field into them.
+    proposer (its knobs, e.g. LogitSpec's `top_k`) sit in `knobs` as sorted (name, value) pairs;
+    `of(**kw)` sorts any keyword that is not a field into them, and a name that is neither a field
+    nor one of the method's knobs is an error that names the nearest valid one.
     """
     # the public contract's default (specviz.generate, README "Public API"); the app starts on the
     # hybrid, its own choice, in ui/presets.DEFAULT_METHOD
@@ -52,6 +54,7 @@ class DecodeSettings:
         object.__setattr__(self, "k", resolve_k(self.method, self.k))
         knobs = self.knobs.items() if isinstance(self.knobs, dict) else self.knobs
         object.__setattr__(self, "knobs", tuple(sorted((str(n), v) for n, v in knobs)))
+        check_knobs(self.method, dict(self.knobs))
         check_k(self.k, self.max_new_tokens)
         check_settings(self.temperature, self.top_p)
 
@@ -69,10 +72,15 @@ class DecodeSettings:
         return cls(**fields, knobs=knobs)
 
     def replace(self, **changes) -> "DecodeSettings":
-        """A copy with `changes`; a changed method without a K gets that method's default K."""
-        if "method" in changes and "k" not in changes and changes["method"] != self.method:
-            changes["k"] = None
-        fields, knobs = self._split(changes, self.knobs)
+        """A copy with `changes`. A changed method gets that method's default K unless `k` is
+        given, and keeps only the knobs it takes (an AR baseline drops LogitSpec's)."""
+        kept = self.knobs
+        if "method" in changes and changes["method"] != self.method:
+            if "k" not in changes:
+                changes["k"] = None
+            takes = knobs_of(changes["method"])
+            kept = tuple((n, v) for n, v in self.knobs if takes is None or n in takes)
+        fields, knobs = self._split(changes, kept)
         return dataclasses.replace(self, **fields, knobs=knobs)
 
     @property
@@ -83,6 +91,30 @@ class DecodeSettings:
         """Every setting as one flat dict, knobs included: what `DecodeSettings.of` takes back."""
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "knobs"}
         return {**d, **dict(self.knobs)}
+
+
+def knobs_of(method) -> tuple[str, ...] | None:
+    """The knobs `method` takes: none for plain decoding, the proposer's KNOBS for a registered
+    method, None for a name that is neither (resolve_k refuses it with the list of methods)."""
+    if method == "ar":
+        return ()
+    if isinstance(method, str) and method in REGISTRY:
+        return proposer_class(method).KNOBS
+    return None
+
+
+def check_knobs(method, knobs: dict) -> None:
+    """Raise ValueError for a keyword that is neither a setting nor one of `method`'s knobs, with
+    the nearest valid name: `generate(..., method="ar", max_new_token=5)` is a typo, not a knob."""
+    takes = knobs_of(method)
+    if takes is None or not (unknown := sorted(set(knobs) - set(takes))):
+        return
+    settings = [f.name for f in dataclasses.fields(DecodeSettings) if f.name != "knobs"]
+    name = unknown[0]
+    near = difflib.get_close_matches(name, [*settings, *takes], n=1, cutoff=0.6)
+    hint = f"did you mean {near[0]!r}? " if near else ""
+    options = f"method {method!r} takes {', '.join(takes)}" if takes else f"method {method!r} takes no options"
+    raise ValueError(f"unknown setting {name!r}: {hint}The settings are {', '.join(settings)}; {options}.")
 
 
 def check_k(k, max_new_tokens) -> None:
