@@ -1,10 +1,13 @@
 """specviz.passes.fastpath on tiny random Llamas: our own forward gives the modules' logits bit for
 bit, wherever the engine uses it, and the modules run wherever it does not apply."""
 import copy
+import logging
+import threading
 
 import pytest
 import torch
 
+import specviz
 from specviz.decoding.engine import generate
 from specviz.decoding.targets import LocalTarget
 from specviz.drafting.tree import DraftTree
@@ -174,3 +177,188 @@ def test_copies_of_a_model_get_their_own():
     assert fastpath.of(target.model) is not fastpath.of(other.model)
     assert torch.equal(fastpath.forward(other.model, ids, new_cache())[0],
                        modules_pass(other.model, ids, new_cache())[0])
+
+
+def fallbacks(caplog) -> list[logging.LogRecord]:
+    """What fastpath logged at WARNING or above."""
+    return [r for r in caplog.records if r.name == fastpath.log.name and r.levelno >= logging.WARNING]
+
+
+FALLBACKS = {  # why the modules run: (the model, set up; what the warning says)
+    "not Llama": (lambda mp: tuned(family="qwen2").model, "covers LlamaForCausalLM, not Qwen2ForCausalLM"),
+    "not packed": (lambda mp: tiny_random(seed=1).model, "its linear layers are not packed"),
+    "training": (lambda mp: tuned(seed=1).model.train(), "training mode"),
+    "dtype": (lambda mp: tuned(seed=1).model.to(torch.bfloat16), "its dtype is torch.bfloat16"),
+    "device": (lambda mp: tuned(seed=1).model.to("meta"), "on the device meta"),
+    "attention": (lambda mp: _eager(tuned(seed=1).model), "its attention is 'eager', not SDPA"),
+    "check": (lambda mp: _off_by_a_millionth(mp, tuned(seed=1).model),
+              "its logits on a 7-token prefill differ from the modules' (max abs difference "),
+    "build": (lambda mp: _unbuildable(mp, tuned(seed=1).model),
+              "building or checking it failed (RuntimeError: a layout it does not know)"),
+}
+
+
+def _eager(model):
+    model.set_attn_implementation("eager")
+    return model
+
+
+def _unbuildable(monkeypatch, model):
+    def refuse(layer):
+        raise RuntimeError("a layout it does not know")
+
+    monkeypatch.setattr(fastpath, "_Layer", refuse)
+    return model
+
+
+def _off_by_a_millionth(monkeypatch, model):
+    right = fastpath._rotate
+    monkeypatch.setattr(fastpath, "_rotate", lambda x, cos, sin: right(x, cos, sin) * (1 + 1e-6))
+    return model
+
+
+@pytest.mark.parametrize("why", list(FALLBACKS))
+def test_a_fallback_is_a_warning_that_says_why(why, monkeypatch, caplog):
+    """Wherever the modules run instead of our forward (not a Llama, linears not packed, training
+    mode, another dtype or device, another attention, the check at first use finding other bits,
+    or building it failing), fastpath logs one WARNING naming the model's class and the reason
+    (for the check: which pass differed and the max abs difference), once per decision."""
+    model = FALLBACKS[why][0](monkeypatch)
+    with caplog.at_level(logging.WARNING, logger=fastpath.log.name):
+        assert fastpath.of(model) is None
+        assert fastpath.of(model) is None  # decided: not logged again
+    [record] = fallbacks(caplog)
+    message = record.getMessage()
+    assert record.levelno == logging.WARNING
+    assert type(model).__name__ in message and "runs its modules, not our fast forward" in message
+    assert FALLBACKS[why][1] in message, message
+    if why == "check":
+        assert float(message.split("max abs difference ")[1].split(")")[0]) > 0
+
+
+def test_the_check_makes_verify_passes_as_the_engine_does(monkeypatch):
+    """The check at first use makes draft-tree passes as a verify pass is made: 17 and 33 rows
+    ([root] + nodes), each with the 4-D float mask and the explicit position ids that DraftTree
+    (model_mask, position_ids) gives the engine over the cache as it stands, through our forward
+    and through the modules alike."""
+    model = tuned(seed=10).model
+    ours, trees = fastpath.FastForward.__call__, []
+
+    def spy(self, ids, cache, position_ids=None, mask=None, keep=0):
+        if mask is not None:
+            tree = DraftTree(ids[0, 1:].tolist(), list(fastpath.TREES[len(trees)]))
+            assert mask.dim() == 4 and position_ids is not None
+            assert torch.equal(mask, tree.model_mask(cache, model.config, torch.float32))
+            assert torch.equal(position_ids, tree.position_ids(cache.get_seq_length()))
+            trees.append(ids.shape[1])
+        return ours(self, ids, cache, position_ids, mask, keep)
+
+    masks = []
+    model.register_forward_pre_hook(lambda m, args, kw: masks.append(kw.get("attention_mask")), with_kwargs=True)
+    monkeypatch.setattr(fastpath.FastForward, "__call__", spy)
+    assert fastpath.of(model) is not None
+    assert trees == [17, 33]
+    assert [m.shape[-2] for m in masks if m is not None and m.dim() == 4] == [17, 33]
+
+
+@pytest.mark.parametrize("rows", [17, 33])
+def test_a_forward_that_differs_only_on_a_tree_pass_is_never_used(rows, monkeypatch, caplog):
+    """The check compares each tree pass bit for bit: a forward with the modules' bits on the
+    prefill, the steps and the chains, but one logit of one tree pass (the 17-row one, or the
+    33-row one) one float step off, is refused with a WARNING naming that pass, and the engine's
+    passes run the modules."""
+    target = tuned(seed=11)
+    ours = fastpath.FastForward.__call__
+
+    def one_step_off(self, ids, cache, position_ids=None, mask=None, keep=0):
+        logits, hidden = ours(self, ids, cache, position_ids, mask, keep)
+        if mask is not None and ids.shape[1] == rows:
+            logits = logits.clone()
+            logits[0, -1, 0] = torch.nextafter(logits[0, -1, 0], torch.tensor(float("inf")))
+        return logits, hidden
+
+    monkeypatch.setattr(fastpath.FastForward, "__call__", one_step_off)
+    with caplog.at_level(logging.WARNING, logger=fastpath.log.name):
+        assert fastpath.of(target.model) is None
+    [record] = fallbacks(caplog)
+    assert f"its logits on a {rows}-row tree pass with its 4-D mask differ" in record.getMessage()
+    assert fastpath.forward(target.model, torch.tensor([[1, 2]]), new_cache()) is None
+
+
+class _WatchedLock:
+    """A lock that tells when a second caller has come to wait on it."""
+
+    def __init__(self):
+        self._lock, self.callers, self.second = threading.Lock(), 0, threading.Event()
+
+    def __enter__(self):
+        self.callers += 1
+        if self.callers == 2:
+            self.second.set()
+        self._lock.acquire()
+
+    def __exit__(self, *exc):
+        self._lock.release()
+
+
+def test_threads_that_ask_together_build_it_once(monkeypatch):
+    """of() decides again under its lock (double-checked locking): a thread that waited there while
+    another built and checked the model's fast forward takes that one instead of building its own."""
+    model = tuned(seed=12).model
+    lock, building, built = _WatchedLock(), threading.Event(), []
+    build = fastpath.FastForward.build
+
+    def slow_build(m):
+        built.append(threading.current_thread().name)
+        building.set()
+        assert lock.second.wait(30), "the second thread never came to the lock"
+        return build(m)
+
+    monkeypatch.setattr(fastpath, "_LOCK", lock)
+    monkeypatch.setattr(fastpath.FastForward, "build", staticmethod(slow_build))
+    got = {}
+    first = threading.Thread(target=lambda: got.setdefault("first", fastpath.of(model)), name="first")
+    second = threading.Thread(target=lambda: got.setdefault("second", fastpath.of(model)), name="second")
+    first.start()
+    assert building.wait(30)
+    second.start()
+    first.join(60)
+    second.join(60)
+    assert built == ["first"]
+    assert got["first"] is not None and got["second"] is got["first"]
+
+
+@pytest.mark.bundled
+def test_the_bundled_model_takes_the_fast_path(bundled_target, monkeypatch, caplog):
+    """The bundled model, as `load` gives it with this transformers, passes the check at first use
+    (its tree passes included) with no WARNING, and a real run's passes (an AR run's prefill and
+    steps, a LogitSpec run's verify passes over draft trees with their 4-D masks) all go through
+    our forward: the model's own forward and its decoder layers are never called."""
+    model = bundled_target.model
+    fastpath._BUILT.pop(model, None)  # decide again now, whatever an earlier test left
+    with caplog.at_level(logging.WARNING, logger=fastpath.log.name):
+        assert fastpath.of(model) is not None
+    assert fallbacks(caplog) == []
+
+    ours, passes, modules = fastpath.FastForward.__call__, [], []
+
+    def counted(self, ids, cache, position_ids=None, mask=None, keep=0):
+        passes.append((ids.shape[1], None if mask is None else mask.dim(), position_ids is not None))
+        return ours(self, ids, cache, position_ids, mask, keep)
+
+    monkeypatch.setattr(fastpath.FastForward, "__call__", counted)
+    hooks = [m.register_forward_pre_hook(lambda *a: modules.append(1)) for m in (model, model.model.layers[0])]
+    try:
+        prompt = "Write a Python function that returns the sum of a list of numbers."
+        ar = specviz.generate(bundled_target, prompt, method="ar", max_new_tokens=8, chat=True, record=False)
+        assert len(passes) == ar.metrics["new_tokens"] == 8  # the prefill, then a step per token
+        passes.clear()
+        tree = specviz.generate(bundled_target, prompt, method="logitspec", k=8, top_k=8, capacity=24,
+                                min_ngram=1, lone_cands=True, max_new_tokens=16, chat=True, record=False)
+        assert tree.metrics["new_tokens"] == 16
+        assert len(passes) == 1 + tree.metrics["cycles"]
+        assert any(rows > 1 and dims == 4 and positions for rows, dims, positions in passes)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    assert modules == []

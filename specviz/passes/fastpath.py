@@ -1,4 +1,10 @@
-"""Our own forward pass for Llama targets on the CPU: transformers' numbers, with far fewer ops.
+"""Our own forward pass for Llama targets on the CPU: the bits of the model's modules as the speed-ups patch them.
+
+What it is bit-equal to: the model's own modules as `speedups.apply` leaves them, that is with every
+nn.Linear a speedups.PackedLinear (oneDNN's product on a packed weight, rows padded to MIN_ROWS) and
+attention through the implementation the model is configured with (speedups' GQA SDPA, or SDPA).
+Not stock transformers: stock multiplies with MKL's sgemm on the plain weights, whose summation
+order, and so whose last bits, can differ (tests/test_speedups.py holds those to a tolerance).
 
 On a small model a one-token pass is mostly fixed cost per op, not arithmetic: SmolLM2-135M's
 pass reads 0.54 GB of linear weights in about 40 ms (13 GB/s, where a 2-core AMD EPYC sums a
@@ -15,15 +21,19 @@ nn.Module calls, transformers' wrappers and our PackedLinear's checks and row pa
   their order; the mask comes from transformers' `create_causal_mask` and attention from the
   function the model is configured with (SDPA), exactly as the modules call them.
 
-So a pass gives the modules' logits bit for bit (tests/test_fastpath.py on tiny Llamas; the
-check on the model at first use; the bundled model's greedy runs against HF `generate`). It is
-ours only: HF `generate`, the anchor of every benchmark, runs the modules as they are.
+So a pass gives the patched modules' logits bit for bit: tests/test_fastpath.py on tiny Llamas;
+`FastForward.check` on the model at first use, which runs the kinds of pass a run makes (a
+prefill, steps, chains, and draft trees of 17 and 33 rows with their 4-D masks and explicit
+positions, as a verify pass is made) both ways and compares every logit; and the bundled model's
+greedy runs against HF `generate`. It is ours only: HF `generate`, the anchor of every
+benchmark, runs the modules as they are.
 
 Used for one run's own passes (decoding/targets.py LocalTarget, a draft model's steps in
 proposers/draft_model.py, and the cost profile's timed passes, so v(n) prices the passes runs
-make); passes shared by several runs (passes/ragged.py) run the modules. It applies where the speed-ups packed the model's
-linears (CPU, float32) and the model is a LlamaForCausalLM; anything else, or a model whose
-check fails, runs the modules. SPECVIZ_NO_SPEEDUPS=1 turns it off with the other speed-ups.
+make); passes shared by several runs (passes/ragged.py) run the modules. It applies where the
+model is a LlamaForCausalLM in float32 on the CPU whose linears the speed-ups packed; anything
+else, or a model whose check fails, runs the modules, and says why in a WARNING on this module's
+logger (once per model and decision). SPECVIZ_NO_SPEEDUPS=1 turns it off with the other speed-ups.
 """
 from __future__ import annotations
 
@@ -50,11 +60,18 @@ def of(model: torch.nn.Module) -> "FastForward | None":
     """The model's fast forward, built and checked on first use; None where the modules must run.
     Decided again when what it depends on changes: the speed-ups applied or removed, another dtype
     or device, training mode, or (for one already built) an edited or replaced weight."""
-    kept, stamp = _BUILT.get(model), _stamp(model)
-    if kept is None or kept[1] != stamp or (kept[0] is not None and not kept[0].current()):
+    kept = _BUILT.get(model)
+    if not _decided(kept, model):
         with _LOCK:
-            kept = _BUILT[model] = (FastForward.build(model), stamp)
+            kept = _BUILT.get(model)  # another thread may have decided while this one waited
+            if not _decided(kept, model):
+                kept = _BUILT[model] = (FastForward.build(model), _stamp(model))
     return kept[0]
+
+
+def _decided(kept: tuple | None, model: torch.nn.Module) -> bool:
+    """Whether `kept` (what _BUILT holds for `model`) still answers for the model as it is now."""
+    return kept is not None and kept[1] == _stamp(model) and (kept[0] is None or kept[0].current())
 
 
 def _stamp(model: torch.nn.Module) -> tuple:
@@ -74,6 +91,40 @@ def forward(model: torch.nn.Module, ids: torch.Tensor, cache, position_ids=None,
         return None
     fast = of(model)
     return None if fast is None else fast(ids, cache, position_ids, mask, keep)
+
+
+# Draft trees for the check's verify passes, by parent (-1: the root): a chain of 8 (the greedy
+# path) with branches off it and off the root; the first 16 nodes are a tree too. 17 and 33 rows
+# are the ends of the verify passes runs make on the bundled model.
+_PARENTS = [i - 1 if i < 8 else (i // 2 - 1 if i % 3 else -1) for i in range(32)]
+TREES = (_PARENTS[:16], _PARENTS)
+
+
+def _ancestors(parents: list[int], i: int) -> list[int]:
+    """Node i and its ancestors, root-most first (the root excluded): DraftTree.ancestors."""
+    path = []
+    while i >= 0:
+        path.append(i)
+        i = parents[i]
+    return path[::-1]
+
+
+def _tree_layout(parents: list[int], past: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """(position_ids, mask) of a verify pass over [root] + a tree with these parents on `past` cached
+    positions, as drafting/tree.py's DraftTree.position_ids and model_mask make them for a model of
+    full-attention layers (passes cannot import drafting; tests/test_fastpath.py holds them equal):
+    the root at position `past`, a node at `past` + its depth; every row sees the cache and the
+    root, a node also itself and its ancestors; allowed entries 0, the rest the dtype's minimum."""
+    n = len(parents) + 1
+    depths: list[int] = []
+    allowed = torch.zeros(n, past + n, dtype=torch.bool)
+    allowed[:, : past + 1] = True
+    for i, parent in enumerate(parents):
+        depths.append(1 if parent < 0 else depths[parent] + 1)
+        for a in _ancestors(parents, i):
+            allowed[i + 1, past + 1 + a] = True
+    mask = torch.zeros(n, past + n, dtype=dtype).masked_fill_(~allowed, torch.finfo(dtype).min)
+    return torch.tensor([[past] + [past + d for d in depths]]), mask[None, None]
 
 
 def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -134,17 +185,19 @@ class FastForward:
     # -- when it applies ------------------------------------------------------------------------
     @classmethod
     def build(cls, model: torch.nn.Module) -> "FastForward | None":
-        """A checked fast forward for `model`, or None (with the reason in the log)."""
+        """A checked fast forward for `model`, or None, with a WARNING on this module's logger that says why."""
         why = cls.unsupported(model)
         if why is None:
             try:
                 fast = cls(model)
                 why = fast.check()
             except Exception as e:  # noqa: BLE001 -- any surprise in a model's layout: run its modules
-                why = f"building it failed ({type(e).__name__}: {e})"
+                why = f"building or checking it failed ({type(e).__name__}: {e})"
             if why is None:
+                log.info("%s runs our fast forward (checked bit for bit against its modules)", type(model).__name__)
                 return fast
-        log.info("%s runs transformers' modules: %s", type(model).__name__, why)
+        log.warning("%s runs its modules, not our fast forward (passes/fastpath.py), so its passes are slower: %s",
+                    type(model).__name__, why)
         return None
 
     @staticmethod
@@ -155,11 +208,16 @@ class FastForward:
             return f"the fast forward covers {', '.join(SUPPORTED)}, not {name}"
         if model.training:
             return "it is in training mode"
-        if not isinstance(getattr(model, "lm_head", None), speedups.PackedLinear):
-            return "its linear layers are not packed (the CPU speed-ups are off or do not apply)"
-        weight = model.lm_head.weight
-        if weight.dtype != torch.float32 or weight.device.type != "cpu":
-            return "it runs on the CPU in float32 only"
+        weight = getattr(getattr(model, "lm_head", None), "weight", None)
+        if weight is None:
+            return "it has no lm_head weight"
+        if weight.device.type != "cpu":
+            return f"it is on the device {weight.device}; the fast forward runs on the CPU only"
+        if weight.dtype != torch.float32:
+            return f"its dtype is {weight.dtype}; the fast forward runs float32 only"
+        if not isinstance(model.lm_head, speedups.PackedLinear):
+            return ("its linear layers are not packed: the CPU speed-ups are off (SPECVIZ_NO_SPEEDUPS=1, "
+                    "load(..., speedups=False) or speedups.remove) or did not apply (no oneDNN, or memory short)")
         config = model.config
         if getattr(config, "pretraining_tp", 1) != 1:
             return "pretraining_tp > 1 splits its products"
@@ -184,20 +242,50 @@ class FastForward:
 
     @torch.inference_mode()
     def check(self) -> str | None:
-        """Run a prefill, a step and two short chains both ways on a fresh cache; None when every
-        logit has the same bits, else what differed."""
-        from specviz.passes.kvcache import new_cache  # kvcache imports transformers' cache classes
+        """Make the kinds of pass a run makes both ways, on two fresh caches, and compare every logit
+        bit for bit: a prefill (its last row, as the engine asks), a one-token step, two short chains,
+        a verify pass over each of TREES (17 and 33 rows: [root] + nodes, with the 4-D float mask and
+        the positions the engine gives it, decoding/targets.py), the cache rolled back after the first
+        and cut to one accepted path after the second, as a tree cycle does, and a step after that.
+        None when every pass has the same bits, else which pass differed and by how much."""
+        from specviz.passes.kvcache import keep_path, new_cache, rollback  # transformers' cache classes
 
         vocab = self.config.vocab_size
-        feeds = [list(range(7)), [7], [8, 9], [10, 11, 12, 13]]
         ours, theirs = new_cache(), new_cache()
-        for feed in feeds:
-            ids = torch.tensor([[(11 + 7 * t) % vocab for t in feed]])
-            a = self.model(input_ids=ids, past_key_values=theirs, use_cache=True).logits
-            b, _ = self(ids, ours)
+        fed = 0
+
+        def compare(what: str, n: int, position_ids=None, mask=None, keep: int = 0) -> str | None:
+            nonlocal fed
+            ids = torch.tensor([[(11 + 7 * t) % vocab for t in range(fed, fed + n)]])
+            fed += n
+            a = self.model(input_ids=ids, past_key_values=theirs, use_cache=True, position_ids=position_ids,
+                           attention_mask=mask, **({"logits_to_keep": keep} if keep else {})).logits
+            b, _ = self(ids, ours, position_ids, mask, keep)
+            if a.shape != b.shape:
+                return f"its logits on {what} have the shape {tuple(b.shape)}, the modules' {tuple(a.shape)}"
             if not torch.equal(a, b):
-                return f"its logits differ from the modules' (max {float((a - b).abs().max()):.3g}) on this CPU"
-        return None
+                return (f"its logits on {what} differ from the modules' (max abs difference "
+                        f"{float((a - b).abs().max()):.3g}) on this CPU")
+            return None
+
+        for what, n, keep in (("a 7-token prefill", 7, 1), ("a one-token step", 1, 0), ("a 2-token chain", 2, 0),
+                              ("a 4-token chain", 4, 0)):
+            if why := compare(what, n, keep=keep):
+                return why
+        for i, parents in enumerate(TREES):
+            past = ours.get_seq_length()
+            position_ids, mask = _tree_layout(parents, past, self.model.dtype)
+            if why := compare(f"a {len(parents) + 1}-row tree pass with its 4-D mask", len(parents) + 1,
+                              position_ids, mask):
+                return why
+            if i < len(TREES) - 1:  # nothing accepted
+                rollback(ours, past)
+                rollback(theirs, past)
+            else:  # the root and the path to the last node accepted
+                path = [past] + [past + 1 + a for a in _ancestors(parents, len(parents) - 1)]
+                keep_path(ours, past, path)
+                keep_path(theirs, past, path)
+        return compare("a step after a tree's path was kept", 1)
 
     # -- the pass ----------------------------------------------------------------------------------
     @torch.inference_mode()
