@@ -278,7 +278,7 @@ def _batch_sizes(text: str) -> tuple[int, ...]:
 
 
 def _advise_parser() -> argparse.ArgumentParser:
-    from specviz.measure.advice import LOAD_BATCHES  # data only
+    from specviz.measure.advice import CONCURRENCY  # data only
 
     ap = _Parser(prog="specviz advise", description="Which draft, method and K for this target, on these "
                  "prompts and this machine: measured once, predicted for every K, then checked "
@@ -294,11 +294,11 @@ def _advise_parser() -> argparse.ArgumentParser:
     ap.add_argument("--temperature", type=_temperature, default=0.0)
     ap.add_argument("--top-p", type=_top_p, default=1.0)
     ap.add_argument("--check", type=int, default=2, help="how many of the best to measure for real (default 2)")
-    ap.add_argument("--load", type=_batch_sizes, default=",".join(map(str, LOAD_BATCHES)),
+    ap.add_argument("--concurrency", type=_batch_sizes, default=",".join(map(str, CONCURRENCY)),
                     help="runs at once to predict the speedup under, e.g. 1,2,4,8,16 (default %(default)s); "
                          "'none' skips timing batched passes")
-    ap.add_argument("--out", help="folder for profile.json and advice.md")
-    ap.add_argument("--from", dest="source", help="print the advice of a saved profile.json; no model runs")
+    ap.add_argument("--out", help="folder for survey.json and advice.md")
+    ap.add_argument("--from", dest="source", help="print the advice of a saved survey.json; no model runs")
     return ap
 
 
@@ -323,7 +323,7 @@ def _cmd_advise(argv: list[str]) -> int:
         from specviz.measure import advice  # data only: no model, no torch model code
 
         try:
-            print(advice.report(advice.load(args.source)))
+            print(advice.report(advice.read(args.source)))
         except ValueError as e:
             fail(e)
         return 0
@@ -341,19 +341,19 @@ def _cmd_advise(argv: list[str]) -> int:
     try:
         target = load(args.target, progress=say)
         models = {}
-        profile = advisor.measure(target, candidates, prompts, lambda spec: models.setdefault(spec, load(spec)),
+        survey = advisor.measure(target, candidates, prompts, lambda spec: models.setdefault(spec, load(spec)),
                                   planner.verify_cost(target), say, k_max=args.k_max,
                                   max_new_tokens=args.max_new_tokens, temperature=args.temperature,
-                                  top_p=args.top_p, check=args.check, load_batches=args.load)
+                                  top_p=args.top_p, check=args.check, concurrency=args.concurrency)
     except (ValueError, ModelLoadError) as e:
         fail(e)
-    text = advisor.report(profile)
+    text = advisor.report(survey)
     if args.out:
         out = __import__("pathlib").Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        advisor.save(profile, out / "profile.json")
+        advisor.save(survey, out / "survey.json")
         (out / "advice.md").write_text(text + "\n", encoding="utf-8")
-        say(f"wrote {out / 'profile.json'} and {out / 'advice.md'}")
+        say(f"wrote {out / 'survey.json'} and {out / 'advice.md'}")
     print(text)
     return 0
 

@@ -75,7 +75,7 @@ def bundled_target():
 
 @pytest.fixture(scope="module")
 def app_url(bundled_target):
-    """The app served in-process on a free port, its model cache primed with the session's bundled
+    """The app served in-process on a free port, its model pool primed with the session's bundled
     model (so the app and `specviz.generate` use the very same weights); one per test module."""
     from specviz.ui.state import MODELS
 

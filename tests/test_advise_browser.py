@@ -49,28 +49,28 @@ def test_the_tab_opens_on_the_recorded_profile_before_any_model_loads(page):
     from specviz.ui import advise_tab
     from specviz.ui.state import MODELS
 
-    recorded = advice.load(advise_tab.RECORDED)
+    recorded = advice.read(advise_tab.RECORDED)
     assert "Recorded on" in page.locator("#sv-adv-status").inner_text()
     table = page.locator("#sv-adv-table").inner_text()
     assert advice.recommendation(recorded) in table
     assert page.locator("#sv-adv-table tbody tr").count() == len(recorded.measured)
-    for plot in ("#sv-adv-curves", "#sv-adv-load"):
+    for plot in ("#sv-adv-curves", "#sv-adv-concurrency"):
         assert page.locator(f"{plot} .scatterlayer .trace").count() >= len(recorded.measured)
     assert page.locator("#sv-adv-accept .scatterlayer .trace").count() == 2 * len(recorded.measured)
     assert MODELS.peek("bundled") is None
 
 
 def test_a_saved_profile_replays_and_a_bad_file_is_refused(page, tmp_path):
-    """Uploading a profile.json repaints the tab from it; a JSON file that is not a profile leaves a
+    """Uploading a survey.json repaints the tab from it; a JSON file that is not a survey leaves a
     message naming the problem in the status line."""
     from specviz.measure import advice
     from specviz.ui import advise_tab
 
-    profile = advice.load(advise_tab.RECORDED)
-    profile.measured = profile.measured[:2]
-    profile.checks = {}
+    survey = advice.read(advise_tab.RECORDED)
+    survey.measured = survey.measured[:2]
+    survey.checks = {}
     good = tmp_path / "two.json"
-    advice.save(profile, good)
+    advice.save(survey, good)
     page.locator("#sv-adv-upload input[type=file]").set_input_files(str(good))
     wait_text(page, "#sv-adv-status", "Replayed two.json")
     assert page.locator("#sv-adv-table tbody tr").count() == 2
@@ -78,12 +78,12 @@ def test_a_saved_profile_replays_and_a_bad_file_is_refused(page, tmp_path):
     bad.write_text(json.dumps({"format": "something else"}))
     page.locator("#sv-adv-upload button[aria-label='Clear']").first.click()
     page.locator("#sv-adv-upload input[type=file]").set_input_files(str(bad))
-    wait_text(page, "#sv-adv-status", "not a SpecViz advice profile")
+    wait_text(page, "#sv-adv-status", "not a SpecViz advice survey")
 
 
 def test_a_small_advice_runs_and_offers_its_profile(page):
     """On the bundled model, two draft-free candidates on one short prompt: the status streams what
-    it does, ends 'Done', the table ranks exactly those two, and the profile is offered for download."""
+    it does, ends 'Done', the table ranks exactly those two, and the survey is offered for download."""
     methods = page.locator("#sv-adv-methods")
     for name in ("Hybrid", "Draft head (bundled target)", "Layer skip"):
         methods.get_by_label(name, exact=True).uncheck()
@@ -92,7 +92,7 @@ def test_a_small_advice_runs_and_offers_its_profile(page):
         box = page.locator(f"{slider} input[type=number]")
         box.fill(value)
         box.press("Enter")
-    page.locator("#sv-adv-load-on input").uncheck()
+    page.locator("#sv-adv-concurrency-on input").uncheck()
     page.locator("#sv-adv-go").click()
     wait_text(page, "#sv-adv-status", "Done", timeout=RUN_MS)
     rows = page.locator("#sv-adv-table tbody tr")

@@ -1,5 +1,5 @@
 """The Advise tab's handlers (specviz/ui/advise_tab.py) and drawing (specviz/viz/advice_figures.py),
-without a browser: prompts and candidates parsed, bad input answered with a message, a profile
+without a browser: prompts and candidates parsed, bad input answered with a message, a survey
 replayed without a model, and model-made or typed text escaped."""
 from __future__ import annotations
 
@@ -14,15 +14,15 @@ from specviz.viz import advice_figures as afig
 NO_PROGRESS = lambda *a, **k: None  # noqa: E731 -- the handlers' gr.Progress outside an event
 
 
-def _profile(label_draft: str = "d") -> advice.Profile:
+def _profile(label_draft: str = "d") -> advice.Survey:
     m1 = advice.Measured(advice.Candidate("pld"), 3, 10, [10.0, 7, 4], [7.0, 4, 2], [1.0, 2.0, 3.0], 0.05, False, 30.0)
     m2 = advice.Measured(advice.Candidate("draft", label_draft), 3, 10, [10.0, 5, 2], [5.0, 2, 1], [1.0, 2.0, 3.0],
                          0.2, True, 20.0)
-    load = advice.LoadCost([1, 8], [1, 4], [[0.01, 0.012], [0.015, 0.04]], 64)
-    return advice.Profile("bundled", 2, dict(k_max=3, max_new_tokens=16, temperature=0.0, top_p=1.0), "a CPU",
+    timed = advice.ConcurrencyCost([1, 8], [1, 4], [[0.01, 0.012], [0.015, 0.04]], 64)
+    return advice.Survey("bundled", 2, dict(k_max=3, max_new_tokens=16, temperature=0.0, top_p=1.0), "a CPU",
                           20.0, 0.01, {1: 1.0, 2: 1.05, 4: 1.2, 8: 1.6}, [m1, m2],
                           {"pld": advice.Check(3, 1.8, 1.2, "predicted 1.80× but measured 1.20×: <b>why</b>")},
-                          "2026-12-01 18:00 UTC", load=load)
+                          "2026-12-01 18:00 UTC", concurrency=timed)
 
 
 def _html(frame: tuple) -> str:
@@ -60,16 +60,16 @@ def test_bad_input_gets_a_message_and_no_model_runs(prompts, k_max, needle):
 def test_a_saved_profile_replays_and_a_bad_file_is_refused(tmp_path):
     """A profile.json paints the table, the three figures and says no model ran; a file that is not
     a profile gets its reason in the status line and clears nothing it cannot replace."""
-    path = tmp_path / "profile.json"
+    path = tmp_path / "survey.json"
     advice.save(_profile(), path)
     frame = advise_tab.replay(str(path))
-    assert "Replayed profile.json" in frame[0] and "no model ran" in frame[0]
+    assert "Replayed survey.json" in frame[0] and "no model ran" in frame[0]
     assert advice.recommendation(_profile()) in frame[1].replace("&#42;", "*")
     assert all(len(fig.data) >= 2 for fig in frame[2:5])
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps([1, 2]))
     frame = advise_tab.replay(str(bad))
-    assert "sv-status-error" in frame[0] and "not a SpecViz advice profile" in frame[0]
+    assert "sv-status-error" in frame[0] and "not a SpecViz advice survey" in frame[0]
 
 
 def test_typed_and_model_text_is_escaped_in_the_table():
@@ -90,4 +90,4 @@ def test_the_figures_label_conditional_and_marginal_apart_and_mark_checked_point
     curves = afig.curves_figure(p)
     stars = [t for t in curves.data if t.marker.symbol == "star"]
     assert len(curves.data) == 3 and len(stars) == 1 and stars[0].y == (1.2,)
-    assert [list(t.x) for t in afig.load_figure(p).data] == [[1, 8], [1, 8]]
+    assert [list(t.x) for t in afig.concurrency_figure(p).data] == [[1, 8], [1, 8]]

@@ -67,7 +67,7 @@ def test_candidates_parse_and_refuse_with_a_reason():
 
 
 @pytest.fixture(scope="module")
-def profile():
+def survey():
     target = load("tiny-random:vocab=48,layers=2,seed=3")
     draft = load("tiny-random:vocab=48,layers=2,seed=3,draft=1")
     prompts = [[1, 5, 9, 2, 7, 1, 5, 9], [3, 4, 3, 4, 3, 4]]
@@ -76,35 +76,35 @@ def profile():
                            max_new_tokens=12, check=2, progress=lambda m: None)
 
 
-def test_measure_ranks_every_candidate_and_checks_the_best(profile):
+def test_measure_ranks_every_candidate_and_checks_the_best(survey):
     """On a tiny target, every candidate is measured at k_max with rates in [0, 1], ranked by its
     predicted best speedup, and the two best were decoded again and compared with plain decoding."""
-    rows = advice.ranked(profile)
+    rows = advice.ranked(survey)
     assert [r[0].candidate.method for r in rows] and len(rows) == 3
     assert [r[2] for r in rows] == sorted((r[2] for r in rows), reverse=True)
-    for m in profile.measured:
+    for m in survey.measured:
         assert len(m.conditional) == 4 and all(0.0 <= x <= 1.0 for x in m.conditional + m.marginal)
-    assert set(profile.checks) == {rows[0][0].candidate.label, rows[1][0].candidate.label}
-    assert all(chk.measured > 0 for chk in profile.checks.values())
+    assert set(survey.checks) == {rows[0][0].candidate.label, rows[1][0].candidate.label}
+    assert all(chk.measured > 0 for chk in survey.checks.values())
 
 
-def test_the_profile_file_gives_back_the_same_advice(profile, tmp_path):
+def test_the_survey_file_gives_back_the_same_advice(survey, tmp_path):
     """A saved profile reads back equal, and `advise --from` prints the same report without a model;
-    a file that is not a profile is refused on one line."""
-    path = tmp_path / "profile.json"
-    advice.save(profile, path)
-    again = advice.load(path)
-    assert again == profile
+    a file that is not a survey is refused on one line."""
+    path = tmp_path / "survey.json"
+    advice.save(survey, path)
+    again = advice.read(path)
+    assert again == survey
     out = subprocess.run([sys.executable, "-m", "specviz", "advise", "--from", str(path)], cwd=ROOT,
                          capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0 and out.stdout.strip() == advice.report(profile).strip()
+    assert out.returncode == 0 and out.stdout.strip() == advice.report(survey).strip()
     assert ("conditional: P(accepted at i given i reached)" in out.stdout
             and "marginal: P(position i accepted)" in out.stdout)
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"format": "other"}))
     out = subprocess.run([sys.executable, "-m", "specviz", "advise", "--from", str(bad)], cwd=ROOT,
                          capture_output=True, text=True, timeout=300)
-    assert out.returncode == 2 and out.stderr.startswith("specviz: error: not a SpecViz advice profile")
+    assert out.returncode == 2 and out.stderr.startswith("specviz: error: not a SpecViz advice survey")
 
 
 def test_a_missed_prediction_is_flagged_with_a_reason():
@@ -122,19 +122,19 @@ def test_load_prediction_is_the_batch_one_formula_scaled_by_measured_passes():
     gains nothing, and the first batch size with S_B < 1 is where it stops paying."""
     m = advice.Measured(advice.Candidate("pld"), 3, 10, [10.0, 6, 3], [6.0, 3, 1], [1.0, 2.0, 3.0], 0.05, False, 1.0)
     sizes = [1, 2, 3, 5]
-    load = advice.LoadCost([1, 4, 16], sizes, [[0.010, 0.011, 0.012, 0.014],  # batch 1: nearly free
+    timed = advice.ConcurrencyCost([1, 4, 16], sizes, [[0.010, 0.011, 0.012, 0.014],  # batch 1: nearly free
                                                [0.012, 0.016, 0.020, 0.030],
                                                [0.020, 0.040, 0.060, 0.100]], 64)  # batch 16: n steps
-    v1 = lambda n: load.pass_at(0, n) / load.step_s(0)  # noqa: E731
+    v1 = lambda n: timed.pass_at(0, n) / timed.step_s(0)  # noqa: E731
     for k in (1, 2, 3):
-        assert advice.load_speedup(m, k, load, 0) == pytest.approx(advice.predicted_speedup(m, k, v1))
+        assert advice.concurrent_speedup(m, k, timed, 0) == pytest.approx(advice.predicted_speedup(m, k, v1))
     tokens = 1 + 0.6 + 0.3 + 0.1
-    assert advice.load_speedup(m, 3, load, 2) == pytest.approx(tokens * 0.020 / (0.05 * 0.010 + 0.080))
-    profile = advice.Profile("t", 1, {}, "", 1.0, 0.01, {1: 1.0, 4: 1.2}, [m], load=load)
-    (_, points, stops), = advice.under_load(profile)
+    assert advice.concurrent_speedup(m, 3, timed, 2) == pytest.approx(tokens * 0.020 / (0.05 * 0.010 + 0.080))
+    survey = advice.Survey("t", 1, {}, "", 1.0, 0.01, {1: 1.0, 4: 1.2}, [m], concurrency=timed)
+    (_, points, stops), = advice.under_concurrency(survey)
     assert [b for b, _, _ in points] == [1, 4, 16] and points[0][2] > 1.0
     assert stops == next(b for b, _, s in points if s < 1.0) == 16
-    assert "stops paying at 16 runs at once" in advice.report(profile)
+    assert "stops paying at 16 runs at once" in advice.report(survey)
 
 
 def test_layer_skip_candidates_name_their_layers_and_bad_lists_are_refused():
@@ -150,20 +150,20 @@ def test_layer_skip_candidates_name_their_layers_and_bad_lists_are_refused():
 def test_a_damaged_profile_is_refused_with_what_to_do():
     """A file in the right format but with a field missing is refused with one sentence, not a traceback."""
     with pytest.raises(ValueError, match="damaged.*measure it again"):
-        advice.Profile.from_dict({"format": advice.FORMAT, "target": "t"})
+        advice.Survey.from_dict({"format": advice.FORMAT, "target": "t"})
 
 
 def test_a_draft_the_pair_check_blocks_is_left_out_with_the_reason():
     """The advisor checks a draft model before measuring it: a draft whose tokenizer swaps two ids
-    is not measured, the profile says why, and the report carries the pair check's sentence; the
+    is not measured, the survey says why, and the report carries the pair check's sentence; the
     other candidates are measured as usual."""
     from tests.test_pair_check import model, tok
 
     target, bad = model(tok(), name="t"), model(tok(swap=(5, 6)), name="swapped")
-    profile = advisor.measure(target, [advice.Candidate("pld"), advice.Candidate("draft", "swapped")],
+    survey = advisor.measure(target, [advice.Candidate("pld"), advice.Candidate("draft", "swapped")],
                               [[3, 4, 5, 3, 4, 5, 3, 4]], lambda spec: bad, lambda n: 1.0, k_max=2,
-                              max_new_tokens=6, check=0, load_batches=(), progress=lambda m: None)
-    assert [m.candidate.label for m in profile.measured] == ["pld"]
-    assert "pair check found an error" in profile.refused["draft swapped"]
-    text = advice.report(profile)
+                              max_new_tokens=6, check=0, concurrency=(), progress=lambda m: None)
+    assert [m.candidate.label for m in survey.measured] == ["pld"]
+    assert "pair check found an error" in survey.refused["draft swapped"]
+    text = advice.report(survey)
     assert "draft swapped: The tokenizers differ at 2 of the 40 ids" in text and "id 5 is" in text

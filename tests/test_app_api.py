@@ -1,6 +1,6 @@
 """The app driven through its public API with gradio_client, on the bundled model.
 
-The app runs in-process on a free port (conftest.py's `app_url`); its model cache is primed with the session's bundled
+The app runs in-process on a free port (conftest.py's `app_url`); its model pool is primed with the session's bundled
 model, so the app and `specviz.generate` use the very same weights.
 """
 from __future__ import annotations

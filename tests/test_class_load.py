@@ -61,8 +61,8 @@ def test_the_timing_panel_says_when_a_run_was_measured_under_load():
     """A run measured with no other run beside it says so; one whose cycles ran beside others says how many
     and how many passes were shared, and the speedup is flagged as taken under different loads."""
     base = dict(tokens_per_s=10.0, cycles=8, new_tokens=20, decode_s=2.0)
-    alone = dict(base, cycles_beside_others=0, most_beside=0, shared_passes=0, most_shared=1)
-    loaded = dict(base, cycles_beside_others=5, most_beside=12, shared_passes=4, most_shared=9)
+    alone = dict(base, cycles_concurrent=0, most_concurrent=0, shared_passes=0, most_shared=1)
+    loaded = dict(base, cycles_concurrent=5, most_concurrent=12, shared_passes=4, most_shared=9)
     html = metrics_html(alone, alone)
     assert "Speculative run: no other run in this app ran beside it." in html
     assert "AR baseline: no other run in this app ran beside it." in html

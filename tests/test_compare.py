@@ -1,6 +1,6 @@
 """The Compare and Theory & hardware tabs driven through gradio_client, on the bundled model.
 
-The app runs in-process on a free port with its model cache primed with the session's bundled
+The app runs in-process on a free port with its model pool primed with the session's bundled
 model (conftest.py's `app_url`).
 """
 from __future__ import annotations

@@ -206,7 +206,7 @@ def test_step_cost_is_the_fastest_run_over_the_one_token_pass(tiny):
     """step_cost times the work after one warm-up run that it ignores, keeps the fastest of the
     repeats (noise only adds time) and divides by the profile's one-token pass."""
     work = Work([9.0, 0.004, 0.002, 0.003])  # a slow warm-up, then 2 ms at best
-    got = costs.step_cost(tiny, "w", work, repeats=3, cache_file=None, timer=linear_time, clock=work.clock)
+    got = costs.work_cost(tiny, "w", work, repeats=3, cache_file=None, timer=linear_time, clock=work.clock)
     assert work.runs == 4
     assert got.work_s == pytest.approx(0.002) and got.step_s == pytest.approx(linear_time(1))
     assert got.cost == pytest.approx(0.002 / linear_time(1))
@@ -216,16 +216,16 @@ def test_step_cost_is_cached_per_work_and_read_back_from_the_file(tiny, tmp_path
     """A second call runs nothing; another process (memory emptied) reads the file; other work
     under another name is timed for itself; refresh=True times again."""
     path, work = tmp_path / "costs.json", Work([0.001, 0.002])
-    first = costs.step_cost(tiny, "a", work, repeats=2, cache_file=path, timer=linear_time, clock=work.clock)
+    first = costs.work_cost(tiny, "a", work, repeats=2, cache_file=path, timer=linear_time, clock=work.clock)
     runs = work.runs
-    assert costs.step_cost(tiny, "a", work, cache_file=path, timer=linear_time, clock=work.clock).cost == first.cost
+    assert costs.work_cost(tiny, "a", work, cache_file=path, timer=linear_time, clock=work.clock).cost == first.cost
     costs.forget_cached()
-    assert costs.step_cost(tiny, "a", work, cache_file=path, timer=linear_time, clock=work.clock).cost == first.cost
+    assert costs.work_cost(tiny, "a", work, cache_file=path, timer=linear_time, clock=work.clock).cost == first.cost
     assert work.runs == runs
     other = Work([0.005])
-    assert costs.step_cost(tiny, "b", other, repeats=2, cache_file=path, timer=linear_time,
+    assert costs.work_cost(tiny, "b", other, repeats=2, cache_file=path, timer=linear_time,
                            clock=other.clock).work_s == pytest.approx(0.005)
-    costs.step_cost(tiny, "a", work, repeats=2, cache_file=path, timer=linear_time, clock=work.clock, refresh=True)
+    costs.work_cost(tiny, "a", work, repeats=2, cache_file=path, timer=linear_time, clock=work.clock, refresh=True)
     assert work.runs == runs + 3
 
 
@@ -234,14 +234,14 @@ def test_a_step_cost_priced_against_an_older_profile_is_timed_again(tiny, tmp_pa
     ratio was divided by the old step_s, is not returned: the work is timed again and the new
     cost's step_s is the current profile's, so the planner never mixes two measurements."""
     path, work = tmp_path / "costs.json", Work([0.001, 0.002])
-    first = costs.step_cost(tiny, "a", work, repeats=2, cache_file=path, timer=linear_time, clock=work.clock)
+    first = costs.work_cost(tiny, "a", work, repeats=2, cache_file=path, timer=linear_time, clock=work.clock)
     runs = work.runs
 
     def slower(n: int) -> float:
         return 2 * linear_time(n)
 
     costs.profile(tiny, cache_file=path, timer=slower, refresh=True)
-    again = costs.step_cost(tiny, "a", work, repeats=2, cache_file=path, timer=slower, clock=work.clock)
+    again = costs.work_cost(tiny, "a", work, repeats=2, cache_file=path, timer=slower, clock=work.clock)
     assert work.runs > runs
     assert again.step_s == pytest.approx(slower(1)) != first.step_s
     assert again.step_s == costs.profile(tiny, cache_file=path).step_s

@@ -18,7 +18,7 @@ from specviz.decoding.targets import BatchedTarget
 from specviz.decoding.trace import BONUS, FROM_DRAFT, RESAMPLED
 from specviz.loading.loader import derive_draft, tiny_random
 from specviz.proposers import make_proposer
-from specviz.proposers.draft_model import DraftModelProposer, shared_steps
+from specviz.proposers.draft_model import DraftModelProposer, shared_calls
 from specviz.proposers.head import HeadProposer
 from specviz.teach.toy import chi_square_p_value
 from specviz.training.head_train import new_head
@@ -89,7 +89,7 @@ GROUP = 8  # runs decoded at once when their verify passes are batched
 
 def run_counts_batched(models, name: str, settings) -> tuple[np.ndarray, Counter, list[int]]:
     """run_counts, with the N runs decoded GROUP at a time in threads whose verify passes one
-    BatchedTarget per group answers together (it waits for the whole group), and whose draft steps
+    BatchedTarget per group answers together (it waits for the whole group), and whose draft calls
     (a draft model's, the head's) run together too: the app's class at once. Also returns how many
     requests each cycle's pass answered."""
     target = models[0]
@@ -106,12 +106,12 @@ def run_counts_batched(models, name: str, settings) -> tuple[np.ndarray, Counter
             seed = first + i
             return Decoder(target, PROMPT, proposer=_proposer(models, name, seed), k=2, temperature=temperature,
                            top_p=top_p, seed=seed, max_new_tokens=4, chat=False, record=False, plan=False,
-                           verifier=shared, batch_verify=True)
+                           verifier=shared, share_passes=True)
         try:
             for run in run_together(make, group, gathered):
                 counts[tuple(run.token_ids[1:])] += 1
                 origins.update(run.origins)
-                shares += [c.verify_shared for c in run.cycles]
+                shares += [c.shared_by for c in run.cycles]
         finally:
             gathered.close()
     return counts, origins, shares
@@ -143,17 +143,17 @@ DRAFTING = ["chain, draft model", "tree, draft head"]  # the cases whose drafts 
 
 
 def _draft_rounds(models, name: str):
-    """The process's shared rounds of the case's draft steps."""
+    """The process's shared rounds of the case's draft calls."""
     target, draft, head = models
-    return shared_steps(draft.model).rounds if name == "chain, draft model" else \
+    return shared_calls(draft.model).rounds if name == "chain, draft model" else \
         HeadProposer(head, target.model).steps.rounds
 
 
 @pytest.mark.parametrize("name", BATCHED)
 def test_sampled_tokens_follow_the_target_with_shared_verify_passes(models, name):
-    """The same check with the runs' verify passes and draft steps shared GROUP at a time
+    """The same check with the runs' verify passes and draft calls shared GROUP at a time
     (BatchedTarget, passes/rounds.py): batching changes no rule, so (t2, t3, t4) still follow the
-    target's exact joint; and passes and draft steps were shared."""
+    target's exact joint; and passes and draft calls were shared."""
     before = _draft_rounds(models, name).shared_passes if name in DRAFTING else 0
     counts, origins, shares = run_counts_batched(models, name, NUCLEUS)
     expected = exact_joint(models[0].model, PROMPT, 4, *NUCLEUS).sum(0)

@@ -231,10 +231,10 @@ def test_head_is_the_bundled_targets_default_draft():
     assert "head" not in [v for _, v in draft_choices("HuggingFaceTB/SmolLM2-360M-Instruct")]
     assert "head" not in [v for _, v in draft_choices("tiny-random:shares-bundled-tokenizer")]
     s = from_inputs({"prompt": "Hello", "method": "draft"})
-    assert (s.method, s.draft, s.engine_method, s.draft_spec) == ("draft", "head", "head", None)
+    assert (s.proposer, s.draft, s.method, s.draft_spec) == ("draft", "head", "head", None)
     assert s.decode().method == "head" and "trained draft head" in s.describe()
     other = from_inputs({"prompt": "Hello", "method": "draft", "draft": "bundled"})
-    assert (other.engine_method, other.draft_spec) == ("draft", "bundled")
+    assert (other.method, other.draft_spec) == ("draft", "bundled")
     assert from_inputs({"prompt": "Hello", "method": "pld"}).draft_spec is None
 
 
@@ -274,20 +274,20 @@ def test_the_heads_step_is_priced_on_this_machine(bundled_target, tiny_head):
     assert digest == hashlib.sha256(DEFAULT_PATH.read_bytes()).hexdigest()[:16]  # its content, not where it lies
     work = (f"head {digest} {str(dtype).removeprefix('torch.')} width {built.width} beam {built.beam} "
             f"depth {head_mod.PRICED_DEPTH}")
-    timed = costs.step_cost(bundled_target, work, lambda: pytest.fail("the first build timed it already"))
-    assert built.step_cost == pytest.approx(timed.cost / head_mod.PRICED_DEPTH)
-    assert 0 < built.step_cost < 1 and timed.step_s == costs.profile(bundled_target).step_s
-    assert HeadProposer.build(bundled_target).step_cost == built.step_cost
-    assert HybridProposer.build(bundled_target).step_cost == built.step_cost
+    timed = costs.work_cost(bundled_target, work, lambda: pytest.fail("the first build timed it already"))
+    assert built.call_cost == pytest.approx(timed.cost / head_mod.PRICED_DEPTH)
+    assert 0 < built.call_cost < 1 and timed.step_s == costs.profile(bundled_target).step_s
+    assert HeadProposer.build(bundled_target).call_cost == built.call_cost
+    assert HybridProposer.build(bundled_target).call_cost == built.call_cost
     decoder = Decoder(bundled_target, "Hello", method="hybrid", max_new_tokens=2)
-    assert decoder.planner.c == built.step_cost
+    assert decoder.planner.c == built.call_cost
     target, head = tiny_head
-    assert HeadProposer(head, target.model)._priced(target, "tiny") == HeadProposer.step_cost
+    assert HeadProposer(head, target.model)._priced(target, "tiny") == HeadProposer.call_cost
 
 
 @pytest.mark.bundled
 def test_the_app_prices_the_head_when_it_loads_the_bundled_model(bundled_target, monkeypatch):
-    """The app's model cache builds the trained head when it loads the bundled model (which times
+    """The app's model pool builds the trained head when it loads the bundled model (which times
     the head's step once, so the first hybrid Step need not), not when it loads another model; and
     a head that cannot be built does not fail the load (the Step that asks for it says why)."""
     from specviz.ui import state
@@ -300,7 +300,7 @@ def test_the_app_prices_the_head_when_it_loads_the_bundled_model(bundled_target,
 
     monkeypatch.setattr(HeadProposer, "build", classmethod(recording))
     tiny = tiny_random()
-    cache = state.ModelCache(loader=lambda spec, **kw: bundled_target if spec == "bundled" else tiny)
+    cache = state.ModelPool(loader=lambda spec, **kw: bundled_target if spec == "bundled" else tiny)
     assert cache.get("bundled") is bundled_target and built == [bundled_target]
     assert cache.get("tiny-random") is tiny and built == [bundled_target]
 
@@ -308,7 +308,7 @@ def test_the_app_prices_the_head_when_it_loads_the_bundled_model(bundled_target,
         raise ModelLoadError("no draft head at assets/head/head.safetensors")
 
     monkeypatch.setattr(HeadProposer, "build", classmethod(broken))
-    assert state.ModelCache(loader=lambda spec, **kw: bundled_target).get("bundled") is bundled_target
+    assert state.ModelPool(loader=lambda spec, **kw: bundled_target).get("bundled") is bundled_target
 
 
 def test_training_data_is_cached_per_prompt_file_and_pass(tmp_path, monkeypatch):

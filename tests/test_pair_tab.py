@@ -13,7 +13,7 @@ from specviz.ui.pairs import BY_KEY, PAIRS, pair_traces
 from specviz.ui.state import MODELS
 from specviz.viz import pair_views as pv
 
-TIMING = {"draft_s", "verify_s", "other_s", "elapsed_s", "verify_pass_s", "beside", "verify_shared"}
+TIMING = {"draft_s", "verify_s", "other_s", "elapsed_s", "verify_pass_s", "concurrent", "shared_by"}
 
 
 def request(name: str, **query):
@@ -92,7 +92,7 @@ def test_a_shared_link_opens_the_pair_and_an_unknown_one_gets_a_message():
 
 @pytest.fixture
 def bundled(bundled_target):
-    """The bundled model in the app's model cache (what a visitor's Step loads)."""
+    """The bundled model in the app's model pool (what a visitor's Step loads)."""
     MODELS.put("bundled", bundled_target)
     return bundled_target
 

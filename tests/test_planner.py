@@ -121,7 +121,7 @@ def test_a_model_draft_beside_a_reliable_retrieval_chain_drafts_nothing():
     for depth in range(1, 9):
         planner.counts[key(LOOKUP, depth)] = [95.0, 100.0]
         planner.counts[key(HEAD, depth)] = [60.0, 100.0]
-    assert planner.depth(HEAD, 8, beside=CHAIN) == 0
+    assert planner.depth(HEAD, 8, offered=CHAIN) == 0
     assert planner.depth(HEAD, 8) >= 1
 
 
@@ -137,7 +137,7 @@ def test_a_pruned_source_is_tried_again_later():
 
 
 def test_model_drafts_choose_k_before_drafting():
-    """A draft step as costly as a target step never pays (K = 0); a cheap one with a good record does."""
+    """A draft call as costly as a target step never pays (K = 0); a cheap one with a good record does."""
     costly, cheap = Planner(greedy=True, c=1.0), Planner(greedy=True, c=0.05)
     for planner in (costly, cheap):
         for depth in range(1, 9):
@@ -197,7 +197,7 @@ def sampling_models():
 def _proposer(models):
     """The draft model, declared cheap (c = 0.05 target steps) so that the planner drafts with it."""
     proposer = DraftModelProposer.build(*models)
-    proposer.step_cost = 0.05
+    proposer.call_cost = 0.05
     return proposer
 
 

@@ -207,6 +207,6 @@ def test_the_status_says_the_hybrid_runs_without_the_head_on_a_served_target():
     """The status line of a hybrid run on a vLLM target says the head is left out, not '+ head'."""
     from specviz.ui.settings import RunSettings
 
-    text = RunSettings(target="vllm:http://127.0.0.1:8000|bundled", method="hybrid").describe()
+    text = RunSettings(target="vllm:http://127.0.0.1:8000|bundled", proposer="hybrid").describe()
     assert "without the head" in text
-    assert "without the head" not in RunSettings(target="bundled", method="hybrid").describe()
+    assert "without the head" not in RunSettings(target="bundled", proposer="hybrid").describe()

@@ -94,10 +94,12 @@ def test_compare_rows_change_only_their_own_columns():
 
 
 def test_the_apps_settings_are_decode_settings_with_the_engine_method():
-    """RunSettings is a DecodeSettings; decode() turns the picker's 'draft' + trained head into
-    method 'head' and keeps every other value, and a blank K takes the chosen method's default."""
+    """RunSettings is a DecodeSettings whose `method` is the engine's, as DecodeSettings' is: the
+    Proposer picker's 'draft' + trained head (kept in `proposer`) is method 'head', and so is the
+    Decoder's; decode() keeps every other value, and a blank K takes the chosen method's default."""
     s = from_inputs(dict(method="draft", draft="head", k=5, temperature=0.7, top_p=0.9, seed=2, prompt="x"))
-    assert isinstance(s, DecodeSettings)
+    assert isinstance(s, DecodeSettings) and (s.proposer, s.method) == ("draft", "head")
+    assert RunSettings(proposer="draft", draft="bundled").method == "draft"
     d = s.decode()
     assert type(d) is DecodeSettings and d.method == "head"
     assert (d.k, d.temperature, d.top_p, d.seed) == (5, 0.7, 0.9, 2)

@@ -20,7 +20,7 @@ from specviz.loading.loader import derive_draft
 from specviz.models.families import tiny_random
 from specviz.passes import ragged
 from specviz.passes.kvcache import cache_len, new_cache
-from specviz.proposers.draft_model import DraftModelProposer, _plain, shared_steps
+from specviz.proposers.draft_model import DraftModelProposer, _plain, shared_calls
 from specviz.proposers.head import HeadProposer
 from specviz.training.head_train import new_head
 
@@ -64,11 +64,11 @@ def _check_one_round(steps, requests) -> None:
         solo = [steps.one(f, x) if f.dim() == 1 else steps.many(f, x) for f, x in requests]
     gathered = Gathered([steps.rounds], len(requests))
     try:
-        together = _at_once(lambda f, x: steps.rounds.submit((f, x)), requests)
+        answers = _at_once(lambda f, x: steps.rounds.submit((f, x)), requests)
     finally:
         gathered.close()
     assert steps.rounds.most_shared == len(requests) and steps.rounds.shared_passes == 1
-    for (want_pred, want_logits), got in zip(solo, together):
+    for (want_pred, want_logits), got in zip(solo, answers):
         assert not isinstance(got, Exception), got
         assert got[0].shape == want_pred.shape and got[1].shape == want_logits.shape
         assert torch.allclose(got[0], want_pred, atol=1e-5) and torch.allclose(got[1], want_logits, atol=1e-5)
@@ -107,7 +107,7 @@ def test_draft_steps_taken_together_give_each_run_its_own_step(family, kw):
     whole prompt) in one ragged pass give each run the last-row logits and the cache its own step
     gives, sliding windows included."""
     model = tiny_random(family=family, seed=13, **kw).model
-    steps = shared_steps(model)
+    steps = shared_calls(model)
     assert steps is not None
     solo_caches, shared_caches, feeds = [], [], []
     for i, prompt in enumerate(PROMPTS):
@@ -123,11 +123,11 @@ def test_draft_steps_taken_together_give_each_run_its_own_step(family, kw):
     gathered = Gathered([steps.rounds], 3)
     before = steps.rounds.shared_passes
     try:
-        together = _at_once(lambda c, f: steps.rounds.submit((c, f)), list(zip(shared_caches, feeds)))
+        answers = _at_once(lambda c, f: steps.rounds.submit((c, f)), list(zip(shared_caches, feeds)))
     finally:
         gathered.close()
     assert steps.rounds.shared_passes == before + 1
-    for want, got, a, b in zip(solo, together, solo_caches, shared_caches):
+    for want, got, a, b in zip(solo, answers, solo_caches, shared_caches):
         assert not isinstance(got, Exception), got
         assert torch.allclose(got, want, atol=1e-5), (got - want).abs().max()
         assert cache_len(a) == cache_len(b)
@@ -146,7 +146,7 @@ def test_a_draft_step_alone_is_the_plain_step_bit_for_bit():
         model = derive_draft(target, noise=0.3, seed=1).model
         caches = [new_cache(), new_cache()]
         plain = _plain(model, caches[0], PROMPTS[0])
-        alone = shared_steps(model).rounds.submit((caches[1], PROMPTS[0]))
+        alone = shared_calls(model).rounds.submit((caches[1], PROMPTS[0]))
     assert torch.equal(alone, plain)
 
 
@@ -162,7 +162,7 @@ def test_a_failed_shared_draft_pass_puts_the_caches_back_and_steps_each_alone(mo
         raise RuntimeError("out of memory")
 
     monkeypatch.setattr(ragged, "forward", broken)
-    steps = shared_steps(model)
+    steps = shared_calls(model)
     caches, lengths = [], []
     for p in PROMPTS:
         c = new_cache()
@@ -198,12 +198,12 @@ def test_greedy_runs_drafting_together_give_their_solo_tokens(method):
     solo = [Decoder(target, p, proposer=proposer(), **kw).run().token_ids for p in prompts]
     verifier = BatchedTarget(target)
     drafting = proposer()
-    draft_rounds = drafting.steps.rounds if method == "head" else shared_steps(draft.model).rounds
+    draft_rounds = drafting.steps.rounds if method == "head" else shared_calls(draft.model).rounds
     before = draft_rounds.shared_passes
     gathered = Gathered([verifier.rounds, draft_rounds], len(prompts), [5.0, 0.2])  # runs near their end draft less
     try:
         runs = run_together(lambda i: Decoder(target, prompts[i], proposer=proposer(), verifier=verifier,
-                                              batch_verify=True, **kw), len(prompts), gathered)
+                                              share_passes=True, **kw), len(prompts), gathered)
     finally:
         gathered.close()
     assert [r.token_ids for r in runs] == solo

@@ -65,7 +65,7 @@ def test_greedy_runs_decoded_together_give_their_solo_tokens(method):
     shared = BatchedTarget(target, gather=len(prompts), gather_s=2.0)
     runs = run_together(lambda i: Decoder(target, prompts[i], draft=draft, verifier=shared, **kw), len(prompts), shared)
     assert [r.token_ids for r in runs] == solo
-    shares = [c.verify_shared for r in runs for c in r.cycles]
+    shares = [c.shared_by for r in runs for c in r.cycles]
     assert max(shares) == len(prompts) and shared.shared_passes > 0
     assert sum(s > 1 for s in shares) > len(shares) / 2, shares
 
@@ -87,7 +87,7 @@ def test_the_app_setting_shares_one_target_per_model():
     """batch_verify=True routes a Decoder's passes to the one BatchedTarget of its model; the default
     (timing runs) keeps them its own."""
     target = tiny_random(family="llama", seed=6)
-    assert Decoder(target, PROMPTS[0], method="pld", chat=False, batch_verify=True).verifier is batched(target)
+    assert Decoder(target, PROMPTS[0], method="pld", chat=False, share_passes=True).verifier is batched(target)
     assert isinstance(Decoder(target, PROMPTS[0], method="pld", chat=False).verifier, LocalTarget)
     assert not isinstance(Decoder(target, PROMPTS[0], method="pld", chat=False).verifier, BatchedTarget)
 

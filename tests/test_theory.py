@@ -62,13 +62,13 @@ def _cycle(index: int, depths: list[int], draft_s: float = 0.0, verify_s: float 
 
 
 def test_draft_cost_is_seconds_per_draft_step_over_a_target_step():
-    """c = drafting seconds / draft steps / the AR run's seconds per step, on traces with times set
+    """c = drafting seconds / draft calls / the AR run's seconds per step, on traces with times set
     by hand: chains of 3 (0.6 s over 6 steps) against 0.05 s per target step give c = 2; a tree
     counts its depth as its steps, not its nodes; cycles that drafted nothing are left out."""
     ar = RunTrace("ar", cycles=[_cycle(i, [], verify_s=0.05) for i in range(4)])
     chain = RunTrace("draft", cycles=[_cycle(0, [1, 2, 3], 0.3), _cycle(1, [1, 2, 3], 0.3), _cycle(2, [], 0.2)])
     assert theory.draft_cost(chain, ar) == pytest.approx(2.0)
-    tree = RunTrace("draft", cycles=[_cycle(0, [1, 1, 2, 2], 0.2)])  # two draft steps, four nodes
+    tree = RunTrace("draft", cycles=[_cycle(0, [1, 1, 2, 2], 0.2)])  # two draft calls, four nodes
     assert theory.draft_cost(tree, ar) == pytest.approx(2.0)
 
 

@@ -4,7 +4,7 @@ drawn by every view that can show it, within a time budget; size bombs are refus
 in little memory.
 
 The mutations start from the shipped files (the example trace, a sampled lesson with its AR
-baseline, the recorded advice profile) and swap values for hostile ones (null, huge, negative,
+baseline, the recorded advice survey) and swap values for hostile ones (null, huge, negative,
 NaN, infinity, strings, lists, objects, markup), drop keys, and grow lists.
 """
 from __future__ import annotations
@@ -105,12 +105,12 @@ def draw_trace(trace, cycles=None) -> None:
     views.full("", "info", run, ar, None)
 
 
-def draw_profile(profile) -> None:
+def draw_profile(survey) -> None:
     """Every view of the Advise tab, and the command line's report."""
     from specviz.viz import advice_figures as afig
 
-    afig.advice_html(profile), afig.curves_figure(profile), afig.acceptance_figure(profile)
-    afig.load_figure(profile), advice.report(profile)
+    afig.advice_html(survey), afig.curves_figure(survey), afig.acceptance_figure(survey)
+    afig.concurrency_figure(survey), advice.report(survey)
 
 
 def read_trace(text: str):
@@ -118,9 +118,9 @@ def read_trace(text: str):
 
 
 def read_profile(text: str, tmp_path: Path):
-    path = tmp_path / "profile.json"
+    path = tmp_path / "survey.json"
     path.write_text(text, encoding="utf-8")
-    return advice.load(path)
+    return advice.read(path)
 
 
 def outcome(read, draw, text: str) -> str:
@@ -173,8 +173,8 @@ def test_every_shipped_file_is_accepted_and_draws():
              *sorted((ASSETS / "lessons").glob("*.json"))]
     for path in files:
         assert outcome(read_trace, draw_trace, path.read_text(encoding="utf-8")) == "drawn", path.name
-    profile = advice.load(ASSETS / "recorded_advice.json")
-    draw_profile(profile)
+    survey = advice.read(ASSETS / "recorded_advice.json")
+    draw_profile(survey)
 
 
 def test_mutated_traces_are_refused_with_a_message_or_drawn_by_every_view():
@@ -187,7 +187,7 @@ def test_mutated_traces_are_refused_with_a_message_or_drawn_by_every_view():
 
 
 def test_mutated_profiles_are_refused_with_a_message_or_drawn_by_every_view(tmp_path):
-    """500 seeded mutations of the recorded advice profile: each is refused with a message, or
+    """500 seeded mutations of the recorded advice survey: each is refused with a message, or
     accepted and drawn by every Advise view and the report, within the budget."""
     counts, failures = fuzz([_base_profile()], PROFILE_MUTANTS, lambda t: read_profile(t, tmp_path), draw_profile,
                             SEED + 1)
@@ -266,7 +266,7 @@ def test_a_trace_size_bomb_is_refused_quickly_in_bounded_memory(name):
 
 @pytest.mark.parametrize("name", list(PROFILE_BOMBS))
 def test_a_profile_size_bomb_is_refused_quickly_in_bounded_memory(name, tmp_path):
-    """An advice profile that claims 2,000,000 positions (or a million sizes, or deep nesting) is
+    """An advice survey that claims 2,000,000 positions (or a million sizes, or deep nesting) is
     refused with a message in under a second and under 400 MB."""
     took, peak = _refused_quickly(lambda t: read_profile(t, tmp_path), PROFILE_BOMBS[name](_base_profile()))
     assert took < 1.0 and peak < 400, (name, took, peak)

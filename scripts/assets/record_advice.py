@@ -1,10 +1,10 @@
-"""Record the advice profile the Advise tab opens on, so it shows advice before anyone measures.
+"""Record the advisor's survey the Advise tab opens on, so it shows advice before anyone measures.
 
     python scripts/assets/record_advice.py            # writes assets/recorded_advice.json
 
 Runs `specviz advise` on the bundled model (offline) with the candidates and the six public
 prompts that scripts/bench/advise_bench.py sweeps (one per kind), measured once at K max,
-checked on the two best, with the batched passes timed for the load prediction. The profile says
+checked on the two best, with the batched passes timed for the prediction with several runs at once. The survey says
 when and on what machine it was measured, and the tab says so. Record it on a quiet machine: the
 advice rests on timings. scripts/bench/advise_bench.py checks such advice against a sweep.
 """
@@ -40,7 +40,7 @@ def main() -> int:
                          "--out", tmp])
         if code:
             return code
-        shutil.copy(Path(tmp) / "profile.json", args.out)
+        shutil.copy(Path(tmp) / "survey.json", args.out)
     print(f"wrote {args.out}")
     return 0
 

@@ -16,7 +16,7 @@
 The default prompts are six of the public set, one per kind (IDS): on a 2-core CPU the sweep of six
 candidates × K 1…5 × 2 repeats then takes about half an hour.
 
-Writes profile.json (the advisor's), sweep.json and summary.md to --out. The profile the app's
+Writes survey.json (the advisor's), sweep.json and summary.md to --out. The survey the app's
 Advise tab opens on is recorded by scripts/assets/record_advice.py, with the same candidates and prompts.
 """
 from __future__ import annotations
@@ -60,9 +60,9 @@ def main() -> None:
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     say = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
 
-    profile = advisor.measure(target, cands, prompts, load, planner.verify_cost(target), say, k_max=args.k_max,
+    survey = advisor.measure(target, cands, prompts, load, planner.verify_cost(target), say, k_max=args.k_max,
                               max_new_tokens=args.max_new_tokens, check=2)
-    advice.save(profile, out / "profile.json")
+    advice.save(survey, out / "survey.json")
 
     common = dict(max_new_tokens=args.max_new_tokens, temperature=0.0, top_p=1.0, seed=0, plan=False, record=False)
     configs = [(c, k) for c in cands for k in range(1, args.k_max + 1)]
@@ -78,7 +78,7 @@ def main() -> None:
                 _, r = advisor._decode_all(target, None, prompts, method=cand.method, k=k, knobs=cand.knobs,
                                            **common)
                 rates.setdefault(f"{cand.label}|{k}", []).append(r)
-    top, top_k, top_pred = advice.ranked(profile)[0]
+    top, top_k, top_pred = advice.ranked(survey)[0]
     pick_key = f"{top.candidate.label}|{top_k}"
     first = {key: statistics.median(v) for key, v in rates.items()}
     again = sorted(first, key=first.get, reverse=True)[: args.refine]
@@ -95,21 +95,21 @@ def main() -> None:
     ar_rate = statistics.median(ar)
     sweep = {key: statistics.median(v) for key, v in rates.items()}
     best_key = max(sweep, key=sweep.get)
-    chk = profile.checks.get(top.candidate.label)
-    data = dict(started=started, machine=profile.machine, prompts=args.ids.split(","), k_max=args.k_max,
+    chk = survey.checks.get(top.candidate.label)
+    data = dict(started=started, machine=survey.machine, prompts=args.ids.split(","), k_max=args.k_max,
                 max_new_tokens=args.max_new_tokens, repeats=args.repeats, ar_tokens_per_s=ar_rate, ar_runs=ar,
                 sweep={k: dict(tokens_per_s=v, speedup=v / ar_rate, runs=rates[k]) for k, v in sweep.items()},
                 best=best_key, pick=pick_key, pick_vs_best=sweep[pick_key] / sweep[best_key],
                 pick_predicted=top_pred, pick_checked=chk.measured if chk else None,
                 pick_sweep_speedup=sweep[pick_key] / ar_rate, refined=again, refine_repeats=args.refine_repeats)
     (out / "sweep.json").write_text(json.dumps(data, indent=1), encoding="utf-8")
-    lines = [f"Run started {started} on {profile.machine}; public prompts {args.ids}, greedy, "
+    lines = [f"Run started {started} on {survey.machine}; public prompts {args.ids}, greedy, "
              f"{args.max_new_tokens} new tokens, K 1…{args.k_max}, planning off, {args.repeats} repeats "
              f"(median), then {args.refine_repeats} more of {', '.join(k.replace('|', ' K=') for k in again)}; "
              f"plain decoding {ar_rate:.1f} tokens/s (median of {len(ar)}).", "",
              "| candidate | " + " | ".join(f"K={k}" for k in range(1, args.k_max + 1)) + " | advisor's K, predicted |",
              "|---" * (args.k_max + 2) + "|"]
-    predicted = {m.candidate.label: (k, s) for m, k, s in advice.ranked(profile)}
+    predicted = {m.candidate.label: (k, s) for m, k, s in advice.ranked(survey)}
     for cand in cands:
         cells = []
         for k in range(1, args.k_max + 1):
@@ -124,7 +124,7 @@ def main() -> None:
               + (f"{chk.measured:.2f}× ({abs(top_pred - chk.measured) / chk.measured:.1%} off)." if chk
                  else "not checked.")]
     (out / "summary.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    (out / "advice.md").write_text(advice.report(profile) + "\n", encoding="utf-8")
+    (out / "advice.md").write_text(advice.report(survey) + "\n", encoding="utf-8")
     print("\n".join(lines))
 
 

@@ -10,10 +10,10 @@ import threading
 
 
 class Span:
-    __slots__ = ("beside",)
+    __slots__ = ("concurrent",)
 
-    def __init__(self, beside: int):
-        self.beside = beside  # the most other spans open at any moment while this one was
+    def __init__(self, concurrent: int):
+        self.concurrent = concurrent  # the most other spans open at any moment while this one was
 
 
 class Activity:
@@ -25,7 +25,7 @@ class Activity:
         with self._lock:
             span = Span(len(self._open))
             for other in self._open:
-                other.beside = max(other.beside, len(self._open))
+                other.concurrent = max(other.concurrent, len(self._open))
             self._open.add(span)
             return span
 
@@ -33,7 +33,7 @@ class Activity:
         """Close `span`; the most other spans it ran beside."""
         with self._lock:
             self._open.discard(span)
-            return span.beside
+            return span.concurrent
 
 
 ACTIVITY = Activity()  # every Decoder in this process (on ZeroGPU: in this worker)

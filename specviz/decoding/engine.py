@@ -61,7 +61,7 @@ class Decoder:
         `settings` too, they change it). `proposer` is a ready-made Proposer (one under test, or a
         parked one); its name is the run's method.
         `verifier` answers the verify passes (decoding/targets.py); by default the run's own
-        passes, or the model's shared BatchedTarget when `batch_verify` is set."""
+        passes, or the model's shared BatchedTarget when `share_passes` is set."""
         if isinstance(kw.get("method"), Proposer):
             raise TypeError("method= names a method; pass a ready-made Proposer as proposer=")
         ready = proposer
@@ -86,7 +86,7 @@ class Decoder:
         # cost-aware drafting (planner.py): on by default; plan=False verifies every offered node
         self.planner = None
         if settings.plan and self.proposer is not None:
-            self.planner = Planner(self.sampling.greedy, verify_cost(target), self.proposer.step_cost)
+            self.planner = Planner(self.sampling.greedy, verify_cost(target), self.proposer.call_cost)
         self.k = self.k_max = int(settings.k)
         self.adaptive_k, self.max_new_tokens = settings.adaptive_k, int(settings.max_new_tokens)
         self.options, self.shown, self.run_id = start.options, start.shown, start.run_id
@@ -106,8 +106,8 @@ class Decoder:
         remote = target.remote is not None
         if remote and self._wants_hidden:
             raise ValueError(HIDDEN_REFUSED)
-        self.verifier = verifier or (batched(target) if settings.batch_verify and not remote else self.local)
-        self.together = settings.batch_verify  # model drafts, too, may run in one batch with other runs'
+        self.verifier = verifier or (batched(target) if settings.share_passes and not remote else self.local)
+        self.share_passes = settings.share_passes  # model drafts, too, may run in one batch with other runs'
         self.share = self.share and not remote  # a server's prefix cache already shares prefills
         self._hidden: torch.Tensor | None = None  # rows of the latest pass, after the final norm
         self.last_hidden: torch.Tensor | None = None  # the row last_logits came from
@@ -240,9 +240,9 @@ class Decoder:
         try:
             cycle = self._step()
         finally:
-            beside = ACTIVITY.end(span)
+            concurrent = ACTIVITY.end(span)
         if cycle is not None:
-            cycle.beside = beside
+            cycle.concurrent = concurrent
         return cycle
 
     def _step(self) -> CycleTrace | None:
@@ -263,7 +263,7 @@ class Decoder:
         logits = answer.logits
         self._sync()
         t2 = time.perf_counter()
-        cycle.verify_shared, cycle.verify_pass_s, cycle.served = answer.shared, answer.pass_s, answer.served
+        cycle.shared_by, cycle.verify_pass_s, cycle.served = answer.shared, answer.pass_s, answer.served
         verdict = verify(tree, logits, self.sampling)
         self._learn(offered, tree, verdict)
         new = [tree.tokens[i] for i in verdict.accepted] + [verdict.new_token]
@@ -304,12 +304,12 @@ class Decoder:
         """(what the proposer offered, what is worth verifying): the planner may send less, or nothing."""
         if self.proposer is None or k < 1:
             return DraftTree(), DraftTree()
-        if self.planner is not None and self.proposer.paid_per_step:  # choose K before paying for it
+        if self.planner is not None and self.proposer.paid_per_call:  # choose K before paying for it
             k = self.planner.depth(self.proposer.source, k)
             if k < 1:
                 return DraftTree(), DraftTree()
         ctx = ProposeContext(self.ids, self.last_logits, k, self.sampling, len(self.prompt_ids), self.planner,
-                             self.last_hidden, self.together)
+                             self.last_hidden, self.share_passes)
         offered = self.proposer.propose(ctx).limit_depth(k)
         return offered, offered if self.planner is None else self.planner.prune(offered)
 

@@ -16,7 +16,7 @@ Under greedy decoding any draft is exact, so the estimate may also use the draft
 confidence in its token, q(x), when the node has a q. Costs come from a fixed profile, never from this
 run's timings, so a seed gives the same run every time.
 
-Models that draft (draft model, head) pay c target steps per draft step, so `depth` picks
+Models that draft (draft model, head) pay c one-token target passes per draft call, so `depth` picks
 their K before drafting, the same way, from the per-depth estimates and beside any nodes
 offered already (the hybrid's retrieval).
 """
@@ -70,7 +70,7 @@ class Planner:
     """Running acceptance counts per source and depth, and the choice of what to send."""
 
     def __init__(self, greedy: bool, v: Callable[[int], float] = PRIOR_V, c: float = 0.0):
-        self.greedy, self.c = greedy, c  # c: one draft step in target steps
+        self.greedy, self.c = greedy, c  # c: one draft call in one-token target passes
         self._v, self._v_max = v, [1.0]
         self.counts: dict[str, list[float]] = {}  # key → [accepted, reached]
         self._confidence: list[tuple[DraftTree, list]] = []  # confidence(): the latest trees' reads
@@ -201,11 +201,11 @@ class Planner:
         pruned.retrieval_hit = tree.retrieval_hit
         return pruned
 
-    def depth(self, source: Source, k_max: int, beside: DraftTree | None = None) -> int:
+    def depth(self, source: Source, k_max: int, offered: DraftTree | None = None) -> int:
         """K for a model that drafts `source`, before it drafts: the K with most tokens per unit of
-        time, its chain verified with the best part of `beside` (nodes offered already, e.g. the
-        hybrid's retrieval), each draft step costing c target steps."""
-        base = self.path_values(beside) if beside is not None else []
+        time, its chain verified with the best part of `offered` (nodes offered already, e.g. the
+        hybrid's retrieval), each draft call costing c one-token target passes."""
+        base = self.path_values(offered) if offered is not None else []
         best_k, best = 0, self.best_send(sorted(base, reverse=True))[1]
         chain, p, memo = [], 1.0, {}
         for k in range(1, k_max + 1):

@@ -71,9 +71,9 @@ class CycleTrace:
     other_s: float = 0.0
     # the verify pass: how many runs' requests it answered (1: this run's alone), and its own
     # wall time; verify_s is this run's wait for it, which is longer when it queued behind another
-    verify_shared: int = 1
+    shared_by: int = 1
     verify_pass_s: float | None = None
-    beside: int = 0  # the most other runs' cycles that ran in this process during this one (0: alone)
+    concurrent: int = 0  # the most other runs' cycles that ran in this process during this one (0: alone)
     # a served target (vLLM): what the server reported for this pass (prompts, prompt_tokens,
     # cached_tokens, seconds); None for a model in this process
     served: dict | None = None
@@ -115,7 +115,7 @@ class RunTrace:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "RunTrace":
-        d = dict(d)
+        d = renamed(d)
         d["cycles"] = [_cycle_from_dict(c) for c in d.get("cycles", [])]
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
@@ -123,6 +123,31 @@ class RunTrace:
     @classmethod
     def from_json(cls, s: str) -> "RunTrace":
         return cls.from_dict(json.loads(s))
+
+
+# Names a run written before 2026-12-05 may carry, and the ones that replaced them (README,
+# "Glossary"): runs sharing a pass are "shared", runs overlapping in time "concurrent".
+OLD_CYCLE_NAMES = {"beside": "concurrent", "verify_shared": "shared_by"}
+OLD_METRIC_NAMES = {"cycles_beside_others": "cycles_concurrent", "most_beside": "most_concurrent"}
+OLD_SETTING_NAMES = {"batch_verify": "share_passes"}
+
+
+def _renamed_keys(d, names: dict[str, str]):
+    if not isinstance(d, dict) or not names.keys() & d.keys():
+        return d
+    return {names.get(k, k): v for k, v in d.items()}
+
+
+def renamed(d: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a run's dict with the old names above replaced by the new (new data is unchanged);
+    anything that is not the expected shape is left for the caller's checks."""
+    d = dict(d)
+    for key, names in (("metrics", OLD_METRIC_NAMES), ("settings", OLD_SETTING_NAMES)):
+        if key in d:
+            d[key] = _renamed_keys(d[key], names)
+    if isinstance(d.get("cycles"), list):
+        d["cycles"] = [_renamed_keys(c, OLD_CYCLE_NAMES) for c in d["cycles"]]
+    return d
 
 
 def _alts(xs) -> list[Alt]:
@@ -187,10 +212,10 @@ def summarize(cycles: list[CycleTrace], new_tokens: int, decode_s: float, prefil
         "verify_s": sum(c.verify_s for c in cycles),
         "other_s": sum(c.other_s for c in cycles),
         # under load: cycles that ran beside other runs' cycles, and those whose pass was shared
-        "cycles_beside_others": sum(1 for c in cycles if c.beside > 0),
-        "most_beside": max((c.beside for c in cycles), default=0),
-        "shared_passes": sum(1 for c in cycles if c.verify_shared > 1),
-        "most_shared": max((c.verify_shared for c in cycles), default=1),
+        "cycles_concurrent": sum(1 for c in cycles if c.concurrent > 0),
+        "most_concurrent": max((c.concurrent for c in cycles), default=0),
+        "shared_passes": sum(1 for c in cycles if c.shared_by > 1),
+        "most_shared": max((c.shared_by for c in cycles), default=1),
     }
     if served:  # a target served by vLLM: what its prefix cache saved
         out.update(served_requests=len(served), served_prompt_tokens=sum(d.get("prompt_tokens", 0) for d in served),

@@ -37,6 +37,7 @@ from specviz.decoding.trace import (
     RESAMPLED,
     TARGET,
     RunTrace,
+    renamed,
     summarize,
 )
 
@@ -85,9 +86,10 @@ CYCLE = Obj({"index": (Int(0, MAX_CYCLES - 1), True), "k": (Int(0, MAX_K), True)
              "origins": (ListOf(Text(16, choices=ORIGINS), MAX_K + 1), False),
              "cache_before": (CACHE, False), "cache_after": (CACHE, False),
              "draft_s": (SECONDS, False), "verify_s": (SECONDS, False), "other_s": (SECONDS, False),
-             "verify_shared": (Int(1, MAX_RUNS_SHARED), False),
+             "shared_by": (Int(1, MAX_RUNS_SHARED), False),
              "verify_pass_s": (Num(0.0, MAX_SECONDS, null=True), False),
-             "beside": (Int(0, MAX_RUNS_SHARED), False), "served": (MapOf(Plain(), 16, key_len=64, null=True), False),
+             "concurrent": (Int(0, MAX_RUNS_SHARED), False),
+             "served": (MapOf(Plain(), 16, key_len=64, null=True), False),
              "elapsed_s": (SECONDS, False), "total_tokens": (Int(0, MAX_NEW_TOKENS), False),
              "retrieval_hit": (Bool(null=True), False), "offered": (Int(0, 1_000_000, null=True), False),
              "greedy": (Bool(), False)})
@@ -95,7 +97,7 @@ COUNT = Num(0, 1e12, null=True)
 RATE = Num(0.0, 1.0 + 1e-6, null=True)
 METRICS = Obj({**{key: (COUNT, False) for key in (
     "new_tokens", "prefill_s", "decode_s", "rebuild_s", "rebuilds", "tokens_per_s", "cycles", "mean_accepted_tokens",
-    "drafted_tokens", "accepted_tokens", "draft_s", "verify_s", "other_s", "cycles_beside_others", "most_beside",
+    "drafted_tokens", "accepted_tokens", "draft_s", "verify_s", "other_s", "cycles_concurrent", "most_concurrent",
     "shared_passes", "most_shared", "served_requests", "served_prompt_tokens", "served_cached_tokens")},
     "acceptance_rate": (RATE, False), "retrieval_success": (RATE, False),
     "acceptance_by_position": (ListOf(RATE, MAX_K), False),
@@ -267,6 +269,8 @@ def _tokens_below(alts: list[dict], vocab: int, where: str) -> None:
 
 
 def _run(d, what: str) -> RunTrace:
+    if isinstance(d, dict):
+        d = renamed(d)  # a file written before the names changed reads as before
     try:
         check(d, RUN, f"The {what}")
     except SchemaError as e:

@@ -50,7 +50,7 @@ def load_bundled(device, dtype, progress, load_pretrained: Callable):
             if broken is None:  # the files are fine: the failure is elsewhere (a device, memory)
                 raise
             # A broken cache is ours to rebuild, not the user's problem.
-            log.warning("Rebuilding the bundled model cache at %s (%s): %s", cache, broken, e)
+            log.warning("Rebuilding the bundled model's converted folder at %s (%s): %s", cache, broken, e)
             shutil.rmtree(cache, ignore_errors=True)
     folder = bundled_gguf_dir()
     if folder is None:
@@ -120,7 +120,7 @@ def _convert_gguf(folder: Path, cache: Path, progress) -> None:
                 raise
             # Another process finished first; its cache is as good as ours.
     except OSError as e:
-        raise ModelLoadError(f"Could not write the model cache under {cache.parent}: {e}. "
+        raise ModelLoadError(f"Could not write the converted model under {cache.parent}: {e}. "
                              "Set SPECVIZ_CACHE_DIR to a writable folder.") from e
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

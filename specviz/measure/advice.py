@@ -1,7 +1,7 @@
 """The pair advisor's data and arithmetic: what was measured, what it predicts, and the report.
 
 Measuring is specviz/measure/advisor.py; everything here is plain data and arithmetic (no torch,
-no UI), so a saved profile replays in the app and on the command line without a model.
+no UI), so a saved survey replays in the app and on the command line without a model.
 
 **Per-position acceptance.** Position i of a draft is *reached* when the cycle drafted at least i
 deep and positions 1…i−1 were accepted. Over all cycles of a candidate measured at `k_max`:
@@ -21,10 +21,10 @@ cost_draft(K) = K·c for a method that runs a model per step (c: one step) and c
 drafting per cycle, for a draft-free one. With pass_share = 1 and o = 0 this is Leviathan et al.'s
 S(K); for a chain with a constant rate α the numerator is (1 − α^(K+1)) / (1 − α)
 (measure/theory.py). The break-even rate is the constant α at which S at the candidate's best K
-would be 1: below it, plain decoding wins. v(n) is timed in the same run (batch 1 of the load
+would be 1: below it, plain decoding wins. v(n) is timed in the same run (batch 1 of the concurrency
 timing below), at the prompts' mean context length.
 
-**Under load.** With B runs decoding at once, every pass is a batched one: r_B(n) is a pass of n
+**Runs at once (concurrency).** With B runs decoding at once, every pass is a batched one: r_B(n) is a pass of n
 tokens per run at batch B over a one-token pass at batch 1 (timed). Plain decoding then makes one
 token per run per pass_share · r_B(1) + (1 − pass_share) plain cycles, and a speculative cycle costs
 its drafting and its own work as at batch 1 (drafts are assumed not to batch: what draft-free
@@ -45,13 +45,21 @@ from pathlib import Path
 from typing import Callable
 
 from specviz.decoding.schema import SchemaError, check, enforced, parse_json
-from specviz.measure.profile_schema import FORMAT, MAX_BYTES, PROFILE, READS, profile_rules
+from specviz.measure.survey_schema import (
+    FORMAT,
+    MAX_BYTES,
+    OLD_MEASURED_NAMES,
+    OLD_NAMES,
+    READS,
+    SURVEY,
+    survey_rules,
+)
 from specviz.measure.theory import best_k, expected_tokens
 from specviz.pricing.cost_profile import interpolate
 from specviz.proposers import REGISTRY, resolve_draft
 
 MISS = 0.15  # a prediction further than this from the measurement is flagged
-LOAD_BATCHES = (1, 2, 4, 8, 16)  # runs at once for the load prediction (the app's class is ~30)
+CONCURRENCY = (1, 2, 4, 8, 16)  # runs at once for the concurrency prediction (the app's class is ~30)
 
 def _layers_text(layers: list[int]) -> str:
     """[0, 1, 2, 5, 6] → '0-2+5-6' ('+', not ',', so a list of candidates can be comma-separated)."""
@@ -118,8 +126,8 @@ class Measured:
     reached: list[float]
     accepted: list[float]
     nodes_at_depth: list[float]  # mean draft tokens per cycle at depth ≤ d, d = 1…k_max
-    c: float  # a draft step (a model draft) or drafting per cycle (draft-free), in plain cycles
-    per_step: bool  # whether c is per draft step
+    c: float  # a draft call (a model draft) or drafting per cycle (draft-free), in plain cycles
+    per_call: bool  # whether c is per draft call (a model drafting one level) or per cycle
     tokens_per_s: float
     overhead: float = 0.0  # o: time per cycle outside drafting and the target pass, in plain cycles
 
@@ -141,7 +149,7 @@ class Check:
 
 
 @dataclass
-class LoadCost:
+class ConcurrencyCost:
     """Seconds of one target pass over n tokens per run (`pass_s[i][j]`: batch_sizes[i], sizes[j]),
     timed in this process with a cache of `prefix_len` tokens per run; sizes[0] is 1, a plain step."""
     batch_sizes: list[int]
@@ -157,7 +165,7 @@ class LoadCost:
 
 
 @dataclass
-class Profile:
+class Survey:
     """Everything the advice rests on, as data: reloadable without a model."""
     target: str
     prompts: int
@@ -171,8 +179,8 @@ class Profile:
     measured_at: str = ""
     pairs: dict[str, list[dict]] = field(default_factory=dict)  # draft label → pair-check findings
     refused: dict[str, str] = field(default_factory=dict)  # candidate label → why it was not measured
-    load: LoadCost | None = None
-    load_note: str = ""  # why there is no load prediction, when there is none
+    concurrency: ConcurrencyCost | None = None
+    concurrency_note: str = ""  # why there is no concurrency prediction, when there is none
     disagreement: dict | None = None  # measure/disagreement.Disagreement.to_dict()
     disagreement_note: str = ""  # why there is none, when there is none
     pass_share: float = 1.0  # the share of a plain cycle that is its one-token target pass
@@ -185,26 +193,32 @@ class Profile:
         return {"format": FORMAT, **asdict(self)}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Profile":
-        """A profile from its JSON form, checked against the bounded schema PROFILE first."""
+    def from_dict(cls, d: dict) -> "Survey":
+        """A survey from its JSON form (an older format's names mapped to today's), checked against
+        the bounded schema SURVEY first."""
         if not isinstance(d, dict) or d.get("format") not in READS:
             got = d.get("format") if isinstance(d, dict) else type(d).__name__
-            raise ValueError(f"not a SpecViz advice profile (format {str(got)[:40]!r}, expected {FORMAT!r})")
+            raise ValueError(f"not a SpecViz advice survey (format {str(got)[:40]!r}, expected {FORMAT!r})")
+        if d["format"] != FORMAT:
+            d = {OLD_NAMES.get(k, k): v for k, v in d.items()}
+            if isinstance(d.get("measured"), list):
+                d["measured"] = [{OLD_MEASURED_NAMES.get(k, k): v for k, v in m.items()} if isinstance(m, dict)
+                                 else m for m in d["measured"]]
         try:
-            check(d, PROFILE, "The profile")
-            profile_rules(d)
+            check(d, SURVEY, "The survey")
+            survey_rules(d)
         except SchemaError as e:
-            raise ValueError(f"the advice profile is damaged: {str(e)[len('The profile') + 2:]} measure it again.") \
+            raise ValueError(f"the advice survey is damaged: {str(e)[len('The survey') + 2:]} measure it again.") \
                 from None
         try:
             d = {k: v for k, v in d.items() if k != "format"}
             d["v"] = {int(n): float(x) for n, x in d["v"].items()}
             d["measured"] = [Measured(**{**m, "candidate": Candidate(**m["candidate"])}) for m in d.get("measured", [])]
             d["checks"] = {k: Check(**c) for k, c in d.get("checks", {}).items()}
-            d["load"] = LoadCost(**d["load"]) if d.get("load") else None
+            d["concurrency"] = ConcurrencyCost(**d["concurrency"]) if d.get("concurrency") else None
             return cls(**d)
         except (KeyError, TypeError, ValueError, AttributeError) as e:
-            raise ValueError(f"the advice profile is damaged ({type(e).__name__}: {e}); measure it again") from None
+            raise ValueError(f"the advice survey is damaged ({type(e).__name__}: {e}); measure it again") from None
 
 
 # -- prediction: pure arithmetic ------------------------------------------------------------------
@@ -213,7 +227,7 @@ def tokens_per_cycle(m: Measured, k: int) -> float:
 
 
 def _draft_cost(m: Measured, k: int) -> float:
-    return k * m.c if m.per_step else m.c
+    return k * m.c if m.per_call else m.c
 
 
 def _nodes(m: Measured, k: int) -> float:
@@ -247,30 +261,30 @@ def break_even(m: Measured, k: int, v: Callable[[float], float], pass_share: flo
     return hi
 
 
-def ranked(profile: Profile) -> list[tuple[Measured, int, float]]:
+def ranked(survey: Survey) -> list[tuple[Measured, int, float]]:
     """(candidate, best K, predicted S there), best first."""
-    rows = [(m, *best_k(curve(m, profile.v_of, profile.pass_share))) for m in profile.measured]
+    rows = [(m, *best_k(curve(m, survey.v_of, survey.pass_share))) for m in survey.measured]
     return sorted(rows, key=lambda r: -r[2])
 
 
-def load_speedup(m: Measured, k: int, load: LoadCost, i: int, pass_share: float = 1.0) -> float:
-    """S_B(K) of the module docstring at batch load.batch_sizes[i]."""
+def concurrent_speedup(m: Measured, k: int, timed: ConcurrencyCost, i: int, pass_share: float = 1.0) -> float:
+    """S_B(K) of the module docstring at batch timed.batch_sizes[i]."""
     k = min(k, m.k_max)
-    r = lambda n: load.pass_at(i, n) / load.step_s(0)  # noqa: E731 -- r_B(n)
+    r = lambda n: timed.pass_at(i, n) / timed.step_s(0)  # noqa: E731 -- r_B(n)
     plain = pass_share * r(1) + 1.0 - pass_share
     return tokens_per_cycle(m, k) * plain / _cycle_cost(m, k, r, pass_share)
 
 
-def under_load(profile: Profile) -> list[tuple[Measured, list[tuple[int, int, float]], int | None]]:
+def under_concurrency(survey: Survey) -> list[tuple[Measured, list[tuple[int, int, float]], int | None]]:
     """Per candidate: (batch size, best K there, S_B) for every measured batch size, and the first
     batch size at which it no longer pays (None: it pays at every one measured)."""
-    if profile.load is None:
+    if survey.concurrency is None:
         return []
     out = []
-    for m in profile.measured:
+    for m in survey.measured:
         points = []
-        for i, b in enumerate(profile.load.batch_sizes):
-            k, s = best_k([(k, load_speedup(m, k, profile.load, i, profile.pass_share))
+        for i, b in enumerate(survey.concurrency.batch_sizes):
+            k, s = best_k([(k, concurrent_speedup(m, k, survey.concurrency, i, survey.pass_share))
                            for k in range(1, m.k_max + 1)])
             points.append((b, k, s))
         out.append((m, points, next((b for b, _, s in points if s < 1.0), None)))
@@ -283,31 +297,31 @@ def miss_reason(predicted: float, measured: float, m: Measured) -> str:
         return ""
     if predicted > measured:
         return (f"predicted {predicted:.2f}× but measured {measured:.2f}×: this run's cycles cost more than the "
-                "measured ones (the host's load changes between the two, or the drafts at this K are longer "
+                "measured ones (other work on the host changes between the two, or the drafts at this K are longer "
                 "than the average the formula uses), or its acceptance was lower at this K")
     return (f"predicted {predicted:.2f}× but measured {measured:.2f}×: the passes timed for v(n) cost more than "
-            "this run's, or the plain run beside it was slowed by the host's load")
+            "this run's, or the plain run beside it was slowed by other work on the host")
 
 
 # -- the report ------------------------------------------------------------------------------------
-def summary(profile: Profile) -> str:
+def summary(survey: Survey) -> str:
     """One line: what was measured, how, where and when."""
-    s = profile.settings
-    v = f" v(n): {profile.v_source}." if profile.v_source else ""
-    return (f"Target {profile.target}, {profile.prompts} prompts, T = {s.get('temperature')}, top-p = "
+    s = survey.settings
+    v = f" v(n): {survey.v_source}." if survey.v_source else ""
+    return (f"Target {survey.target}, {survey.prompts} prompts, T = {s.get('temperature')}, top-p = "
             f"{s.get('top_p')}, {s.get('max_new_tokens')} new tokens, measured once at K = {s.get('k_max')} "
-            f"with planning off; {profile.machine}; {profile.measured_at}. Plain decoding: "
-            f"{profile.ar_tokens_per_s:.1f} tokens/s, {profile.step_s * 1e3:.0f} ms a cycle, "
-            f"{profile.pass_share:.0%} of it the target pass.{v}")
+            f"with planning off; {survey.machine}; {survey.measured_at}. Plain decoding: "
+            f"{survey.ar_tokens_per_s:.1f} tokens/s, {survey.step_s * 1e3:.0f} ms a cycle, "
+            f"{survey.pass_share:.0%} of it the target pass.{v}")
 
 
-def recommendation(profile: Profile) -> str:
+def recommendation(survey: Survey) -> str:
     """The advice in a sentence or two: the pick, its K, its predicted (and checked) speedup."""
-    rows = ranked(profile)
+    rows = ranked(survey)
     if not rows:
         return "No candidate was measured, so there is nothing to recommend."
     m, k, s = rows[0]
-    chk = profile.checks.get(m.candidate.label)
+    chk = survey.checks.get(m.candidate.label)
     checked = "" if chk is None else f", measured {chk.measured:.2f}× at K = {chk.k}"
     text = f"Use {m.candidate.label} at K = {k}: predicted {s:.2f}× plain decoding{checked}."
     if s < 1.0:
@@ -318,83 +332,83 @@ def recommendation(profile: Profile) -> str:
     return text
 
 
-def findings(profile: Profile) -> list[str]:
+def findings(survey: Survey) -> list[str]:
     """The pair checks and refusals, one sentence each (plain text: the page escapes it)."""
-    out = [f"{label}: {f['message']}" for label, fs in profile.pairs.items() for f in fs if f.get("level") != "ok"]
-    out += [f"{label} was not measured: {why}" for label, why in profile.refused.items()]
+    out = [f"{label}: {f['message']}" for label, fs in survey.pairs.items() for f in fs if f.get("level") != "ok"]
+    out += [f"{label} was not measured: {why}" for label, why in survey.refused.items()]
     return out
 
 
-def load_sentences(profile: Profile) -> list[str]:
-    if profile.load is None:
-        return [profile.load_note] if profile.load_note else []
-    top = profile.load.batch_sizes[-1]
-    first = profile.load.batch_sizes[0]
+def concurrency_sentences(survey: Survey) -> list[str]:
+    if survey.concurrency is None:
+        return [survey.concurrency_note] if survey.concurrency_note else []
+    top = survey.concurrency.batch_sizes[-1]
+    first = survey.concurrency.batch_sizes[0]
     return [f"{m.candidate.label} loses to plain decoding at every batch size measured." if b == first else
             f"{m.candidate.label} stops paying at {b} runs at once." if b is not None else
             f"{m.candidate.label} still pays at {top} runs at once ({points[-1][2]:.2f}× at K = {points[-1][1]})."
-            for m, points, b in under_load(profile)]
+            for m, points, b in under_concurrency(survey)]
 
 
-def disagreement_sentences(profile: Profile) -> list[str]:
-    if not profile.disagreement:
-        return [profile.disagreement_note] if profile.disagreement_note else []
+def disagreement_sentences(survey: Survey) -> list[str]:
+    if not survey.disagreement:
+        return [survey.disagreement_note] if survey.disagreement_note else []
     from specviz.measure.disagreement import Disagreement
 
-    return Disagreement.from_dict(profile.disagreement).sentences()
+    return Disagreement.from_dict(survey.disagreement).sentences()
 
 
-def report(profile: Profile) -> str:
+def report(survey: Survey) -> str:
     """The ranked table, per-position rates (conditional and marginal, labelled), load, pair checks,
     disagreement and the checks, in markdown."""
-    lines = [summary(profile), "", recommendation(profile), "",
+    lines = [summary(survey), "", recommendation(survey), "",
              "| rank | candidate | best K | predicted speedup | break-even α | c | checked: measured speedup |",
              "|---|---|---|---|---|---|---|"]
-    for i, (m, k, s_k) in enumerate(ranked(profile), 1):
-        be = break_even(m, k, profile.v_of, profile.pass_share)
-        chk = profile.checks.get(m.candidate.label)
+    for i, (m, k, s_k) in enumerate(ranked(survey), 1):
+        be = break_even(m, k, survey.v_of, survey.pass_share)
+        chk = survey.checks.get(m.candidate.label)
         checked = "–" if chk is None else f"{chk.measured:.2f}× at K = {chk.k}" + (f" ⚠ {chk.flag}" if chk.flag else "")
-        unit = "per step" if m.per_step else "per cycle"
+        unit = "per draft call" if m.per_call else "per cycle"
         lines.append(f"| {i} | {m.candidate.label} | {k} | {s_k:.2f}× | {'none' if be is None else f'{be:.2f}'} | "
                      f"{m.c:.3f} {unit} | {checked} |")
     lines += ["", "Acceptance by draft position, measured at K = k_max:", "",
               "| candidate | conditional: P(accepted at i given i reached) | marginal: P(position i accepted) |",
               "|---|---|---|"]
-    for m in profile.measured:
+    for m in survey.measured:
         lines.append(f"| {m.candidate.label} | {', '.join(f'{x:.2f}' for x in m.conditional)} | "
                      f"{', '.join(f'{x:.2f}' for x in m.marginal)} |")
-    if profile.load is not None:
-        sizes = profile.load.batch_sizes
-        lines += ["", "Predicted speedup under load (runs decoding at once; best K at each):", "",
+    if survey.concurrency is not None:
+        sizes = survey.concurrency.batch_sizes
+        lines += ["", "Predicted speedup with several runs at once (runs decoding at once; best K at each):", "",
                   "| candidate | " + " | ".join(f"B = {b}" for b in sizes) + " |", "|---" * (len(sizes) + 1) + "|"]
-        for m, points, _ in under_load(profile):
+        for m, points, _ in under_concurrency(survey):
             lines.append(f"| {m.candidate.label} | " + " | ".join(f"{s:.2f}× (K {k})" for _, k, s in points) + " |")
-    for title, items in (("Under load", load_sentences(profile)), ("Pair check", findings(profile)),
-                         ("Where the candidates disagree", disagreement_sentences(profile))):
+    for title, items in (("Runs at once", concurrency_sentences(survey)), ("Pair check", findings(survey)),
+                         ("Where the candidates disagree", disagreement_sentences(survey))):
         if items:
             lines += ["", f"{title}:", ""] + [f"- {x}" for x in items]
     return "\n".join(lines)
 
 
-def save(profile: Profile, path: Path) -> None:
-    Path(path).write_text(json.dumps(profile.to_dict(), indent=1), encoding="utf-8")
+def save(survey: Survey, path: Path) -> None:
+    Path(path).write_text(json.dumps(survey.to_dict(), indent=1), encoding="utf-8")
 
 
-def load(path: Path) -> Profile:
-    """A saved profile.json; a file that is not one (too large, not JSON, outside the schema) is a
-    ValueError whose message says where and what."""
+def read(path: Path) -> Survey:
+    """A saved survey.json (or profile.json from before 2026-12-05); a file that is not one (too
+    large, not JSON, outside the schema) is a ValueError whose message says where and what."""
     try:
         size = Path(path).stat().st_size
         if size > MAX_BYTES and enforced():
-            raise ValueError(f"The file is {size / 1e6:.0f} MB; an advice profile is at most {MAX_BYTES / 1e6:.0f} MB.")
+            raise ValueError(f"The file is {size / 1e6:.0f} MB; an advice survey is at most {MAX_BYTES / 1e6:.0f} MB.")
         text = Path(path).read_bytes().decode("utf-8")
     except (OSError, UnicodeDecodeError) as e:
-        raise ValueError(f"Cannot read the advice profile {Path(path).name}: {e}") from None
+        raise ValueError(f"Cannot read the advice survey {Path(path).name}: {e}") from None
     return loads(text)
 
 
-def loads(text: str) -> Profile:
+def loads(text: str) -> Survey:
     if len(text) > MAX_BYTES and enforced():
-        raise ValueError(f"The text is {len(text) / 1e6:.0f} MB; an advice profile is at most "
+        raise ValueError(f"The text is {len(text) / 1e6:.0f} MB; an advice survey is at most "
                          f"{MAX_BYTES / 1e6:.0f} MB.")
-    return Profile.from_dict(parse_json(text, "an advice profile", ValueError))
+    return Survey.from_dict(parse_json(text, "an advice survey", ValueError))

@@ -2,12 +2,12 @@
 on these prompts and this machine; measured once, predicted for every K, then checked.
 
 1. **Pair check.** A draft model is checked against the target first (measure/pair_check.py); a
-   pair that cannot run is refused with the reason, and warnings go into the profile.
+   pair that cannot run is refused with the reason, and warnings go into the survey.
 2. **Measure once.** Each candidate decodes the prompts once at a large K (`k_max`) with planning
    off, so every position is drafted and judged; per draft position it counts reached and accepted
    (conditional and marginal rates), and times its drafting. An AR run of the same prompts gives
    the plain step; v(n) comes from the target's cost profile.
-3. **Predict** every K, the break-even rate, and the speedup under load from target passes timed
+3. **Predict** every K, the break-even rate, and the speedup with several runs at once from target passes timed
    at batch sizes 1…N (the formulas are in measure/advice.py, beside the code that computes them).
 4. **Where they disagree**: under greedy decoding every candidate's output is the same, so each
    position one candidate paid a target pass for can be looked up in the others' runs
@@ -30,17 +30,17 @@ from typing import Callable, Iterator
 from specviz.decoding.engine import generate
 from specviz.decoding.trace import RunTrace
 from specviz.measure.advice import (  # noqa: F401
-    LOAD_BATCHES,
+    CONCURRENCY,
     MISS,
     Candidate,
     Check,
-    LoadCost,
+    ConcurrencyCost,
     Measured,
-    Profile,
-    load,
+    Survey,
     miss_reason,
     predicted_speedup,
     ranked,
+    read,
     report,
     save,
 )
@@ -75,17 +75,17 @@ def _decode_all(target, draft, prompts, **kw) -> tuple[list[RunTrace], float]:
     return runs, tokens / seconds if seconds > 0 else 0.0
 
 
-def measure_load(target, batch_sizes, sizes, prefix_len: int, repeats: int = 3) -> LoadCost:
+def measure_concurrency(target, batch_sizes, sizes, prefix_len: int, repeats: int = 3) -> ConcurrencyCost:
     """Target passes over each of `sizes` tokens per run (1, a plain step, included), at each batch size."""
     sizes = sorted({1, *(int(n) for n in sizes)})
     rows = []
     for b in batch_sizes:
         t = pass_times(target, sizes, prefix_len=prefix_len, batch=int(b), repeats=repeats)
         rows.append([t[n] for n in sizes])
-    return LoadCost([int(b) for b in batch_sizes], sizes, rows, prefix_len)
+    return ConcurrencyCost([int(b) for b in batch_sizes], sizes, rows, prefix_len)
 
 
-def _load_sizes(measured: list[Measured]) -> list[int]:
+def _concurrency_sizes(measured: list[Measured]) -> list[int]:
     """Pass sizes worth timing: around every candidate's n_K + 1, so interpolation stays short."""
     wanted = {1, 2}
     for m in measured:
@@ -95,94 +95,94 @@ def _load_sizes(measured: list[Measured]) -> list[int]:
     return sorted(grid)
 
 
-def measure_steps(target, candidates: list[Candidate], prompts: list, get_model: Callable[[str], object],
+def measure_stages(target, candidates: list[Candidate], prompts: list, get_model: Callable[[str], object],
                   v, k_max: int = 8, max_new_tokens: int = 64, temperature: float = 0.0, top_p: float = 1.0,
-                  check: int = 2, load_batches=LOAD_BATCHES) -> Iterator[tuple[str, Profile]]:
+                  check: int = 2, concurrency=CONCURRENCY) -> Iterator[tuple[str, Survey]]:
     """Measure every candidate once at k_max, predict, then check the `check` best at their best K.
 
-    Yields (what it does next, the profile so far) before each piece of work and ('done', profile)
-    at the end; the profile is the same object throughout, filled in as the work goes.
+    Yields (what it does next, the survey so far) before each piece of work and ('done', survey)
+    at the end; the survey is the same object throughout, filled in as the work goes.
     """
     settings = dict(k_max=k_max, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=0)
     common = dict(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=0, plan=False,
                   record=False)
     ns = range(1, 4 * k_max + 2)
-    profile = Profile(target=target.name, prompts=len(prompts), settings=settings, machine=machine(),
+    survey = Survey(target=target.name, prompts=len(prompts), settings=settings, machine=machine(),
                       ar_tokens_per_s=0.0, step_s=0.0, v={n: float(v(n)) for n in ns},
                       measured_at=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                       v_source="the target's cost profile (planner.verify_cost)")
-    yield "plain decoding (the anchor)", profile
-    ar_runs, profile.ar_tokens_per_s = _decode_all(target, None, prompts, method="ar", **common)
+    yield "plain decoding (the anchor)", survey
+    ar_runs, survey.ar_tokens_per_s = _decode_all(target, None, prompts, method="ar", **common)
     ar_cycles = [c for r in ar_runs for c in r.cycles]
     if ar_cycles:
-        profile.step_s = statistics.fmean(c.draft_s + c.verify_s + c.other_s for c in ar_cycles)
-        profile.pass_share = statistics.fmean(c.verify_s for c in ar_cycles) / profile.step_s
+        survey.step_s = statistics.fmean(c.draft_s + c.verify_s + c.other_s for c in ar_cycles)
+        survey.pass_share = statistics.fmean(c.verify_s for c in ar_cycles) / survey.step_s
     runs: dict[str, list[RunTrace]] = {}
     for cand in candidates:
         draft = None
         if cand.draft:
-            yield f"loading and checking the draft {cand.draft}", profile
+            yield f"loading and checking the draft {cand.draft}", survey
             try:
                 draft = get_model(cand.draft)
             except Exception as e:  # noqa: BLE001 -- one bad draft must not lose the others' measurements
-                profile.refused[cand.label] = f"it did not load ({type(e).__name__}: {e})"
+                survey.refused[cand.label] = f"it did not load ({type(e).__name__}: {e})"
                 continue
             found = pair_check(target, draft)
-            profile.pairs[cand.label] = [{"level": f.level, "topic": f.topic, "message": f.message} for f in found]
+            survey.pairs[cand.label] = [{"level": f.level, "topic": f.topic, "message": f.message} for f in found]
             if blocking(found):
-                profile.refused[cand.label] = "the pair check found an error (above)"
+                survey.refused[cand.label] = "the pair check found an error (above)"
                 continue
-        yield f"measuring {cand.label} at K = {k_max}", profile
+        yield f"measuring {cand.label} at K = {k_max}", survey
         try:
             cand_runs, rate = _decode_all(target, draft, prompts, method=cand.method, k=k_max,
                                           knobs=cand.knobs, **common)
         except ValueError as e:  # a method this target refuses (e.g. the head on another model)
-            profile.refused[cand.label] = str(e)
+            survey.refused[cand.label] = str(e)
             continue
         runs[cand.label] = cand_runs
         n, reached, accepted, nodes = count_positions(cand_runs, k_max)
-        per_step = bool(proposer_class(cand.method).paid_per_step)
+        per_call = bool(proposer_class(cand.method).paid_per_call)
         cycles = [c for r in cand_runs for c in r.cycles]
         draft_s = sum(c.draft_s for c in cycles)
         depth = sum(max(nd.depth for nd in c.nodes) for c in cycles if c.nodes)
-        unit = depth if per_step else len(cycles)  # per step drafted, or per cycle of any kind
-        c = draft_s / unit / profile.step_s if unit and profile.step_s else 0.0
-        other = statistics.fmean(c.other_s for c in cycles) / profile.step_s if cycles and profile.step_s else 0.0
-        profile.measured.append(Measured(cand, k_max, n, reached, accepted, nodes, c, per_step, rate, other))
+        unit = depth if per_call else len(cycles)  # per step drafted, or per cycle of any kind
+        c = draft_s / unit / survey.step_s if unit and survey.step_s else 0.0
+        other = statistics.fmean(c.other_s for c in cycles) / survey.step_s if cycles and survey.step_s else 0.0
+        survey.measured.append(Measured(cand, k_max, n, reached, accepted, nodes, c, per_call, rate, other))
     found = disagreement(runs)
-    profile.disagreement = found.to_dict() if found else None
-    profile.disagreement_note = "" if found else (why_not(runs) or "")
+    survey.disagreement = found.to_dict() if found else None
+    survey.disagreement_note = "" if found else (why_not(runs) or "")
     if getattr(target, "remote", None) is not None:
-        profile.load_note = ("No load prediction: a target served by vLLM batches on its server, so its "
+        survey.concurrency_note = ("No concurrency prediction: a target served by vLLM batches on its server, so its "
                              "batched passes cannot be timed here.")
-    elif profile.measured:  # v(n) at batch 1 always; the other batch sizes when a load prediction is asked for
-        batches = sorted({1, *load_batches})
+    elif survey.measured:  # v(n) at batch 1 always; the other batch sizes when a concurrency prediction is asked for
+        batches = sorted({1, *concurrency})
         context = statistics.fmean(len(r.prompt_ids) + len(r.token_ids) / 2 for r in ar_runs)
-        yield f"timing target passes at {', '.join(map(str, batches))} run(s) at once", profile
-        timed = measure_load(target, batches, _load_sizes(profile.measured), prefix_len=int(context))
-        profile.v = {n: timed.pass_at(0, n) / timed.step_s(0) for n in ns}
-        profile.v_source = (f"timed in this run at batch 1, {timed.prefix_len} tokens of context, "
+        yield f"timing target passes at {', '.join(map(str, batches))} run(s) at once", survey
+        timed = measure_concurrency(target, batches, _concurrency_sizes(survey.measured), prefix_len=int(context))
+        survey.v = {n: timed.pass_at(0, n) / timed.step_s(0) for n in ns}
+        survey.v_source = (f"timed in this run at batch 1, {timed.prefix_len} tokens of context, "
                             f"{timed.step_s(0) * 1e3:.0f} ms a one-token pass")
-        profile.load = timed if load_batches else None
-    for m, k, predicted in ranked(profile)[:check]:
-        yield f"checking {m.candidate.label} at K = {k} against plain decoding", profile
+        survey.concurrency = timed if concurrency else None
+    for m, k, predicted in ranked(survey)[:check]:
+        yield f"checking {m.candidate.label} at K = {k} against plain decoding", survey
         draft = get_model(m.candidate.draft) if m.candidate.draft else None
         _, rate = _decode_all(target, draft, prompts, method=m.candidate.method, k=k, knobs=m.candidate.knobs,
                               **common)
         _, ar_again = _decode_all(target, None, prompts, method="ar", **common)
         measured = rate / ar_again if ar_again else 0.0
-        profile.checks[m.candidate.label] = Check(k, predicted, measured, miss_reason(predicted, measured, m))
-    yield "done", profile
+        survey.checks[m.candidate.label] = Check(k, predicted, measured, miss_reason(predicted, measured, m))
+    yield "done", survey
 
 
 def measure(target, candidates: list[Candidate], prompts: list, get_model: Callable[[str], object], v,
-            progress: Callable[[str], None] = print, **kw) -> Profile:
+            progress: Callable[[str], None] = print, **kw) -> Survey:
     """measure_steps to the end, printing what it does."""
-    profile = None
-    for message, profile in measure_steps(target, candidates, prompts, get_model, v, **kw):
+    survey = None
+    for message, survey in measure_stages(target, candidates, prompts, get_model, v, **kw):
         if message != "done":
             progress(f"{message}…")
-    return profile
+    return survey
 
 
 def machine() -> str:

@@ -3,7 +3,7 @@
     S(K) = (1 − α^(K+1)) / ((1 − α)(K·c + v(K+1)))
 
 - α: the probability that a draft token is accepted, per position (RunTrace.metrics["acceptance_rate"]);
-- c: the cost of one draft step over one plain target step, from the run's draft time and the AR run;
+- c: the cost of one draft call over one plain target step, from the run's draft time and the AR run;
 - v(n): the cost of a target pass over n tokens over a one-token pass, so a verify pass of K drafts
   (plus the newest token) costs v(K+1). The paper takes it as 1; here it is the target's cost
   profile (costs.profile: timed once per model, device and dtype, then cached), the same curve
@@ -62,7 +62,7 @@ def _spec_cycles(run: RunTrace):
 
 
 def _depth(cycle) -> int:
-    """How many draft steps made this cycle's draft: its deepest node (K when nodes were not recorded)."""
+    """How many draft calls made this cycle's draft: its deepest node (K when nodes were not recorded)."""
     depths = [n.depth for n in cycle.nodes if n is not None]
     return max(depths) if depths else min(cycle.k, len(cycle.nodes))
 
@@ -81,7 +81,7 @@ def target_step_s(ar: RunTrace) -> float:
 
 
 def draft_cost(run: RunTrace, ar: RunTrace) -> float:
-    """c: the run's drafting seconds per draft step, over the AR run's seconds per target step."""
+    """c: the run's drafting seconds per draft call, over the AR run's seconds per target step."""
     spec = _spec_cycles(run)
     steps = sum(_depth(c) for c in spec)
     if not steps:

@@ -6,11 +6,10 @@ attention through the implementation the model is configured with (speedups' GQA
 Not stock transformers: stock multiplies with MKL's sgemm on the plain weights, whose summation
 order, and so whose last bits, can differ (tests/test_speedups.py holds those to a tolerance).
 
-On a small model a one-token pass is mostly fixed cost per op, not arithmetic: SmolLM2-135M's
-pass reads 0.54 GB of linear weights in about 40 ms (13 GB/s, where a 2-core AMD EPYC sums a
-1 GiB tensor at 60 GB/s), and the rest is some 40 small ops per layer, each dispatched through
-nn.Module calls, transformers' wrappers and our PackedLinear's checks and row padding
-(docs/BENCHMARKS.md, "Our own forward pass"). This runs the same layers with less of that:
+On a small model a one-token pass is mostly fixed cost per op, not arithmetic: some 40 small ops
+per layer, each dispatched through nn.Module calls, transformers' wrappers and our PackedLinear's
+checks and row padding (the measurements are in docs/bench/2026-12-04.md, "our own forward pass").
+This runs the same layers with less of that:
 
 - q, k and v are one oneDNN product over their stacked weights, and so are gate and up. Each
   output column is the same dot product as in its own product, so on the CPUs measured the bits

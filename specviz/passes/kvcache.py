@@ -24,8 +24,8 @@ FULL, SLIDING = "full_attention", "sliding_attention"
 
 class GrowingLayer(DynamicLayer):
     """A DynamicLayer that appends in place. transformers' own concatenates the whole layer with
-    each pass's new states, so every pass copies the cache: ~1.7 ms a step at 300 positions here and
-    13 ms at 2000 (docs/BENCHMARKS.md, "The cache's append"). This one writes into spare room at the
+    each pass's new states, so every pass copies the cache, a cost that grows with the context
+    (docs/bench/2026-12-02.md, "the cache's append"). This one writes into spare room at the
     end of a buffer and shows `keys` and `values` as views of its first positions; a rollback that
     slices keeps them views, so the next pass writes right after the kept prefix. When `keys` is no
     longer such a view (a gather, a sliding layer's trim, a caller's own tensor), the next pass copies

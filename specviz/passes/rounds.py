@@ -102,16 +102,16 @@ class Rounds:
 
     def _run(self, batch: list[Slot]) -> None:
         try:
-            together = self.handle(batch)
+            answered = self.handle(batch)
         except BaseException as e:  # noqa: BLE001 -- every waiting thread gets it, not only this one
             for slot in batch:
                 if not slot.done:
                     slot.settle(error=e)
             raise
         self.passes += 1
-        if together > 1:
+        if answered > 1:
             self.shared_passes += 1
-        self.most_shared = max(self.most_shared, together)
+        self.most_shared = max(self.most_shared, answered)
         for slot in batch:
             if not slot.done:
                 slot.settle(error=RuntimeError("a batched round left this request unanswered"))

@@ -2,7 +2,7 @@
 
 Both change how a pass is computed, never what it computes: greedy outputs stay those of
 transformers' `generate` (tests/test_speedups.py, tests/test_bundled_lossless.py). Why each one
-exists, with the per-op profile behind it, is in docs/BENCHMARKS.md ("v(n) on the CPU").
+exists, with the per-op profile behind it, is in docs/bench/2026-11-30.md ("v(n) on the CPU").
 
 - ``packed-linear``: every `nn.Linear` runs oneDNN's matmul on a weight reordered once into its
   blocked layout, instead of MKL's sgemm on the plain one. MKL's small-M paths read the weights
@@ -63,8 +63,8 @@ def apply(model: torch.nn.Module) -> list[str]:
 def follow(module: torch.nn.Module, model: torch.nn.Module) -> list[str]:
     """Give `module`, a small network that runs beside `model` (the draft head and its subset LM
     head), the packed linears `model` runs with; returns the names applied. Its linears are
-    small-M products too: on an AMD EPYC without packing, MKL took 7.5 ms for the head's three
-    rows through its 12,288-row LM subset and oneDNN's packed copy 0.7 ms (docs/BENCHMARKS.md)."""
+    small-M products too, where MKL is slow and oneDNN's packed copy is not (docs/bench/2026-12-02.md,
+    "the draft head's products packed")."""
     first = next(module.parameters(), None)
     if "packed-linear" not in applied(model) or first is None or not _packable(first):
         return []
@@ -75,8 +75,8 @@ def draft_dtype(model: torch.nn.Module, dtype: torch.dtype) -> torch.dtype:
     """The dtype for a small draft network beside `model` (which runs in `dtype`): bfloat16 where
     `model` runs float32 with the packed linears on a CPU with bfloat16 arithmetic, else `dtype`.
     A draft's numbers only choose what is proposed, never what is committed (verification is
-    the target's), and its products are weight-bound: on an AMX Xeon the draft head's step over
-    3 rows took 1.23 ms in float32 and 0.85 ms in bfloat16 (docs/BENCHMARKS.md)."""
+    the target's), and its products are weight-bound, so halving the bytes pays
+    (docs/bench/2026-12-03.md)."""
     if dtype == torch.float32 and "packed-linear" in applied(model) and native_bf16():
         return torch.bfloat16
     return dtype

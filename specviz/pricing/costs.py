@@ -157,7 +157,7 @@ STEP_REPEATS = 15  # timings of the work priced by step_cost, after a warm-up; t
 
 
 @dataclass
-class StepCost:
+class WorkCost:
     """What `step_cost` measured: `cost` is one run of the work in one-token passes of the model."""
     work: str
     cost: float
@@ -170,7 +170,7 @@ class StepCost:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "StepCost | None":
+    def from_dict(cls, d: dict) -> "WorkCost | None":
         try:
             return cls(work=str(d["work"]), cost=float(d["cost"]), work_s=float(d["work_s"]),
                        step_s=float(d["step_s"]), hardware=d.get("hardware", ""),
@@ -179,20 +179,20 @@ class StepCost:
             return None
 
 
-def step_cost(model: LoadedModel, work: str, run: Callable[[], object], repeats: int = STEP_REPEATS,
+def work_cost(model: LoadedModel, work: str, run: Callable[[], object], repeats: int = STEP_REPEATS,
               cache_file: Path | str | None = DEFAULT, refresh: bool = False,
-              timer: Timer | None = None, clock: Callable[[], float] = time.perf_counter) -> StepCost:
+              timer: Timer | None = None, clock: Callable[[], float] = time.perf_counter) -> WorkCost:
     """The cost of `run()` in one-token passes of `model` (its profile's `step_s`), on this hardware.
 
     `work` names what `run` does (its key in the cache, with the model's `cache_key`): the fastest
     of `repeats` runs after a warm-up, as the profile keeps the fastest pass. A cached cost counts
     only while the profile it was divided by is still the current one. `timer` replaces the
     profile's real passes and `clock` the wall clock (tests)."""
-    key = f"step|{work}|{cache_key(model, PREFIX_LEN)}"
+    key = f"work|{work}|{cache_key(model, PREFIX_LEN)}"
     step_s = profile(model, cache_file=cache_file, timer=timer).step_s
     # a cost priced against a profile that has since been timed again is stale: its ratio mixes
     # two measurements, so it is timed again against the profile the planner now reads
-    hit = None if refresh else _cached(key, _file(cache_file), StepCost.from_dict)
+    hit = None if refresh else _cached(key, _file(cache_file), WorkCost.from_dict)
     if hit is not None and hit.step_s == step_s:
         return hit
     run()
@@ -203,7 +203,7 @@ def step_cost(model: LoadedModel, work: str, run: Callable[[], object], repeats:
         run()
         sync(model.device)
         best = min(best, clock() - t0)
-    cost = StepCost(work, best / step_s, best, step_s, hardware(model.device), _now())
+    cost = WorkCost(work, best / step_s, best, step_s, hardware(model.device), _now())
     _store(key, cost, _file(cache_file))
     return cost
 

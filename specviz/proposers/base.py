@@ -28,7 +28,7 @@ class ProposeContext:
     last_hidden: torch.Tensor | None = None
     # True: other runs in this process may draft at the same moment, and a proposer that runs a
     # model may run its steps in one batch with theirs (passes/rounds.py); the app's runs set it
-    together: bool = False
+    share_passes: bool = False
 
 
 class Proposer:
@@ -39,9 +39,9 @@ class Proposer:
     """
     name = "base"
     source = Source(SourceKind.DRAFT)  # who its nodes say proposed them (the planner keys by it)
-    paid_per_step = False  # True when each draft step runs a model: K is then chosen before drafting
+    paid_per_call = False  # True when each draft call runs a model: K is then chosen before drafting
     needs_hidden = False  # True: the engine hands it ProposeContext.last_hidden
-    step_cost = 0.0  # one draft step in target steps, for the planner
+    call_cost = 0.0  # one draft call in one-token target passes, for the planner
     KNOBS: tuple[str, ...] = ()  # the keyword options `build` takes
 
     @classmethod

@@ -1,6 +1,6 @@
 """A separate draft model proposes a chain of K tokens, each sampled from its own q.
 
-With other runs drafting on the same draft model at the same moment (ProposeContext.together),
+With other runs drafting on the same draft model at the same moment (ProposeContext.share_passes),
 their steps go through it as one ragged pass (passes/ragged.py, passes/rounds.py), each over its
 own cache; a step alone is the plain pass.
 """
@@ -31,7 +31,7 @@ def _plain(model: torch.nn.Module, cache, tokens: list[int], device=None, last_o
     return out.logits[0, -1]
 
 
-class _SharedSteps:
+class _SharedCalls:
     """The draft model's steps of every run waiting at the same moment, as one ragged pass."""
 
     def __init__(self, model: torch.nn.Module):
@@ -64,22 +64,22 @@ class _SharedSteps:
         return ragged.Row(cache, tokens, chain.position_ids(cache_len(cache), model.device), mask)
 
 
-_SHARED: "weakref.WeakKeyDictionary[torch.nn.Module, _SharedSteps]" = weakref.WeakKeyDictionary()
+_SHARED: "weakref.WeakKeyDictionary[torch.nn.Module, _SharedCalls]" = weakref.WeakKeyDictionary()
 
 
-def shared_steps(model: torch.nn.Module) -> _SharedSteps | None:
+def shared_calls(model: torch.nn.Module) -> _SharedCalls | None:
     """The one _SharedSteps of this process for `model`, or None when it cannot run ragged passes."""
     if not ragged.supports(model):
         return None
     if model not in _SHARED:
-        _SHARED[model] = _SharedSteps(model)
+        _SHARED[model] = _SharedCalls(model)
     return _SHARED[model]
 
 
 class DraftModelProposer(Proposer):
     """Autoregressive drafting with a KV cache of its own, rolled back after every cycle."""
     name = "draft"
-    paid_per_step = True
+    paid_per_call = True
 
     def __init__(self, model: torch.nn.Module, config, vocab: int, device, source: Source = Source(SourceKind.DRAFT)):
         self.model, self.config, self.vocab, self.device = model, config, vocab, device
@@ -92,22 +92,22 @@ class DraftModelProposer(Proposer):
             raise ValueError("method 'draft' needs a draft model: pick one that shares the target's tokenizer")
         cls.check_knobs(knobs)
         proposer = cls(draft.model, draft.model.config, min(target.vocab_size, draft.vocab_size), draft.device)
-        proposer.step_cost = draft.n_params / max(target.n_params, 1)  # a step costs about its weights
+        proposer.call_cost = draft.n_params / max(target.n_params, 1)  # a step costs about its weights
         return proposer
 
     def start(self, ids: list[int]) -> None:
         self.cache = new_cache()
 
     @torch.inference_mode()
-    def _logits(self, tokens: list[int], together: bool = False) -> torch.Tensor:
-        shared = shared_steps(self.model) if together else None
+    def _logits(self, tokens: list[int], share_passes: bool = False) -> torch.Tensor:
+        shared = shared_calls(self.model) if share_passes else None
         if shared is not None:
             return shared.rounds.submit((self.cache, tokens))[: self.vocab]
         return _plain(self.model, self.cache, tokens, self.device)[: self.vocab]
 
     def propose(self, ctx: ProposeContext) -> DraftTree:
         # catch up on every committed token the draft has not seen yet (at least the newest)
-        logits = self._logits(ctx.ids[cache_len(self.cache):], ctx.together)
+        logits = self._logits(ctx.ids[cache_len(self.cache):], ctx.share_passes)
         tokens, qs = [], []
         for j in range(ctx.k):
             q = ctx.sampling.display_probs(logits) if ctx.sampling.greedy else ctx.sampling.probs(logits)
@@ -115,7 +115,7 @@ class DraftModelProposer(Proposer):
             tokens.append(x)
             qs.append(q)
             if j + 1 < ctx.k:
-                logits = self._logits([x], ctx.together)
+                logits = self._logits([x], ctx.share_passes)
         return DraftTree.chain(tokens, qs, sources=[self.source] * len(tokens))
 
     @torch.inference_mode()

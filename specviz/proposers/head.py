@@ -27,7 +27,7 @@ _HEADS: dict[tuple, torch.nn.Module] = {}  # loaded heads by (file, dtype, devic
 _DIGESTS: dict[tuple, str] = {}  # their files' content digests, which name a head's timed step (_priced)
 
 
-class _Steps:
+class _Calls:
     """One head step for many runs: the rows that wait at the same moment go through the head and
     the subset LM head as one batch (passes/rounds.py). A row alone runs exactly as before.
 
@@ -75,30 +75,30 @@ class _Steps:
         return len(slots)
 
 
-MAX_ROWS = 64  # runs in one head round: 30 rows cost 3 rows' time here (docs/BENCHMARKS.md)
+MAX_ROWS = 64  # runs in one head round: many rows cost little more than one (docs/bench/2026-12-01.md)
 # greedy drafting builds a tree (HeadProposer._tree): children per node, and nodes grown per depth
 WIDTH, BEAM = 3, 3
 PRICED_DEPTH = 3  # the tree depth timed to price one step (HeadProposer._priced)
-_STEPS: "weakref.WeakKeyDictionary[torch.nn.Module, tuple]" = weakref.WeakKeyDictionary()
+_CALLS: "weakref.WeakKeyDictionary[torch.nn.Module, tuple]" = weakref.WeakKeyDictionary()
 
 
-def _steps(head, embed: torch.nn.Module, lm_head: torch.nn.Module) -> _Steps:
+def _steps(head, embed: torch.nn.Module, lm_head: torch.nn.Module) -> _Calls:
     """The one _Steps of this process for (head, LM head)."""
-    kept = _STEPS.get(lm_head)
+    kept = _CALLS.get(lm_head)
     if kept is None or kept[0]() is not head:
-        kept = _STEPS[lm_head] = (weakref.ref(head), _Steps(head, embed, lm_head))
+        kept = _CALLS[lm_head] = (weakref.ref(head), _Calls(head, embed, lm_head))
     return kept[1]
 
 
 class HeadProposer(Proposer):
-    """Autoregressive drafting: each draft step feeds the head its own predicted hidden state."""
+    """Autoregressive drafting: each draft call feeds the head its own predicted hidden state."""
     name = "head"
     source = Source(SourceKind.HEAD)
-    paid_per_step = True
+    paid_per_call = True
     needs_hidden = True
     # one head step in target steps: timed per machine at build (`_priced`); this where nothing is
     # timed (a target too small to profile). Measured on an AVX2 CPU first (docs/HEAD.md)
-    step_cost = 0.07
+    call_cost = 0.07
     KNOBS = ("path", "width", "beam")
 
     def __init__(self, head, target_model: torch.nn.Module, width: int = WIDTH, beam: int = BEAM):
@@ -125,17 +125,17 @@ class HeadProposer(Proposer):
             _DIGESTS[key] = hashlib.sha256(Path(key[0]).read_bytes()).hexdigest()[:16]
         check_target(head, target.model, path or DEFAULT_PATH)
         proposer = cls(head, target.model, int(WIDTH if width is None else width), int(BEAM if beam is None else beam))
-        proposer.step_cost = proposer._priced(target, _DIGESTS[key])
+        proposer.call_cost = proposer._priced(target, _DIGESTS[key])
         return proposer
 
     def _priced(self, target, digest: str) -> float:
-        """One draft step in one-token target passes on this machine: a greedy tree PRICED_DEPTH deep
+        """One draft call in one-token target passes on this machine: a greedy tree PRICED_DEPTH deep
         (the drafting the benchmark and the app's default do; a sampled chain's one-row steps cost
         no more), timed once and cached beside the target's cost profile (costs.step_cost), so the
         planner prices K with one fixed number per machine. The class's value for a target too
         small to profile. `digest` names the head file by its content, wherever it lies."""
         if target.n_params < PROFILE_MIN_PARAMS:
-            return type(self).step_cost
+            return type(self).call_cost
         from specviz.pricing import costs  # times work: loaded only for a real target
 
         hidden = torch.randn(self.steps.lm.weight.shape[1], generator=torch.Generator().manual_seed(0))
@@ -143,7 +143,7 @@ class HeadProposer(Proposer):
                              prompt_len=1, last_hidden=hidden.to(device=target.device, dtype=self.dtype))
         work = (f"head {digest} {str(self.dtype).removeprefix('torch.')} width {self.width} beam {self.beam} "
                 f"depth {PRICED_DEPTH}")
-        return costs.step_cost(target, work, lambda: self.propose(ctx)).cost / PRICED_DEPTH
+        return costs.work_cost(target, work, lambda: self.propose(ctx)).cost / PRICED_DEPTH
 
     # -- drafting ------------------------------------------------------------------------------
     def _q(self, logits: torch.Tensor, sampling) -> tuple[int, torch.Tensor]:
@@ -167,7 +167,7 @@ class HeadProposer(Proposer):
         tokens, qs = [], []
         for _ in range(ctx.k):
             # with other runs drafting beside this one, their steps go through the head together
-            pred, logits = self.steps.rounds.submit((f, x)) if ctx.together else self.steps.one(f, x)
+            pred, logits = self.steps.rounds.submit((f, x)) if ctx.share_passes else self.steps.one(f, x)
             x, q = self._q(logits, ctx.sampling)
             tokens.append(x)
             qs.append(q)
@@ -188,7 +188,7 @@ class HeadProposer(Proposer):
         for _ in range(ctx.k):
             rows = torch.stack([h for _, h, _, _ in frontier])
             xs = [t for _, _, t, _ in frontier]
-            pred, logits = self.steps.rounds.submit((rows, xs)) if ctx.together else self.steps.many(rows, xs)
+            pred, logits = self.steps.rounds.submit((rows, xs)) if ctx.share_passes else self.steps.many(rows, xs)
             probs = ctx.sampling.display_probs(logits)
             top_p, top_j = probs.topk(self.width, dim=-1)
             top_ids = self.head.vocab_ids[top_j].tolist()

@@ -71,7 +71,7 @@ class HybridProposer(Proposer):
 
     def __init__(self, retrieval: LogitSpecProposer, head: HeadProposer | None):
         self.retrieval, self.head = retrieval, head
-        self.step_cost = head.step_cost if head is not None else 0.0  # what the planner's K costs
+        self.call_cost = head.call_cost if head is not None else 0.0  # what the planner's K costs
         self.needs_hidden = head is not None
 
     @classmethod

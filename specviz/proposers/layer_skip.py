@@ -59,6 +59,6 @@ class LayerSkipProposer(DraftModelProposer):
         proposer = cls(shell, target.model.config, target.vocab_size, target.device,
                        source=Source(SourceKind.LAYERSKIP))
         proposer.layers = layers
-        proposer.step_cost = len(layers) / n  # the layers it runs, of the target's
+        proposer.call_cost = len(layers) / n  # the layers it runs, of the target's
         return proposer
 

@@ -12,25 +12,15 @@ occurrence wins, continuations of up to MAX_CONTINUATION tokens, updated increme
 Rank-based pruning: branch i keeps at most branch_len · decay**i tokens, and the whole tree,
 merged into a trie so that no two siblings repeat a token, is capped at `capacity` nodes.
 
-Sizes depend on the device. On a GPU a pass over 64 nodes costs about what one token costs,
-so the paper's sizes are used (GPU_DEFAULTS). On a CPU every node costs: measured here (fp32,
-one thread, 200-token cache) 1 token 56 ms, 2: ~80, 8: 100, 16: 126, 32: 180, 64: 284. Tuned
-offline on the 16 public prompts (bundled SmolLM2-135M, greedy, 128 new tokens, K = 20),
-replaying each prompt's reference output and pricing cycles by those costs; modelled speed-up
-over plain decoding, geometric mean [worst, best], and tokens per cycle:
-
-- the paper's sizes (top 64, 64 nodes, every candidate kept):  0.58× [0.27, 2.58], 2.33 tok/cycle
-  (retrieval found something in 99 % of cycles; the paper reports 97.8 %);
-- top 4, 16 nodes, every candidate and 1-gram match kept:      1.33× [0.80, 5.57];
-- CPU_DEFAULTS:                                                 1.60× [0.95, 5.18], 1.67 tok/cycle
-  (prompt lookup alone: 1.59× [0.96, 5.20], 1.61 tok/cycle; at K = 8: 1.56× against 1.51×).
-
-Why the CPU defaults look as they do: a candidate is the true next-next token only 2–6 % of the
-time on this model, whatever its rank or probability, unless retrieval backs it: when
-[root, cand] occurred before, 19–71 %, and when [prev, root, cand] did, 82–96 %. So on a CPU a
-candidate rides only if its own lookup matched ≥ min_ngram tokens (cand included), a draft is
-sent only when something matched that well (else a plain step is cheaper), branch 0 keeps at
-most 2**(n+1) tokens for an n-token match, and repeated complete misses pause drafting.
+Sizes depend on the device. On a GPU a pass over 64 nodes costs about what one token costs, so
+the paper's sizes are used (GPU_DEFAULTS). On a CPU every node costs, so CPU_DEFAULTS keep a
+small tree (the top 4 candidates, 16 nodes) and send a candidate only where its own lookup
+matched: on this model a bare next-next guess is right a few percent of the time, one that
+retrieval backs far more often. Every match is offered (min_ngram 1, no length scaling, no
+pausing after misses) and the planner (planner.py) cuts what does not pay; the knobs that turn
+those back on stay for the lessons and for study. The replay study and measurements behind
+these choices: docs/bench/2026-11-29.md ("how the proposer defaults were tuned") and
+docs/bench/2026-11-30.md.
 """
 from __future__ import annotations
 

@@ -72,8 +72,9 @@ class NgramIndex:
 class MissBackoff:
     """Skip drafting after repeated complete misses: 1 cycle, then 2, 4, ... up to `max_skip`.
 
-    On a CPU the first draft node makes a verify pass cost ~1.4× a plain step, so a proposer
+    On a CPU every draft node makes a verify pass cost more than a plain step, so a proposer
     whose drafts keep missing should stop paying for them; a lookup is cheap, so retry now and then.
+    (Off by default since the planner cuts what does not pay; kept for the lessons and for study.)
     """
 
     def __init__(self, patience: int = 2, max_skip: int = 16):

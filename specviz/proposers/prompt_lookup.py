@@ -3,26 +3,14 @@
 Like transformers' `prompt_lookup_num_tokens`, it matches the last n tokens (n = max_ngram
 down to min_ngram) in the prompt and the output and drafts the tokens that followed, as a
 chain of at most `num_tokens` (and never more than K). Unlike it, the latest occurrence wins
-(recent text predicts best), the n-gram index is updated incrementally (ngram_index.py), a
-match of n tokens drafts at most 2**n tokens (a short match misses often), and after repeated
-complete misses it skips drafting for a while (MissBackoff), so open-ended prompts do not slow down.
+(recent text predicts best) and the n-gram index is updated incrementally (ngram_index.py).
 
-Since cost-aware drafting (planner.py) and the CPU speed-ups (speedups.py, v(n) ≈ 1 up to ~8
-tokens), the defaults offer every match at full length and let the planner cut: min_ngram 1, no
-2**n cap, no skipping (measured 2026-11-30: 1.97× HF plain against 1.76× for the old defaults
-below, on 4 public prompts; docs/BENCHMARKS.md). The knobs stay for the lessons and for study.
-
-The earlier defaults, tuned offline on the 16 public prompts (bundled SmolLM2-135M, greedy, 128 new tokens,
-K = 20), replaying each prompt's reference output and pricing each cycle by a verify cost
-measured here (fp32, one thread, 200-token cache: 1 token 56 ms, 2: ~80, 8: 100, 16: 126,
-32: 180, 64: 284). Modelled speed-up over plain decoding, geometric mean [worst, best]:
-
-- HF-like (num_tokens=10, n = 3..1, no skipping):          1.44× [0.76, 5.01], 1.78 tok/cycle
-- + min_ngram=2 (1-gram matches were right 24 % of the time, E[accepted] 0.73, below the ~1
-  a 10-token draft needs to pay for itself; 2-grams: 54 %, 2.2; 3-grams: 86 %, 5.5):  1.53× [0.91, 4.61]
-- + draft ≤ 2**n tokens, num_tokens=16, max_ngram=4:         1.59× [0.95, 5.20]
-- + skipping after misses (the defaults):                    1.59× [0.96, 5.20], 1.61 tok/cycle
-  (num_tokens 10 / 20: 1.54× / 1.59×; the engine's K caps drafts: K = 4 gives 1.43×, K = 8 1.51×).
+Two knobs are off by default and stay for the lessons and for study: `scaled_len` drafts at
+most 2**n tokens for an n-token match (a short match misses often), and `adaptive` skips
+drafting for a while after repeated complete misses (MissBackoff). Since cost-aware drafting
+(planner.py) the defaults offer every match at full length and let the planner cut what does
+not pay. How the defaults were chosen, with the replay study behind the older ones:
+docs/bench/2026-11-29.md ("how the proposer defaults were tuned") and docs/bench/2026-11-30.md.
 """
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 VENV_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"  # SPECVIZ_VLLM_PYTHON overrides it
 CPU_ENV = {  # what the CPU build needs on a small machine
     "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB of KV cache; by default it asks for most of the RAM

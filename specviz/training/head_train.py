@@ -145,7 +145,7 @@ def flatten(seqs: list[dict], unroll: int) -> tuple[torch.Tensor, ...]:
 
 
 def _loss(head, w_sub, embed, F_all, X_all, idx, unroll: int, noise: float, ce_weight: float, gen):
-    """Mean over `unroll` draft steps of smooth-L1(f̂, f) + ce_weight · CE(p_target, q_head)."""
+    """Mean over `unroll` draft calls of smooth-L1(f̂, f) + ce_weight · CE(p_target, q_head)."""
     f = F_all[idx].float()
     if noise:  # the head drafts from its own imperfect guesses: train it on perturbed inputs (EAGLE)
         f = f + noise * torch.randn(f.shape, generator=gen)
@@ -163,7 +163,7 @@ def _loss(head, w_sub, embed, F_all, X_all, idx, unroll: int, noise: float, ce_w
         reg_sum, ce_sum = reg_sum + reg.item(), ce_sum + ce.item()
         if j == 0:
             agree = logits.argmax(-1).eq(p.argmax(-1)).float().mean().item()
-        f = pred  # the next draft step reads the head's own prediction, as at decoding time
+        f = pred  # the next draft call reads the head's own prediction, as at decoding time
     return total / unroll, reg_sum / unroll, ce_sum / unroll, agree
 
 
@@ -263,7 +263,7 @@ def parse_args(argv):
     ap.add_argument("--steps", type=int, default=4000)
     ap.add_argument("--batch", type=int, default=512, help="positions per training step")
     ap.add_argument("--lr", type=float, default=2e-3)
-    ap.add_argument("--unroll", type=int, default=2, help="draft steps trained from each position")
+    ap.add_argument("--unroll", type=int, default=2, help="draft calls trained from each position")
     ap.add_argument("--noise", type=float, default=0.1, help="std of the noise added to input hidden states")
     ap.add_argument("--k", type=int, default=4, help="draft length for the held-out evaluation")
     ap.add_argument("--eval-tokens", type=int, default=96)

@@ -2,7 +2,7 @@
 
 The measurement is specviz.measure.advisor's, run through work.advise (a GPU call on ZeroGPU) in the
 same queue slot as every other model event; the drawing is specviz.viz.advice_figures. The tab opens
-on a recorded profile (assets/recorded_advice.json), and a saved profile can be replayed without a
+on a recorded survey (assets/recorded_advice.json), and a saved survey can be replayed without a
 model, so the page paints before anything loads.
 """
 from __future__ import annotations
@@ -33,36 +33,37 @@ MAX_NEW_DEFAULT = 48
 INTRO = ("<p class='sv-cmp-intro'>Every candidate decodes the prompts once at K max with planning off, so each "
          "draft position is judged; per position the page shows the conditional rate P(accepted at i | i "
          "reached) and the marginal rate P(position i accepted). From them and the target's measured pass "
-         "costs it predicts the speedup at every K and under load, ranks the candidates, then decodes the best "
-         "ones for real beside plain decoding and flags a prediction more than 15 % off. Separate prompts with "
+         "costs it predicts the speedup at every K and with several runs at once, ranks the candidates, then "
+         "decodes the best ones for real beside plain decoding and flags a prediction more than 15 % off. "
+         "Separate prompts with "
          f"a line holding only <code>{SEPARATOR}</code>.</p>")
 
 
-def _recorded() -> advice.Profile | None:
+def _recorded() -> advice.Survey | None:
     try:
-        return advice.load(RECORDED)
+        return advice.read(RECORDED)
     except ValueError:
         return None
 
 
-def _paint(message: str, level: str, profile: advice.Profile | None, file: str | None = None) -> tuple:
-    if profile is None:
-        empty = advice.Profile("", 0, {}, "", 0.0, 0.0, {1: 1.0})
+def _paint(message: str, level: str, survey: advice.Survey | None, file: str | None = None) -> tuple:
+    if survey is None:
+        empty = advice.Survey("", 0, {}, "", 0.0, 0.0, {1: 1.0})
         return (status_html(message, level), "", afig.curves_figure(empty), afig.acceptance_figure(empty),
-                afig.load_figure(empty), file)
-    return (status_html(message, level), afig.advice_html(profile), afig.curves_figure(profile),
-            afig.acceptance_figure(profile), afig.load_figure(profile), file)
+                afig.concurrency_figure(empty), file)
+    return (status_html(message, level), afig.advice_html(survey), afig.curves_figure(survey),
+            afig.acceptance_figure(survey), afig.concurrency_figure(survey), file)
 
 
 def first_values() -> tuple:
-    """What the tab shows before anyone measures: the recorded profile, said to be recorded."""
-    profile = _recorded()
-    if profile is None:
+    """What the tab shows before anyone measures: the recorded survey, said to be recorded."""
+    survey = _recorded()
+    if survey is None:
         return _paint("Pick a target, candidates and prompts, then press Advise.", "info", None)
-    note = (f"Recorded on {profile.measured_at} ({profile.machine}), on the bundled model and six of the public "
+    note = (f"Recorded on {survey.measured_at} ({survey.machine}), on the bundled model and six of the public "
             "benchmark prompts. Press Advise to measure on this server; 'python scripts/assets/record_advice.py' "
             "records it anew.")
-    return _paint(note, "info", profile)
+    return _paint(note, "info", survey)
 
 
 def parse_prompts(text: str) -> list[str]:
@@ -87,16 +88,16 @@ def candidates_of(methods: list[str], drafts: str) -> list[advice.Candidate]:
     return out
 
 
-def _save(profile: advice.Profile) -> str:
-    path = Path(tempfile.mkdtemp(prefix="specviz-advice-")) / "profile.json"
-    advice.save(profile, path)
+def _save(survey: advice.Survey) -> str:
+    path = Path(tempfile.mkdtemp(prefix="specviz-advice-")) / "survey.json"
+    advice.save(survey, path)
     return str(path)
 
 
 def run_advice(target: str, methods: list[str], drafts: str, prompts_text: str, k_max: int, max_new: int,
-               temperature: float, top_p: float, check: int, under_load: bool, request: gr.Request,
+               temperature: float, top_p: float, check: int, under_concurrency: bool, request: gr.Request,
                progress=gr.Progress()):
-    """Measure, predict and check; stream what it does next, and paint the profile when done."""
+    """Measure, predict and check; stream what it does next, and paint the survey when done."""
     session = session_of(request)
     session.compare_stop.clear()
     try:
@@ -112,7 +113,8 @@ def run_advice(target: str, methods: list[str], drafts: str, prompts_text: str, 
             check_prompt_text(p, LIMITS)
         check_run_settings(LIMITS, int(k_max), int(max_new))
         options = dict(k_max=int(k_max), max_new_tokens=int(max_new), temperature=float(temperature),
-                       top_p=float(top_p), check=int(check), load_batches=advice.LOAD_BATCHES if under_load else ())
+                       top_p=float(top_p), check=int(check),
+                       concurrency=advice.CONCURRENCY if under_concurrency else ())
         yield _paint("Loading the models…", "info", None)
         load_with_progress(spec, progress)  # here, never inside a GPU call
         for c in cands:
@@ -121,41 +123,41 @@ def run_advice(target: str, methods: list[str], drafts: str, prompts_text: str, 
     except errors.USER_ERRORS as e:
         yield _paint(str(e), "error", None)
         return
-    profile, steps = None, work.advise(spec, cands, prompts, options)
+    survey, steps = None, work.advise(spec, cands, prompts, options)
     try:
-        for message, profile in steps:
+        for message, survey in steps:
             if message == "done":
                 break
             progress(None, desc=message)
-            yield _paint(f"{message[:1].upper()}{message[1:]}…", "info", profile if profile.measured else None)
+            yield _paint(f"{message[:1].upper()}{message[1:]}…", "info", survey if survey.measured else None)
             if session.compare_stop.is_set():
                 yield _paint("Stopped. What was measured so far is shown; there are no checks yet.", "warn",
-                             profile if profile.measured else None)
+                             survey if survey.measured else None)
                 return
     except Exception as e:  # noqa: BLE001 -- a failed measurement must not take the page down
-        yield _paint(errors.message(e, errors.TAB_HINT), "error", profile if profile and profile.measured else None)
+        yield _paint(errors.message(e, errors.TAB_HINT), "error", survey if survey and survey.measured else None)
         return
     finally:
         steps.close()
-    flagged = [k for k, c in profile.checks.items() if c.flag]
+    flagged = [k for k, c in survey.checks.items() if c.flag]
     level, note = ("warn", f"Done; the prediction for {', '.join(flagged)} missed by more than 15 % (why: in the "
                            "table).") if flagged else ("ok", "Done: measured, predicted and checked.")
-    yield _paint(note, level, profile, _save(profile))
+    yield _paint(note, level, survey, _save(survey))
 
 
 def replay(file) -> tuple:
-    """A saved profile.json, shown without a model."""
+    """A saved survey.json (or an older profile.json), shown without a model."""
     if file is None:
         return (gr.skip(),) * 6
     name = Path(getattr(file, "name", file)).name
     try:
-        profile = advice.load(Path(getattr(file, "name", file)))
-        return _paint(f"Replayed {name}: measured {profile.measured_at} ({profile.machine}); no model ran.", "ok",
-                      profile)
+        survey = advice.read(Path(getattr(file, "name", file)))
+        return _paint(f"Replayed {name}: measured {survey.measured_at} ({survey.machine}); no model ran.", "ok",
+                      survey)
     except ValueError as e:
         return _paint(f"Could not replay {name}: {e}", "error", None)
     except Exception as e:  # noqa: BLE001 -- a hostile file must not take the page down
-        return _paint(f"Could not replay {name}: it is not a profile SpecViz can draw ({type(e).__name__}: "
+        return _paint(f"Could not replay {name}: it is not a survey SpecViz can draw ({type(e).__name__}: "
                       f"{str(e)[:200]}).", "error", None)
 
 
@@ -188,12 +190,12 @@ def build_advise_tab(decode: dict, examples: list[str]) -> None:
             top_p = gr.Slider(*TOP_P_RANGE, value=1.0, step=0.05, label="Top-p", elem_id="sv-adv-topp")
             check = gr.Slider(0, 4, value=2, step=1, precision=0, label="Check the best N for real",
                               elem_id="sv-adv-check")
-            under_load = gr.Checkbox(True, label="Predict under load (times batched passes)",
-                                     elem_id="sv-adv-load-on")
+            under_concurrency = gr.Checkbox(True, label="Predict with runs at once (times batched passes)",
+                                     elem_id="sv-adv-concurrency-on")
         with gr.Row():
             go = gr.Button("Advise", variant="primary", elem_id="sv-adv-go")
             stop_btn = gr.Button("Stop", variant="stop", elem_id="sv-adv-stop")
-            upload = gr.File(label="Replay a profile.json", file_types=[".json"], height=90,
+            upload = gr.File(label="Replay a survey.json", file_types=[".json"], height=90,
                              elem_id="sv-adv-upload")
         first = first_values()
         status = gr.HTML(first[0], elem_id="sv-adv-status")
@@ -201,12 +203,12 @@ def build_advise_tab(decode: dict, examples: list[str]) -> None:
         with gr.Row(equal_height=False):
             curves = gr.Plot(first[2], show_label=False, elem_id="sv-adv-curves")
             accept = gr.Plot(first[3], show_label=False, elem_id="sv-adv-accept")
-        loadp = gr.Plot(first[4], show_label=False, elem_id="sv-adv-load")
-        download = gr.File(label="This profile (JSON: advise --from reads it)", interactive=False,
+        loadp = gr.Plot(first[4], show_label=False, elem_id="sv-adv-concurrency")
+        download = gr.File(label="This survey (JSON: advise --from reads it)", interactive=False,
                            elem_id="sv-adv-download")
     outputs = [status, html, curves, accept, loadp, download]
     event = go.click(run_advice, inputs=[target, methods, drafts, prompts, k_max, max_new, temperature, top_p,
-                                         check, under_load], outputs=outputs, api_name="advise",
+                                         check, under_concurrency], outputs=outputs, api_name="advise",
                      show_progress_on=[status], **decode)
     stop_btn.click(stop, outputs=status, cancels=[event], api_name="advise_stop", show_progress="hidden")
     upload.upload(replay, inputs=upload, outputs=outputs, api_name="advise_replay", show_progress="hidden")

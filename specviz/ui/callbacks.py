@@ -68,7 +68,7 @@ def check_early(settings: RunSettings) -> None:
     check_model_spec(settings.target, LIMITS)
     if settings.draft_spec:
         check_model_spec(settings.draft_spec, LIMITS)
-    if settings.method == "draft" and not settings.draft:
+    if settings.proposer == "draft" and not settings.draft:
         raise ValueError("The draft-model method needs a draft: pick one in 'Draft model' "
                          "(it must share the target's tokenizer).")
 

@@ -69,13 +69,13 @@ def initial_settings() -> RunSettings:
     run = views.example()[0]
     s = dict(run.settings) if run is not None else {}
     fields = RunSettings.__dataclass_fields__
-    known = {k: v for k, v in s.items() if k in fields and k not in ("knobs", "draft")}
-    if known.get("method") == "head":  # the trained head is offered as a draft in the picker
-        known.update(method="draft", draft=HEAD_DRAFT)
-    elif known.get("method") == "draft" and s.get("draft"):
+    known = {k: v for k, v in s.items() if k in fields and k not in ("knobs", "draft", "method", "proposer")}
+    proposer = s.get("proposer") or s.get("method")  # a run recorded before RunSettings had `proposer`
+    if proposer == "head":  # the trained head is offered as a draft in the picker
+        proposer, known["draft"] = "draft", HEAD_DRAFT
+    elif proposer == "draft" and s.get("draft"):
         known["draft"] = s["draft"]
-    if known.get("method") not in {m for _, m in METHODS}:
-        known["method"] = DEFAULT_METHOD
+    known["proposer"] = proposer if proposer in {m for _, m in METHODS} else DEFAULT_METHOD
     prompt = load_examples()[0]["prompt"] if load_examples() else ""
     known.setdefault("prompt", prompt)
     return RunSettings(**known)
@@ -126,11 +126,11 @@ def method_inputs(s: RunSettings) -> tuple[dict, list]:
     choices = draft_choices(s.target)
     value = s.draft or (choices[0][1] if choices else None)
     comps = {"draft": gr.Dropdown(choices, value=value, allow_custom_value=True,
-                                  label="Draft model", visible=s.method == "draft", elem_id="sv-draft",
+                                  label="Draft model", visible=s.proposer == "draft", elem_id="sv-draft",
                                   info="Must share the target's tokenizer: a preset or any hub id.")}
     groups = []
     for method in dict.fromkeys(k.method for k in KNOBS):
-        with gr.Accordion(f"{METHOD_LABELS[method]} options", open=False, visible=s.method == method) as group:
+        with gr.Accordion(f"{METHOD_LABELS[method]} options", open=False, visible=s.proposer == method) as group:
             for knob in (k for k in KNOBS if k.method == method):
                 comps[knob.key] = knob_input(knob)
         groups.append((method, group))
@@ -146,7 +146,7 @@ def config_column(s: RunSettings) -> tuple[dict, list]:
     comps = {"target": gr.Dropdown(TARGETS + served, value=s.target, allow_custom_value=True, label="Target model",
                                    info=info,
                                    elem_id="sv-target")}
-    comps["method"] = gr.Radio(METHODS, value=s.method, label="Proposer (how drafts are made)")
+    comps["method"] = gr.Radio(METHODS, value=s.proposer, label="Proposer (how drafts are made)")
     knob_comps, groups = method_inputs(s)
     comps.update(knob_comps)
     comps["k"] = gr.Slider(*K_RANGE, value=s.k, step=1, precision=0, label="K: draft length per cycle",

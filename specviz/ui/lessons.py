@@ -47,7 +47,7 @@ class Lesson:
 
 def _s(prompt: str, method: str, **kw) -> RunSettings:
     """A lesson's settings; K = 4 unless given, as its recording was made (assets/lessons)."""
-    return RunSettings(prompt=prompt, method=method, max_new_tokens=kw.pop("max_new_tokens", TOKENS),
+    return RunSettings(prompt=prompt, proposer=method, max_new_tokens=kw.pop("max_new_tokens", TOKENS),
                        k=kw.pop("k", 4), **kw)
 
 
@@ -122,7 +122,7 @@ def lesson_html(lesson: Lesson, variant: Variant, trace: TraceFile | None) -> st
 def input_values(s: RunSettings, keys: list[str]) -> list:
     """Values for the configuration inputs, in `keys` order; knobs the lesson leaves alone are blank."""
     base = dict(s.as_dict(), draft=s.draft or gr.skip())
-    knobs = {f"{s.method}_{name}": value for name, value in s.knobs}
+    knobs = {f"{s.proposer}_{name}": value for name, value in s.knobs}
     return [base[k] if k in BASE_INPUTS else knobs.get(k, gr.skip()) for k in keys]
 
 

@@ -3,7 +3,7 @@
 With many request threads, glibc keeps one heap (arena) per thread it has seen, and after a large
 tensor is freed it raises its mmap threshold, so later large tensors (a shared verify pass's
 activations and logits) come from those heaps and stay resident when freed. Thirty sessions
-stepping together then left the process gigabytes above what it held (docs/BENCHMARKS.md). Here:
+stepping together then left the process gigabytes above what it held (docs/bench/2026-12-01.md). Here:
 large blocks always get their own mapping (returned to the system when freed), at most a few
 arenas, and `give_back` trims what the heaps hold free. Elsewhere than glibc, both do nothing.
 """

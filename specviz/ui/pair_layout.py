@@ -23,7 +23,7 @@ def side_column(name: str, s: RunSettings, first: dict) -> dict:
         comps["target"] = gr.Dropdown(TARGETS + served_targets(LIMITS), value=s.target, allow_custom_value=True,
                                       label="Target model",
                                       elem_id=f"sv-{name.lower()}-target")
-        comps["method"] = gr.Radio(METHODS, value=s.method, label="Proposer", elem_id=f"sv-{name.lower()}-method")
+        comps["method"] = gr.Radio(METHODS, value=s.proposer, label="Proposer", elem_id=f"sv-{name.lower()}-method")
         choices = draft_choices(s.target)
         comps["draft"] = gr.Dropdown(choices, value=s.draft or (choices[0][1] if choices else None),
                                      allow_custom_value=True, label="Draft model (for the draft-model proposer)")
@@ -47,7 +47,7 @@ def side_column(name: str, s: RunSettings, first: dict) -> dict:
     return out
 
 
-DEFAULTS = (RunSettings(method="draft"), RunSettings(method="layerskip", k=k_default("layerskip")))
+DEFAULTS = (RunSettings(proposer="draft"), RunSettings(proposer="layerskip", k=k_default("layerskip")))
 
 
 def build_pair_tab(demo: gr.Blocks, tabs: gr.Tabs, decode: dict, prompt: str) -> dict:

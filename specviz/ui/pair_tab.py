@@ -77,11 +77,11 @@ def _side(session: Session, name: str) -> pv.Side:
 
 
 def _fairness(a: pv.Side, b: pv.Side) -> str:
-    beside = [int((s.run.metrics or {}).get("cycles_beside_others") or 0) if s.run else 0 for s in (a, b)]
+    concurrent = [int((s.run.metrics or {}).get("cycles_concurrent") or 0) if s.run else 0 for s in (a, b)]
     text = ("A's and B's cycles run one after the other, never at the same time, so neither is timed under the "
             "other's load.")
-    if any(beside):
-        text += (f" Other visitors' runs ran beside {beside[0]} of A's and {beside[1]} of B's cycles: those "
+    if any(concurrent):
+        text += (f" Other visitors' runs ran beside {concurrent[0]} of A's and {concurrent[1]} of B's cycles: those "
                  "timings include their load.")
     return f'<div style="font-size:12px">{html.escape(text)}</div>'
 

@@ -25,8 +25,8 @@ class Pair:
 
 # Runs that no lesson records: the trained head as a draft model on two of the lessons' prompts.
 RECORDED_SIDES = {
-    "pair-head-chat": RunSettings(prompt=CHAT, method="draft", draft=HEAD_DRAFT, k=4, max_new_tokens=TOKENS),
-    "pair-head-summary": RunSettings(prompt=SUMMARY, method="draft", draft=HEAD_DRAFT, k=4, max_new_tokens=TOKENS),
+    "pair-head-chat": RunSettings(prompt=CHAT, proposer="draft", draft=HEAD_DRAFT, k=4, max_new_tokens=TOKENS),
+    "pair-head-summary": RunSettings(prompt=SUMMARY, proposer="draft", draft=HEAD_DRAFT, k=4, max_new_tokens=TOKENS),
 }
 
 PAIRS = (

@@ -48,8 +48,8 @@ METHODS = [
 ]
 METHOD_LABELS = {value: label for label, value in METHODS}
 # The hybrid: prompt lookup, LogitSpec's candidates and (on the bundled target) the trained head's
-# chain in one tree, cut by the planner. On the app's five examples at the app's settings it is the
-# only method at ≥ 1.2× plain decoding on every one (docs/BENCHMARKS.md, "The app's default").
+# chain in one tree, cut by the planner. Why it is the default, measured on the app's examples at
+# the app's settings: docs/bench/2026-11-30.md, "becomes the app's default".
 # Picking "Draft model" instead gives classic draft → verify, with the trained head first.
 DEFAULT_METHOD = "hybrid"
 

@@ -1,8 +1,10 @@
 """The configuration column's values as one frozen object: compared to tell when a run must restart.
 
 RunSettings is the decoding layer's DecodeSettings (specviz/decoding/settings.py, where the defaults and
-checks live) plus what only the page has: the target, the draft picker's value and the prompt.
-Its `method` is the picker's, so "draft" with the trained head is engine method "head" (`decode()`).
+checks live) plus what only the page has: the target, the Proposer picker's value (`proposer`), the
+draft picker's value and the prompt. Its `method` is the engine's, as everywhere: the picker's
+"draft" with the trained head is method "head". The page's input and API keyword for the Proposer
+picker stay `method` (README, "Glossary").
 """
 from __future__ import annotations
 
@@ -23,27 +25,27 @@ BASE_INPUTS = ("target", "method", "draft", "k", "adaptive_k", "temperature", "t
 
 @dataclass(frozen=True)
 class RunSettings(DecodeSettings):
-    method: str = DEFAULT_METHOD
+    method: str = DEFAULT_METHOD  # the engine's: set from `proposer` and `draft`, never given
     max_new_tokens: int = MAX_NEW_DEFAULT
     target: str = BUNDLED
     draft: str | None = HEAD_DRAFT  # read only when method is "draft"; the bundled target's default
     prompt: str = ""
     share_prefill: bool = True  # a class on one example prompt prefills it once (decoding/prefills.py)
-    batch_verify: bool = True  # a class pressing Step together shares verify passes (decoding/targets.py)
+    share_passes: bool = True  # a class pressing Step together shares verify passes (decoding/targets.py)
+    proposer: str = DEFAULT_METHOD  # the Proposer picker's value: "draft" covers a draft model and the head
 
-    @property
-    def engine_method(self) -> str:
-        return resolve_draft(self.method, self.draft)[0]
+    def __post_init__(self):
+        object.__setattr__(self, "method", resolve_draft(self.proposer, self.draft)[0])
+        super().__post_init__()
 
     @property
     def draft_spec(self) -> str | None:
         """The draft model to load, if any (the trained head is not loaded as a model)."""
-        return resolve_draft(self.method, self.draft)[1]
+        return resolve_draft(self.proposer, self.draft)[1]
 
     def decode(self) -> DecodeSettings:
-        """What the Decoder takes: these settings with the engine's method (models excluded)."""
-        own = {f.name: getattr(self, f.name) for f in dataclasses.fields(DecodeSettings)}
-        return DecodeSettings(**{**own, "method": self.engine_method})
+        """What the Decoder takes: the DecodeSettings part of these settings (models excluded)."""
+        return DecodeSettings(**{f.name: getattr(self, f.name) for f in dataclasses.fields(DecodeSettings)})
 
     def ar_key(self) -> tuple:
         """What the plain baseline depends on: the method, K and the knobs do not change it."""
@@ -52,12 +54,12 @@ class RunSettings(DecodeSettings):
 
     def describe(self) -> str:
         """A short, plain-text summary for status messages."""
-        parts = [METHOD_LABELS.get(self.method, self.method)]
+        parts = [METHOD_LABELS.get(self.proposer, self.proposer)]
         if self.method == "hybrid" and self.target.startswith(REMOTE_PREFIX):
             parts.append("without the head, which a vLLM-served target cannot feed: lookup + LogitSpec")
-        if self.engine_method == "head":
+        if self.method == "head":
             parts.append("draft: the trained draft head")
-        elif self.method == "draft":
+        elif self.proposer == "draft":
             parts.append(f"draft {self.draft}")
         parts += [f"K={self.k}" + (" (adaptive)" if self.adaptive_k else ""),
                   "greedy" if self.temperature == 0 else f"T={self.temperature:g}, top-p={self.top_p:g}"]
@@ -106,19 +108,19 @@ def _whole(name: str, value, default: int | None) -> int | None:
 def from_inputs(values: dict[str, Any]) -> RunSettings:
     """Build RunSettings from the layout's input values (missing ones take their defaults)."""
     d = RunSettings()
-    method = values.get("method") or d.method
-    if method not in METHOD_LABELS:
-        raise ValueError(f"Unknown method '{method}': choose one of {', '.join(METHOD_LABELS)}.")
-    knobs = tuple((k.name, v) for k in knobs_for(method)
+    proposer = values.get("method") or d.proposer  # the page's input keeps the API's name
+    if proposer not in METHOD_LABELS:
+        raise ValueError(f"Unknown method '{proposer}': choose one of {', '.join(METHOD_LABELS)}.")
+    knobs = tuple((k.name, v) for k in knobs_for(proposer)
                   if (v := _knob_value(k, values.get(k.key))) is not None)
     target = (values.get("target") or BUNDLED).strip() or BUNDLED
     draft = (values.get("draft") or "").strip() or None
-    if method == "draft" and draft is None and (choices := draft_choices(target)):
+    if proposer == "draft" and draft is None and (choices := draft_choices(target)):
         draft = choices[0][1]  # the family's default draft (the trained head for the bundled target)
     return RunSettings(
         target=target,
-        method=method,
-        draft=draft if method == "draft" else None,
+        proposer=proposer,
+        draft=draft if proposer == "draft" else None,
         k=_whole("K", values.get("k"), None),  # None: the method's own default K
         adaptive_k=bool(values.get("adaptive_k")),
         temperature=float(values.get("temperature") if values.get("temperature") is not None else d.temperature),

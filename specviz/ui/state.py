@@ -46,7 +46,7 @@ def price_head(target: models.LoadedModel) -> None:
         log.info("draft head not priced at load: %s", e)
 
 
-class ModelCache:
+class ModelPool:
     """Load each spec once and share it. One lock per spec: a model loading never holds up
     the Steps of sessions whose models are already here, and two sessions never load one twice."""
 
@@ -110,7 +110,7 @@ class ModelCache:
         return self.peek(spec) is not None
 
 
-class BaselineCache:
+class BaselineStore:
     """Measured AR runs keyed by RunSettings.ar_key(), so a second Run does not pay again."""
 
     def __init__(self, capacity: int = AR_CAPACITY):
@@ -215,8 +215,8 @@ class SessionStore:
         return len(self._sessions)
 
 
-MODELS = ModelCache()
-BASELINES = BaselineCache()
+MODELS = ModelPool()
+BASELINES = BaselineStore()
 SESSIONS = SessionStore()
 
 

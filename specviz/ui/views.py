@@ -18,7 +18,6 @@ EXAMPLE_AR_TRACE = ASSETS / "example_ar_trace.json"
 CYCLE_VIEWS = ("narration", "tree", "pq", "residual", "cache")
 RUN_VIEWS = ("text", "plain_text", "metrics", "timeline", "acceptance")
 OUTPUTS = ("status", "cycle") + CYCLE_VIEWS + RUN_VIEWS
-TIMING_VIEWS = ("metrics", "timeline")
 
 LEVELS = ("info", "ok", "warn", "error")
 EMPTY_NARRATION = "No cycle yet: press Step for one cycle, or Run to stream to the end."

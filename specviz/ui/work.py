@@ -40,7 +40,7 @@ def model(spec: str | None) -> LoadedModel | None:
         return None
     loaded = MODELS.peek(spec)
     if loaded is None:
-        raise ModelNotInWorker(f"Model '{spec}' is not loaded in this process any more (the model cache "
+        raise ModelNotInWorker(f"Model '{spec}' is not loaded in this process any more (the model pool "
                              "made room for another): press the button again to reload it.")
     return loaded
 
@@ -168,7 +168,7 @@ def advise_duration(target: str, candidates: list, prompts: list[str], options: 
 
 @on_gpu(duration=advise_duration)
 def advise(target: str, candidates: list, prompts: list[str], options: dict):
-    """The advisor's measurement (measure/advisor.py); yields (what it does next, the profile so far)."""
+    """The advisor's measurement (measure/advisor.py); yields (what it does next, the survey so far)."""
     target_model = model(target)
-    yield from advisor.measure_steps(target_model, candidates, prompts, model, planner.verify_cost(target_model),
+    yield from advisor.measure_stages(target_model, candidates, prompts, model, planner.verify_cost(target_model),
                                      **options)

@@ -181,7 +181,7 @@ def _reraise(fn: Callable, e: Exception, seconds: float):
     if _aborted(e):
         raise _failed(fn, seconds) from e
     if _named(e, ModelNotInWorker) and not isinstance(e, ModelNotInWorker):
-        raise ModelNotInWorker("A model this call needs is not loaded any more (the model cache made room for "
+        raise ModelNotInWorker("A model this call needs is not loaded any more (the model pool made room for "
                                "another): press the button again to reload it.") from e
     raise e
 

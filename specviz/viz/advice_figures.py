@@ -1,7 +1,7 @@
 """The Advise view: the ranked table, predicted S(K) per candidate with the checked points, acceptance
-by draft position (conditional and marginal, labelled apart) and the speedup under load.
+by draft position (conditional and marginal, labelled apart) and the speedup with several runs at once.
 
-Built from an advice.Profile only (plain data), so a recorded profile paints before any model
+Built from an advice.Survey only (plain data), so a recorded survey paints before any model
 loads. Candidate labels and model names may be typed by people, so all of them are escaped.
 """
 from __future__ import annotations
@@ -30,22 +30,22 @@ CONDITIONAL = "conditional: P(accepted at i | i reached)"
 MARGINAL = "marginal: P(position i accepted)"
 
 
-def _colours(profile: advice.Profile) -> dict[str, str]:
-    return {m.candidate.label: PALETTE[i % len(PALETTE)] for i, m in enumerate(profile.measured)}
+def _colours(survey: advice.Survey) -> dict[str, str]:
+    return {m.candidate.label: PALETTE[i % len(PALETTE)] for i, m in enumerate(survey.measured)}
 
 
-def curves_figure(profile: advice.Profile) -> go.Figure:
+def curves_figure(survey: advice.Survey) -> go.Figure:
     """Predicted S(K) for every K per candidate; a star where a check measured it for real."""
     title = "Predicted speedup S(K) over plain decoding, with the checked points"
-    if not profile.measured:
+    if not survey.measured:
         return note_figure(title, "No candidate measured yet.")
-    colour, fig = _colours(profile), go.Figure()
-    for m in profile.measured:
+    colour, fig = _colours(survey), go.Figure()
+    for m in survey.measured:
         label = m.candidate.label
-        ks, ss = zip(*advice.curve(m, profile.v_of, profile.pass_share))
+        ks, ss = zip(*advice.curve(m, survey.v_of, survey.pass_share))
         fig.add_scatter(x=ks, y=ss, mode="lines+markers", name=esc_plot(label), line_color=colour[label],
                         hovertemplate=f"{esc_plot(label)}, K=%{{x}}: %{{y:.2f}}× predicted<extra></extra>")
-        chk = profile.checks.get(label)
+        chk = survey.checks.get(label)
         if chk is not None:
             fig.add_scatter(x=[chk.k], y=[chk.measured], mode="markers", showlegend=False,
                             marker=dict(symbol="star", size=15, color=colour[label], line=dict(width=1, color=BLACK)),
@@ -56,13 +56,13 @@ def curves_figure(profile: advice.Profile) -> go.Figure:
     return fig
 
 
-def acceptance_figure(profile: advice.Profile) -> go.Figure:
+def acceptance_figure(survey: advice.Survey) -> go.Figure:
     """Per draft position: the conditional rate (solid) and the marginal rate (dotted), per candidate."""
     title = "Acceptance by draft position: conditional (solid) and marginal (dotted)"
-    if not profile.measured:
+    if not survey.measured:
         return note_figure(title, "No candidate measured yet.")
-    colour, fig = _colours(profile), go.Figure()
-    for m in profile.measured:
+    colour, fig = _colours(survey), go.Figure()
+    for m in survey.measured:
         label = m.candidate.label
         xs = list(range(1, m.k_max + 1))
         for ys, kind, dash in ((m.conditional, CONDITIONAL, "solid"), (m.marginal, MARGINAL, "dot")):
@@ -75,13 +75,13 @@ def acceptance_figure(profile: advice.Profile) -> go.Figure:
     return fig
 
 
-def load_figure(profile: advice.Profile) -> go.Figure:
+def concurrency_figure(survey: advice.Survey) -> go.Figure:
     """Best predicted speedup at each number of runs decoding at once; below 1× plain wins."""
-    title = "Predicted speedup under load (best K at each batch size)"
-    rows = advice.under_load(profile)
+    title = "Predicted speedup with several runs at once (best K at each batch size)"
+    rows = advice.under_concurrency(survey)
     if not rows:
-        return note_figure(title, profile.load_note or "No load measured: the batched passes were not timed.")
-    colour, fig = _colours(profile), go.Figure()
+        return note_figure(title, survey.concurrency_note or "No concurrency timed: the batched passes were not timed.")
+    colour, fig = _colours(survey), go.Figure()
     for m, points, _ in rows:
         label = m.candidate.label
         bs, ks, ss = zip(*points)
@@ -91,7 +91,7 @@ def load_figure(profile: advice.Profile) -> go.Figure:
                                       "<extra></extra>")
     fig.add_hline(y=1.0, line_dash="dot", line_color=GREY, annotation_text="plain = 1×")
     base_layout(fig, title, "runs decoding at once (batch size)", "× plain tokens/s")
-    sizes = profile.load.batch_sizes
+    sizes = survey.concurrency.batch_sizes
     fig.update_xaxes(type="log", tickvals=sizes, ticktext=[str(b) for b in sizes])
     fig.update_yaxes(rangemode="tozero")
     return fig
@@ -104,15 +104,15 @@ def _list(title: str, items: list[str]) -> str:
     return f'<h4 class="sv-h">{esc(title)}</h4><ul class="sv-advice-list">{lis}</ul>'
 
 
-def advice_html(profile: advice.Profile) -> str:
+def advice_html(survey: advice.Survey) -> str:
     """The recommendation, the ranked table and the sentences: pair check, load, disagreement."""
     rows = []
-    for i, (m, k, s_k) in enumerate(advice.ranked(profile), 1):
-        be = advice.break_even(m, k, profile.v_of, profile.pass_share)
-        chk = profile.checks.get(m.candidate.label)
+    for i, (m, k, s_k) in enumerate(advice.ranked(survey), 1):
+        be = advice.break_even(m, k, survey.v_of, survey.pass_share)
+        chk = survey.checks.get(m.candidate.label)
         checked = "–" if chk is None else f"{chk.measured:.2f}× at K = {chk.k}"
         flag = f'<div class="sv-advice-flag">⚠ {esc(chk.flag)}</div>' if chk is not None and chk.flag else ""
-        unit = "per step" if m.per_step else "per cycle"
+        unit = "per draft call" if m.per_call else "per cycle"
         rows.append(f"<tr><td>{i}</td><td>{esc(m.candidate.label)}</td><td>{k}</td><td>{s_k:.2f}×</td>"
                     f"<td>{'none' if be is None else f'{be:.2f}'}</td><td>{m.c:.3f} {unit}</td>"
                     f"<td>{esc(checked)}{flag}</td></tr>")
@@ -120,8 +120,8 @@ def advice_html(profile: advice.Profile) -> str:
              "<th>predicted</th><th title='the constant acceptance rate below which plain decoding wins'>"
              "break-even α</th><th>draft cost c</th><th>checked: measured</th></tr></thead><tbody>"
              + "".join(rows) + "</tbody></table>")
-    return (f'<p class="sv-advice-pick"><strong>{esc(advice.recommendation(profile))}</strong></p>'
-            f'<p class="sv-batch-where">{esc(advice.summary(profile))}</p>{table}'
-            + _list("Pair check", advice.findings(profile))
-            + _list("Under load", advice.load_sentences(profile))
-            + _list("Where the candidates disagree", advice.disagreement_sentences(profile)))
+    return (f'<p class="sv-advice-pick"><strong>{esc(advice.recommendation(survey))}</strong></p>'
+            f'<p class="sv-batch-where">{esc(advice.summary(survey))}</p>{table}'
+            + _list("Pair check", advice.findings(survey))
+            + _list("Runs at once", advice.concurrency_sentences(survey))
+            + _list("Where the candidates disagree", advice.disagreement_sentences(survey)))

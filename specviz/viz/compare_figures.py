@@ -58,7 +58,7 @@ def nothing_sent(row: dict) -> str | None:
     if row.get("method") == "ar" or row.get("drafted_tokens") != 0:
         return None
     if row.get("method") == "draft" and row.get("draft") == row.get("target"):
-        why = ("a draft step costs as much as the target's own step, so plain steps are cheaper and the "
+        why = ("a draft call costs as much as the target's own step, so plain steps are cheaper and the "
                "planner sent no draft")
     elif row.get("offered_tokens"):
         why = (f"the proposer offered {row['offered_tokens']} draft tokens, but the planner judged none worth "
@@ -176,7 +176,7 @@ def theory_html(a: Analysis) -> str:
     """The measured quantities in a small table, then the sentence."""
     first = (("expected accepted length", f"{a.expected_len:.2f}") if a.kind == "tree"
              else ("α (acceptance per position)", num(a.alpha)))
-    items = [first, ("c (draft step / target step)", num(a.c)),
+    items = [first, ("c (draft call / target step)", num(a.c)),
              (f"v: pass of {a.verify_tokens + 1:.0f} tokens / one token (timed)", num(a.v_k)),
              ("v in the run's own verify passes", num(a.v_run)),
              (f"predicted S at K = {a.k}", f"{num(a.predicted)}×"),

@@ -106,15 +106,15 @@ def _load_note(spec: dict | None, ar: dict | None) -> str:
     method's own speed, and the panel says so rather than letting the speedup claim it."""
     parts = []
     for name, m in (("Speculative run", spec), ("AR baseline", ar)):
-        beside, cycles = _get(m, "cycles_beside_others"), _get(m, "cycles")
-        if beside is None or not cycles:
+        concurrent, cycles = _get(m, "cycles_concurrent"), _get(m, "cycles")
+        if concurrent is None or not cycles:
             continue  # not measured, or a trace from before this was recorded
-        if not beside:
+        if not concurrent:
             # only this app's runs are counted: other programs on the machine are not seen here
             parts.append(f"{name}: no other run in this app ran beside it.")
             continue
-        text = (f"{name}: {beside:.0f} of {cycles:.0f} cycles ran while other runs used this machine "
-                f"(up to {_get(m, 'most_beside'):.0f} at once), so its time includes their load")
+        text = (f"{name}: {concurrent:.0f} of {cycles:.0f} cycles ran while other runs used this machine "
+                f"(up to {_get(m, 'most_concurrent'):.0f} at once), so its time includes their load")
         shared = _get(m, "shared_passes")
         if shared:
             text += (f"; {shared:.0f} verify passes were shared with other sessions (up to "
