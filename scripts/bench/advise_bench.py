@@ -39,7 +39,7 @@ PROMPTS = ROOT.parent / "shared" / "bench" / "prompts.json"
 IDS = "sum-1,code-1,rag-1,ext-1,math-1,chat-1"
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--candidates", default=CANDIDATES)
     ap.add_argument("--prompts", default=str(PROMPTS))
@@ -50,22 +50,12 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--refine", type=int, default=4, help="the sweep's N best to measure again (default 4)")
     ap.add_argument("--refine-repeats", type=int, default=4, help="(default 4)")
-    args = ap.parse_args()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    items = {x["id"]: x["prompt"] for x in json.loads(Path(args.prompts).read_text(encoding="utf-8"))}
-    prompts = [items[i.strip()] for i in args.ids.split(",")]
-    target = load("bundled")
-    cands = [advice.Candidate.parse(c) for c in args.candidates.split(",")]
-    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    say = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+    return ap.parse_args()
 
-    survey = advisor.measure(target, cands, prompts, load, planner.verify_cost(target), say, k_max=args.k_max,
-                              max_new_tokens=args.max_new_tokens, check=2)
-    advice.save(survey, out / "survey.json")
 
-    common = dict(max_new_tokens=args.max_new_tokens, temperature=0.0, top_p=1.0, seed=0, plan=False, record=False)
-    configs = [(c, k) for c in cands for k in range(1, args.k_max + 1)]
+def sweep_all(target, cands, prompts, args, common, say) -> tuple[dict[str, list[float]], list[float]]:
+    """Every candidate at every K, `args.repeats` times in rotated order, with plain decoding
+    before each candidate: (tokens/s per 'label|K', plain tokens/s runs)."""
     rates: dict[str, list[float]] = {}
     ar: list[float] = []
     for rep in range(args.repeats):
@@ -78,12 +68,12 @@ def main() -> None:
                 _, r = advisor._decode_all(target, None, prompts, method=cand.method, k=k, knobs=cand.knobs,
                                            **common)
                 rates.setdefault(f"{cand.label}|{k}", []).append(r)
-    top, top_k, top_pred = advice.ranked(survey)[0]
-    pick_key = f"{top.candidate.label}|{top_k}"
-    first = {key: statistics.median(v) for key, v in rates.items()}
-    again = sorted(first, key=first.get, reverse=True)[: args.refine]
-    again += [pick_key] if pick_key not in again else []
-    by_key = {f"{c.label}|{k}": (c, k) for c, k in configs}
+    return rates, ar
+
+
+def refine(target, by_key, again, prompts, args, common, rates, ar, say) -> None:
+    """The configurations in `again` measured `args.refine_repeats` more times, rotated, each
+    round after plain decoding; appends to `rates` and `ar`."""
     for rep in range(args.refine_repeats):
         _, r = advisor._decode_all(target, None, prompts, method="ar", **common)
         ar.append(r)
@@ -92,17 +82,11 @@ def main() -> None:
             say(f"refine {rep + 1}/{args.refine_repeats}: {cand.label} at K = {k}")
             _, r = advisor._decode_all(target, None, prompts, method=cand.method, k=k, knobs=cand.knobs, **common)
             rates[key].append(r)
-    ar_rate = statistics.median(ar)
-    sweep = {key: statistics.median(v) for key, v in rates.items()}
-    best_key = max(sweep, key=sweep.get)
-    chk = survey.checks.get(top.candidate.label)
-    data = dict(started=started, machine=survey.machine, prompts=args.ids.split(","), k_max=args.k_max,
-                max_new_tokens=args.max_new_tokens, repeats=args.repeats, ar_tokens_per_s=ar_rate, ar_runs=ar,
-                sweep={k: dict(tokens_per_s=v, speedup=v / ar_rate, runs=rates[k]) for k, v in sweep.items()},
-                best=best_key, pick=pick_key, pick_vs_best=sweep[pick_key] / sweep[best_key],
-                pick_predicted=top_pred, pick_checked=chk.measured if chk else None,
-                pick_sweep_speedup=sweep[pick_key] / ar_rate, refined=again, refine_repeats=args.refine_repeats)
-    (out / "sweep.json").write_text(json.dumps(data, indent=1), encoding="utf-8")
+
+
+def summary(survey, cands, args, started, sweep, ar_rate, ar, again, data, chk) -> list[str]:
+    """The Markdown summary: the sweep's table, its best, and the advisor's pick against it."""
+    best_key, pick_key, top_pred = data["best"], data["pick"], data["pick_predicted"]
     lines = [f"Run started {started} on {survey.machine}; public prompts {args.ids}, greedy, "
              f"{args.max_new_tokens} new tokens, K 1…{args.k_max}, planning off, {args.repeats} repeats "
              f"(median), then {args.refine_repeats} more of {', '.join(k.replace('|', ' K=') for k in again)}; "
@@ -123,6 +107,45 @@ def main() -> None:
               f"= {data['pick_vs_best']:.3f} of the best. Predicted {top_pred:.2f}×; checked "
               + (f"{chk.measured:.2f}× ({abs(top_pred - chk.measured) / chk.measured:.1%} off)." if chk
                  else "not checked.")]
+    return lines
+
+
+def main() -> None:
+    args = parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    items = {x["id"]: x["prompt"] for x in json.loads(Path(args.prompts).read_text(encoding="utf-8"))}
+    prompts = [items[i.strip()] for i in args.ids.split(",")]
+    target = load("bundled")
+    cands = [advice.Candidate.parse(c) for c in args.candidates.split(",")]
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    say = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+
+    survey = advisor.measure(target, cands, prompts, load, planner.verify_cost(target), say, k_max=args.k_max,
+                             max_new_tokens=args.max_new_tokens, check=2)
+    advice.save(survey, out / "survey.json")
+
+    common = dict(max_new_tokens=args.max_new_tokens, temperature=0.0, top_p=1.0, seed=0, plan=False, record=False)
+    rates, ar = sweep_all(target, cands, prompts, args, common, say)
+    top, top_k, top_pred = advice.ranked(survey)[0]
+    pick_key = f"{top.candidate.label}|{top_k}"
+    first = {key: statistics.median(v) for key, v in rates.items()}
+    again = sorted(first, key=first.get, reverse=True)[: args.refine]
+    again += [pick_key] if pick_key not in again else []
+    by_key = {f"{c.label}|{k}": (c, k) for c in cands for k in range(1, args.k_max + 1)}
+    refine(target, by_key, again, prompts, args, common, rates, ar, say)
+    ar_rate = statistics.median(ar)
+    sweep = {key: statistics.median(v) for key, v in rates.items()}
+    best_key = max(sweep, key=sweep.get)
+    chk = survey.checks.get(top.candidate.label)
+    data = dict(started=started, machine=survey.machine, prompts=args.ids.split(","), k_max=args.k_max,
+                max_new_tokens=args.max_new_tokens, repeats=args.repeats, ar_tokens_per_s=ar_rate, ar_runs=ar,
+                sweep={k: dict(tokens_per_s=v, speedup=v / ar_rate, runs=rates[k]) for k, v in sweep.items()},
+                best=best_key, pick=pick_key, pick_vs_best=sweep[pick_key] / sweep[best_key],
+                pick_predicted=top_pred, pick_checked=chk.measured if chk else None,
+                pick_sweep_speedup=sweep[pick_key] / ar_rate, refined=again, refine_repeats=args.refine_repeats)
+    (out / "sweep.json").write_text(json.dumps(data, indent=1), encoding="utf-8")
+    lines = summary(survey, cands, args, started, sweep, ar_rate, ar, again, data, chk)
     (out / "summary.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     (out / "advice.md").write_text(advice.report(survey) + "\n", encoding="utf-8")
     print("\n".join(lines))

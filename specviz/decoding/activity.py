@@ -29,6 +29,11 @@ class Activity:
             self._open.add(span)
             return span
 
+    def busy(self) -> bool:
+        """Whether some cycle is running in this process now."""
+        with self._lock:
+            return bool(self._open)
+
     def end(self, span: Span) -> int:
         """Close `span`; the most other spans it ran beside."""
         with self._lock:

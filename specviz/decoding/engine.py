@@ -51,6 +51,18 @@ def new_state(target: LoadedModel, prompt, settings: DecodeSettings, draft: Load
                     ids=list(prompt_ids), k=int(settings.k), rng=rng.numpy().tobytes())
 
 
+def _resolved(settings: DecodeSettings | None, proposer: Proposer | None, kw: dict) -> DecodeSettings:
+    """A Decoder's settings: `settings` changed by the keywords, or the keywords alone; a ready-made
+    proposer's name is the method."""
+    if isinstance(kw.get("method"), Proposer):
+        raise TypeError("method= names a method; pass a ready-made Proposer as proposer=")
+    if proposer is not None:
+        kw["method"] = proposer.name
+    if settings is None:
+        return DecodeSettings.of(**kw)
+    return settings.replace(**kw) if kw else settings
+
+
 class Decoder:
     """Speculative (or plain) decoding of one prompt, one cycle per `step()`."""
 
@@ -62,27 +74,17 @@ class Decoder:
         parked one); its name is the run's method.
         `verifier` answers the verify passes (decoding/targets.py); by default the run's own
         passes, or the model's shared BatchedTarget when `share_passes` is set."""
-        if isinstance(kw.get("method"), Proposer):
-            raise TypeError("method= names a method; pass a ready-made Proposer as proposer=")
-        ready = proposer
-        if ready is not None:
-            kw["method"] = ready.name
-        if settings is None:
-            settings = DecodeSettings.of(**kw)
-        elif kw:
-            settings = settings.replace(**kw)
-        method = settings.method
+        settings = _resolved(settings, proposer, kw)
         start = new_state(target, prompt, settings, draft)  # checks and encodes; runs no model
         self.sampling = Sampling(settings.temperature, settings.top_p, settings.seed)
         self.vocab = target.vocab_size
-        if draft is not None and method == "draft":
+        if draft is not None and settings.method == "draft":
             self.vocab = check_tokenizers(target, draft)  # already checked: read from its cache
         self.prompt_ids = start.prompt_ids
-        if ready is not None:
-            self.proposer = ready
-        else:
-            self.proposer = None if method == "ar" else make_proposer(method, target, draft, **dict(settings.knobs))
-        self.target, self.record, self.share = target, settings.record, settings.share_prefill
+        if proposer is None and settings.method != "ar":
+            proposer = make_proposer(settings.method, target, draft, **dict(settings.knobs))
+        self.proposer = proposer
+        self.target, self.record = target, settings.record
         # cost-aware drafting (planner.py): on by default; plan=False verifies every offered node
         self.planner = None
         if settings.plan and self.proposer is not None:
@@ -90,6 +92,26 @@ class Decoder:
         self.k = self.k_max = int(settings.k)
         self.adaptive_k, self.max_new_tokens = settings.adaptive_k, int(settings.max_new_tokens)
         self.options, self.shown, self.run_id = start.options, start.shown, start.run_id
+        # a proposer that reads the target's hidden state gets it from the engine's own passes
+        self._wants_hidden = self.proposer is not None and self.proposer.needs_hidden
+        self._answered_by(target, settings, verifier)
+        self._start_empty()
+
+    def _answered_by(self, target: LoadedModel, settings: DecodeSettings, verifier) -> None:
+        """Who answers the verify passes (targets.py): this run alone, or one pass with other runs;
+        and whether the prefill and the draft calls are shared with them. A served target
+        (RemoteTarget) is asked over HTTP: its server batches, and its prefix cache shares
+        prefills, so neither is done here."""
+        self.local = target_for(target)
+        remote = target.remote is not None
+        if remote and self._wants_hidden:
+            raise ValueError(HIDDEN_REFUSED)
+        self.verifier = verifier or (batched(target) if settings.share_passes and not remote else self.local)
+        self.share_passes = settings.share_passes  # model drafts, too, may run in one batch with other runs'
+        self.share = settings.share_prefill and not remote
+
+    def _start_empty(self) -> None:
+        """The run before its prefill: no tokens, no cycles, no caches, no time spent."""
         self.ids = list(self.prompt_ids)
         self.origins: list[str] = []
         self.cycle_of: list[int] = []
@@ -98,17 +120,6 @@ class Decoder:
         self.n_cycles = 0
         self.cache = None
         self.last_logits: torch.Tensor | None = None
-        # a proposer that reads the target's hidden state gets it from the engine's own passes
-        self._wants_hidden = self.proposer is not None and self.proposer.needs_hidden
-        # who answers the verify passes (targets.py): this run alone, or one pass with other runs
-        # (a served target, RemoteTarget, is asked over HTTP: its server batches, so never here)
-        self.local = target_for(target)
-        remote = target.remote is not None
-        if remote and self._wants_hidden:
-            raise ValueError(HIDDEN_REFUSED)
-        self.verifier = verifier or (batched(target) if settings.share_passes and not remote else self.local)
-        self.share_passes = settings.share_passes  # model drafts, too, may run in one batch with other runs'
-        self.share = self.share and not remote  # a server's prefix cache already shares prefills
         self._hidden: torch.Tensor | None = None  # rows of the latest pass, after the final norm
         self.last_hidden: torch.Tensor | None = None  # the row last_logits came from
         self.prefill_shared = False  # the prompt's prefill was another run's, copied (prefills.py)

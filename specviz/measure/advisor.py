@@ -16,7 +16,7 @@ on these prompts and this machine; measured once, predicted for every K, then ch
    decoding in the same run; a prediction more than `MISS` off the measurement is flagged with the
    likely reason.
 
-`measure_steps` yields a message before each piece of work, so the app can show progress and stop
+`measure_stages` yields a message before each piece of work, so the app can show progress and stop
 between them; `measure` runs it to the end. No UI libraries here.
 """
 from __future__ import annotations
@@ -96,8 +96,8 @@ def _concurrency_sizes(measured: list[Measured]) -> list[int]:
 
 
 def measure_stages(target, candidates: list[Candidate], prompts: list, get_model: Callable[[str], object],
-                  v, k_max: int = 8, max_new_tokens: int = 64, temperature: float = 0.0, top_p: float = 1.0,
-                  check: int = 2, concurrency=CONCURRENCY) -> Iterator[tuple[str, Survey]]:
+                   v, k_max: int = 8, max_new_tokens: int = 64, temperature: float = 0.0, top_p: float = 1.0,
+                   check: int = 2, concurrency=CONCURRENCY) -> Iterator[tuple[str, Survey]]:
     """Measure every candidate once at k_max, predict, then check the `check` best at their best K.
 
     Yields (what it does next, the survey so far) before each piece of work and ('done', survey)
@@ -108,62 +108,99 @@ def measure_stages(target, candidates: list[Candidate], prompts: list, get_model
                   record=False)
     ns = range(1, 4 * k_max + 2)
     survey = Survey(target=target.name, prompts=len(prompts), settings=settings, machine=machine(),
-                      ar_tokens_per_s=0.0, step_s=0.0, v={n: float(v(n)) for n in ns},
-                      measured_at=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                      v_source="the target's cost profile (planner.verify_cost)")
+                    ar_tokens_per_s=0.0, step_s=0.0, v={n: float(v(n)) for n in ns},
+                    measured_at=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                    v_source="the target's cost profile (planner.verify_cost)")
     yield "plain decoding (the anchor)", survey
+    ar_runs = _measure_plain(survey, target, prompts, common)
+    runs: dict[str, list[RunTrace]] = {}
+    for cand in candidates:
+        draft = yield from _draft_for(survey, target, cand, get_model)
+        if cand.draft and draft is None:
+            continue
+        yield f"measuring {cand.label} at K = {k_max}", survey
+        try:
+            runs[cand.label] = _measure_candidate(survey, target, draft, cand, prompts, k_max, common)
+        except ValueError as e:  # a method this target refuses (e.g. the head on another model)
+            survey.refused[cand.label] = str(e)
+    found = disagreement(runs)
+    survey.disagreement = found.to_dict() if found else None
+    survey.disagreement_note = "" if found else (why_not(runs) or "")
+    yield from _time_concurrency(survey, target, ar_runs, concurrency, ns)
+    yield from _check_best(survey, target, prompts, get_model, check, common)
+    yield "done", survey
+
+
+def _measure_plain(survey: Survey, target, prompts: list, common: dict) -> list[RunTrace]:
+    """Plain decoding, the anchor: its speed, its cycle (the unit of every cost) and the share of
+    that cycle the target's pass takes."""
     ar_runs, survey.ar_tokens_per_s = _decode_all(target, None, prompts, method="ar", **common)
     ar_cycles = [c for r in ar_runs for c in r.cycles]
     if ar_cycles:
         survey.step_s = statistics.fmean(c.draft_s + c.verify_s + c.other_s for c in ar_cycles)
         survey.pass_share = statistics.fmean(c.verify_s for c in ar_cycles) / survey.step_s
-    runs: dict[str, list[RunTrace]] = {}
-    for cand in candidates:
-        draft = None
-        if cand.draft:
-            yield f"loading and checking the draft {cand.draft}", survey
-            try:
-                draft = get_model(cand.draft)
-            except Exception as e:  # noqa: BLE001 -- one bad draft must not lose the others' measurements
-                survey.refused[cand.label] = f"it did not load ({type(e).__name__}: {e})"
-                continue
-            found = pair_check(target, draft)
-            survey.pairs[cand.label] = [{"level": f.level, "topic": f.topic, "message": f.message} for f in found]
-            if blocking(found):
-                survey.refused[cand.label] = "the pair check found an error (above)"
-                continue
-        yield f"measuring {cand.label} at K = {k_max}", survey
-        try:
-            cand_runs, rate = _decode_all(target, draft, prompts, method=cand.method, k=k_max,
-                                          knobs=cand.knobs, **common)
-        except ValueError as e:  # a method this target refuses (e.g. the head on another model)
-            survey.refused[cand.label] = str(e)
-            continue
-        runs[cand.label] = cand_runs
-        n, reached, accepted, nodes = count_positions(cand_runs, k_max)
-        per_call = bool(proposer_class(cand.method).paid_per_call)
-        cycles = [c for r in cand_runs for c in r.cycles]
-        draft_s = sum(c.draft_s for c in cycles)
-        depth = sum(max(nd.depth for nd in c.nodes) for c in cycles if c.nodes)
-        unit = depth if per_call else len(cycles)  # per step drafted, or per cycle of any kind
-        c = draft_s / unit / survey.step_s if unit and survey.step_s else 0.0
-        other = statistics.fmean(c.other_s for c in cycles) / survey.step_s if cycles and survey.step_s else 0.0
-        survey.measured.append(Measured(cand, k_max, n, reached, accepted, nodes, c, per_call, rate, other))
-    found = disagreement(runs)
-    survey.disagreement = found.to_dict() if found else None
-    survey.disagreement_note = "" if found else (why_not(runs) or "")
+    return ar_runs
+
+
+def _draft_for(survey: Survey, target, cand: Candidate, get_model) -> Iterator[tuple[str, Survey]]:
+    """The candidate's draft model, loaded and pair-checked (a generator: it says what it does and
+    returns the model); None, with the reason in the survey, when it cannot run, or needs none."""
+    if not cand.draft:
+        return None
+    yield f"loading and checking the draft {cand.draft}", survey
+    try:
+        draft = get_model(cand.draft)
+    except Exception as e:  # noqa: BLE001 -- one bad draft must not lose the others' measurements
+        survey.refused[cand.label] = f"it did not load ({type(e).__name__}: {e})"
+        return None
+    found = pair_check(target, draft)
+    survey.pairs[cand.label] = [{"level": f.level, "topic": f.topic, "message": f.message} for f in found]
+    if blocking(found):
+        survey.refused[cand.label] = "the pair check found an error (above)"
+        return None
+    return draft
+
+
+def _measure_candidate(survey: Survey, target, draft, cand: Candidate, prompts: list, k_max: int,
+                       common: dict) -> list[RunTrace]:
+    """Decode the prompts with `cand` at k_max and add what it measured to the survey: the rates
+    by position, and its drafting cost c, per draft call for a model that drafts (else per cycle)."""
+    cand_runs, rate = _decode_all(target, draft, prompts, method=cand.method, k=k_max, knobs=cand.knobs, **common)
+    n, reached, accepted, nodes = count_positions(cand_runs, k_max)
+    per_call = bool(proposer_class(cand.method).paid_per_call)
+    cycles = [c for r in cand_runs for c in r.cycles]
+    draft_s = sum(c.draft_s for c in cycles)
+    depth = sum(max(nd.depth for nd in c.nodes) for c in cycles if c.nodes)
+    unit = depth if per_call else len(cycles)  # per draft call, or per cycle of any kind
+    c = draft_s / unit / survey.step_s if unit and survey.step_s else 0.0
+    other = statistics.fmean(c.other_s for c in cycles) / survey.step_s if cycles and survey.step_s else 0.0
+    survey.measured.append(Measured(cand, k_max, n, reached, accepted, nodes, c, per_call, rate, other))
+    return cand_runs
+
+
+def _time_concurrency(survey: Survey, target, ar_runs: list[RunTrace], concurrency,
+                      ns: range) -> Iterator[tuple[str, Survey]]:
+    """v(n) timed in this run at batch 1, and at the other batch sizes when a prediction with
+    several runs at once is asked for (never for a served target, whose server batches)."""
     if getattr(target, "remote", None) is not None:
-        survey.concurrency_note = ("No concurrency prediction: a target served by vLLM batches on its server, so its "
-                             "batched passes cannot be timed here.")
-    elif survey.measured:  # v(n) at batch 1 always; the other batch sizes when a concurrency prediction is asked for
-        batches = sorted({1, *concurrency})
-        context = statistics.fmean(len(r.prompt_ids) + len(r.token_ids) / 2 for r in ar_runs)
-        yield f"timing target passes at {', '.join(map(str, batches))} run(s) at once", survey
-        timed = measure_concurrency(target, batches, _concurrency_sizes(survey.measured), prefix_len=int(context))
-        survey.v = {n: timed.pass_at(0, n) / timed.step_s(0) for n in ns}
-        survey.v_source = (f"timed in this run at batch 1, {timed.prefix_len} tokens of context, "
-                            f"{timed.step_s(0) * 1e3:.0f} ms a one-token pass")
-        survey.concurrency = timed if concurrency else None
+        survey.concurrency_note = ("No concurrency prediction: a target served by vLLM batches on its server, "
+                                   "so its batched passes cannot be timed here.")
+        return
+    if not survey.measured:
+        return
+    batches = sorted({1, *concurrency})
+    context = statistics.fmean(len(r.prompt_ids) + len(r.token_ids) / 2 for r in ar_runs)
+    yield f"timing target passes at {', '.join(map(str, batches))} run(s) at once", survey
+    timed = measure_concurrency(target, batches, _concurrency_sizes(survey.measured), prefix_len=int(context))
+    survey.v = {n: timed.pass_at(0, n) / timed.step_s(0) for n in ns}
+    survey.v_source = (f"timed in this run at batch 1, {timed.prefix_len} tokens of context, "
+                       f"{timed.step_s(0) * 1e3:.0f} ms a one-token pass")
+    survey.concurrency = timed if concurrency else None
+
+
+def _check_best(survey: Survey, target, prompts: list, get_model, check: int,
+                common: dict) -> Iterator[tuple[str, Survey]]:
+    """Decode the `check` best predictions for real at their best K, beside plain decoding again."""
     for m, k, predicted in ranked(survey)[:check]:
         yield f"checking {m.candidate.label} at K = {k} against plain decoding", survey
         draft = get_model(m.candidate.draft) if m.candidate.draft else None
@@ -172,12 +209,11 @@ def measure_stages(target, candidates: list[Candidate], prompts: list, get_model
         _, ar_again = _decode_all(target, None, prompts, method="ar", **common)
         measured = rate / ar_again if ar_again else 0.0
         survey.checks[m.candidate.label] = Check(k, predicted, measured, miss_reason(predicted, measured, m))
-    yield "done", survey
 
 
 def measure(target, candidates: list[Candidate], prompts: list, get_model: Callable[[str], object], v,
             progress: Callable[[str], None] = print, **kw) -> Survey:
-    """measure_steps to the end, printing what it does."""
+    """measure_stages to the end, printing what it does."""
     survey = None
     for message, survey in measure_stages(target, candidates, prompts, get_model, v, **kw):
         if message != "done":

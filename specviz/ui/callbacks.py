@@ -11,6 +11,7 @@ from typing import Callable, Iterator
 
 import gradio as gr
 
+from specviz.decoding.activity import ACTIVITY
 from specviz.decoding.engine import new_state
 from specviz.decoding.runstate import RunState
 from specviz.drafting.sampling import check_settings
@@ -20,8 +21,10 @@ from specviz.ui.limits import check_model_spec, check_prompt_text, check_run_set
 from specviz.ui.presets import draft_choices
 from specviz.ui.settings import RunSettings, from_inputs
 from specviz.ui.state import BASELINES, LIMITS, MODELS, SESSIONS, Session, load_with_progress, session_of
+from specviz.ui.zerogpu import on_zero_gpu
 
 AR_HINT = " Run, or Measure AR baseline, decodes the same prompt plainly for the timing panel."
+IDLE_FRAME_S = 0.25  # how often an idle-time baseline looks whether someone else started decoding
 STOPPED = "Stopped. Step or Run continues this run; Reset starts again."
 
 
@@ -180,21 +183,25 @@ def stream_cycles(session: Session, settings: RunSettings) -> Iterator[dict]:
         chunks.close()
 
 
-def stream_baseline(session: Session, settings: RunSettings, progress) -> Iterator[dict]:
-    """Decode the same prompt and settings plainly (method "ar"), measured, then cache it."""
+def stream_baseline(session: Session, settings: RunSettings, progress, while_idle: bool = False) -> Iterator[dict]:
+    """Decode the same prompt and settings plainly (method "ar"), measured, then cache it.
+    `while_idle`: give up, caching nothing, as soon as another run of this process decodes (the
+    measurement must not take their time, nor be slowed by theirs)."""
     key = settings.ar_key()
     if BASELINES.get(key) is not None:
         return
     target = load_with_progress(settings.target, progress)
     options = dict(temperature=settings.temperature, top_p=settings.top_p, seed=settings.seed,
                    max_new_tokens=settings.max_new_tokens)
-    frames = work.baseline(settings.target, target.encode(settings.prompt, settings.chat), options)
+    frames = work.baseline(settings.target, target.encode(settings.prompt, settings.chat), options,
+                           frame_s=IDLE_FRAME_S if while_idle else work.FRAME_S)
     run, ar = session.run(), None
+    how = " while the app is idle" if while_idle else ""
     try:
         for ar in frames:
-            if session.stop.is_set():
+            if session.stop.is_set() or (while_idle and ACTIVITY.busy()):
                 return
-            status = views.status_html(f"Measuring the AR baseline… {len(ar.token_ids)} tokens.", "info")
+            status = views.status_html(f"Measuring the AR baseline{how}… {len(ar.token_ids)} tokens.", "info")
             yield views.only(status=status, **views.timing_views(run, ar))
     finally:
         frames.close()
@@ -221,6 +228,23 @@ def run(request: gr.Request, progress=gr.Progress(), **values) -> Iterator[dict]
     yield from stream_baseline(session, settings, progress)
     if not session.stop.is_set():
         yield render(session, "Run finished; the timing panel compares it with the measured AR baseline.", "ok")
+
+
+@guarded
+def baseline_if_idle(request: gr.Request, progress=gr.Progress(), **values) -> Iterator[dict]:
+    """After a Step: measure the AR baseline for the run's settings without a click, where that
+    costs nobody else's time: no other run of this process is decoding (checked between frames,
+    and given up when one starts), and not on ZeroGPU, where it would spend the visitor's GPU quota.
+    Otherwise the timing panel says what to press."""
+    session, settings = session_of(request), from_inputs(values)
+    if (on_zero_gpu() or session.replay is not None or session.example or session.settings != settings
+            or BASELINES.get(settings.ar_key()) is not None or ACTIVITY.busy() or session.run() is None):
+        return
+    session.stop.clear()
+    generation = session.generation
+    yield from stream_baseline(session, settings, progress, while_idle=True)
+    if session.generation == generation and BASELINES.get(settings.ar_key()) is not None:
+        yield render(session, "AR baseline measured while the app was idle; the timing panel compares the two.", "ok")
 
 
 @guarded

@@ -252,14 +252,16 @@ def wire(demo: gr.Blocks, inputs: dict, groups: list, comps: dict, decode: dict)
     outputs = [comps[name] for name in views.OUTPUTS]
     common = dict(inputs_kwargs=settings, outputs=outputs, show_progress_on=[comps["status"]])
     # "once": clicks while a Step is pending are dropped, so an impatient click cannot queue a second
-    comps["step_btn"].click(callbacks.step, api_name="step", trigger_mode="once", **common, **decode)
+    step_event = comps["step_btn"].click(callbacks.step, api_name="step", trigger_mode="once", **common, **decode)
+    # then, while nobody else decodes, the AR side of the timing panel without a click
+    idle = step_event.then(callbacks.baseline_if_idle, api_visibility="private", **common, **decode)
     run_event = comps["run_btn"].click(callbacks.run, api_name="run", **common, **decode)
     measure = comps["measure_btn"].click(callbacks.measure_baseline, api_name="measure_ar", **common, **decode)
     inputs["load"].click(callbacks.load_models, api_name="load_models", **common, **decode)
-    comps["stop_btn"].click(callbacks.stop, outputs=outputs, cancels=[run_event, measure], api_name="stop",
+    comps["stop_btn"].click(callbacks.stop, outputs=outputs, cancels=[run_event, measure, idle], api_name="stop",
                             show_progress="hidden")
-    comps["reset_btn"].click(callbacks.reset, outputs=outputs, cancels=[run_event, measure], api_name="reset",
-                             show_progress="hidden")
+    comps["reset_btn"].click(callbacks.reset, outputs=outputs, cancels=[run_event, measure, idle],
+                             api_name="reset", show_progress="hidden")
     comps["cycle"].input(callbacks.show_cycle, inputs=[comps["cycle"]], outputs=outputs, api_name="show_cycle",
                          trigger_mode="always_last", show_progress="hidden")
     for comp in settings.values():

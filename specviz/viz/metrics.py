@@ -149,6 +149,10 @@ def metrics_html(spec: dict | None, ar: dict | None) -> str:
     """tokens/s of both runs, the speedup, mean accepted tokens, α, acceptance by position and
     the time split. `ar` None reads "AR baseline: not measured yet"."""
     parts = [_speed_table(spec, ar), _speedup_line(spec, ar), _load_note(spec, ar), _served_note(spec, ar)]
+    if spec and not ar:
+        parts.append("<div>AR baseline not measured yet: press <b>Measure AR baseline</b> (or Run) to time "
+                     "plain decoding of this prompt. When nobody else is decoding, it is measured after a Step "
+                     "by itself.</div>")
     if spec:
         parts += [_acceptance(spec), _by_position(spec), _time_split(spec)]
     else:
