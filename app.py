@@ -3,8 +3,11 @@
 Honours GRADIO_SERVER_NAME and GRADIO_SERVER_PORT (HF Spaces sets them).
 """
 from specviz.ui import build_demo, launch_kwargs
+from specviz.ui.state import LIMITS
 
-demo = build_demo()
+# warm_up: the model, its costs and the example prefills are made as the app starts, with their
+# progress on the page and in the log, so the first Step does not pay for them (SPECVIZ_WARM_UP=0: not)
+demo = build_demo(warm_up=LIMITS.warm_up)
 
 if __name__ == "__main__":
     demo.launch(**launch_kwargs())

@@ -87,7 +87,7 @@ def run_counts(models, name: str, settings) -> tuple[np.ndarray, Counter]:
 GROUP = 8  # runs decoded at once when their verify passes are batched
 
 
-def run_counts_batched(models, name: str, settings) -> tuple[np.ndarray, Counter, list[int]]:
+def run_counts_batched(models, name: str, settings, plan: bool = False) -> tuple[np.ndarray, Counter, list[int]]:
     """run_counts, with the N runs decoded GROUP at a time in threads whose verify passes one
     BatchedTarget per group answers together (it waits for the whole group), and whose draft calls
     (a draft model's, the head's) run together too: the app's class at once. Also returns how many
@@ -105,7 +105,7 @@ def run_counts_batched(models, name: str, settings) -> tuple[np.ndarray, Counter
         def make(i):
             seed = first + i
             return Decoder(target, PROMPT, proposer=_proposer(models, name, seed), k=2, temperature=temperature,
-                           top_p=top_p, seed=seed, max_new_tokens=4, chat=False, record=False, plan=False,
+                           top_p=top_p, seed=seed, max_new_tokens=4, chat=False, record=False, plan=plan,
                            verifier=shared, share_passes=True)
         try:
             for run in run_together(make, group, gathered):
@@ -161,6 +161,34 @@ def test_sampled_tokens_follow_the_target_with_shared_verify_passes(models, name
     assert max(shares) == GROUP and sum(s > 1 for s in shares) > len(shares) / 2, Counter(shares)
     if name in DRAFTING:
         assert _draft_rounds(models, name).shared_passes > before + N / GROUP
+
+
+def test_sampled_tokens_follow_the_target_with_load_aware_drafting(models, monkeypatch):
+    """Shared verify passes with the planner on, each pass priced at a batch that changes from
+    cycle to cycle (1 or 32 runs, drawn by a generator apart from the runs' own): what is sent
+    changes with the load, never how it is judged, so (t2, t3, t4) still follow the target's exact
+    joint; and the load did change what was sent."""
+    import random
+
+    from specviz.decoding import engine
+    from tests.test_load_aware import crowd_costs
+
+    loads, sent = random.Random(7), []
+    monkeypatch.setattr(engine, "batch_cost", lambda target: crowd_costs())
+    monkeypatch.setattr(BatchedTarget, "expected_batch", lambda self: loads.choice([1, 32]))
+    real_step = Decoder._step
+
+    def watched(self):
+        cycle = real_step(self)
+        if cycle is not None and cycle.sent_alone is not None:
+            sent.append(cycle.sent_alone - cycle.drafted)
+        return cycle
+
+    monkeypatch.setattr(Decoder, "_step", watched)
+    counts, _, _ = run_counts_batched(models, "tree, logitspec", NUCLEUS, plan=True)
+    expected = exact_joint(models[0].model, PROMPT, 4, *NUCLEUS).sum(0)
+    assert chi_square_p_value(counts, expected) > ALPHA
+    assert sum(d > 0 for d in sent) > N / 20, Counter(sent)
 
 
 @pytest.mark.parametrize("twin", list(twins.TWINS))

@@ -116,19 +116,20 @@ def test_a_failed_prefill_lets_the_waiting_runs_compute_their_own():
 
 @pytest.mark.bundled
 def test_example_prompts_prefilled_at_start_up_are_copied_by_the_first_step(bundled_target):
-    """SPECVIZ_PREFILL_EXAMPLES's warm-up (layout.prefill_examples) computes each example prompt's
+    """The start-up warm-up's last stage (warmup.prefill_examples) computes each example prompt's
     prefill once at the page's settings; a session's first Step on one of them then copies it
     (prefill_shared), and a second warm-up computes nothing."""
     import dataclasses
 
     from specviz.ui import callbacks, layout, work
     from specviz.ui.state import MODELS
+    from specviz.ui.warmup import prefill_examples
 
     MODELS.put("bundled", bundled_target)
     settings = dataclasses.replace(layout.initial_settings(), max_new_tokens=4)
     prompts = [e["prompt"] for e in layout.load_examples()][:2]
-    assert layout.prefill_examples(settings, prompts) == 2
-    assert layout.prefill_examples(settings, prompts) == 0
+    assert prefill_examples(settings, prompts) == 2
+    assert prefill_examples(settings, prompts) == 0
     s = dataclasses.replace(settings, prompt=prompts[1])
     start = specviz.decoding.engine.new_state(bundled_target, s.prompt, s.decode())
     later = work.step(callbacks.specs(s), start)

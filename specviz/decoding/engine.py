@@ -18,7 +18,7 @@ from typing import Iterator
 import torch
 
 from specviz.decoding.activity import ACTIVITY
-from specviz.decoding.planner import Planner, verify_cost
+from specviz.decoding.planner import Planner, batch_cost, verify_cost
 from specviz.decoding.prefills import PREFILLS, Prefill
 from specviz.decoding.recorder import record_counts, record_cycle
 from specviz.decoding.runstate import LIVE, LiveCaches, RunState
@@ -88,7 +88,8 @@ class Decoder:
         # cost-aware drafting (planner.py): on by default; plan=False verifies every offered node
         self.planner = None
         if settings.plan and self.proposer is not None:
-            self.planner = Planner(self.sampling.greedy, verify_cost(target), self.proposer.call_cost)
+            batched = batch_cost(target) if settings.share_passes else None
+            self.planner = Planner(self.sampling.greedy, verify_cost(target), self.proposer.call_cost, batched)
         self.k = self.k_max = int(settings.k)
         self.adaptive_k, self.max_new_tokens = settings.adaptive_k, int(settings.max_new_tokens)
         self.options, self.shown, self.run_id = start.options, start.shown, start.run_id
@@ -269,6 +270,8 @@ class Decoder:
         t1 = time.perf_counter()
         cycle = CycleTrace(index=self.n_cycles, k=min(self.k, budget - 1), greedy=self.sampling.greedy,
                            offered=len(offered))
+        if self.planner is not None and self.planner.batch > 1:
+            cycle.priced_batch, cycle.sent_alone = self.planner.batch, self._sent_alone(offered)
         cycle.cache_before = self._cache_lengths()
         answer = self._verify_pass(tree)
         logits = answer.logits
@@ -315,6 +318,8 @@ class Decoder:
         """(what the proposer offered, what is worth verifying): the planner may send less, or nothing."""
         if self.proposer is None or k < 1:
             return DraftTree(), DraftTree()
+        if self.planner is not None:  # priced at the batch its verify pass is expected to run in
+            self.planner.price_at(self.verifier.expected_batch() if self.share_passes else 1)
         if self.planner is not None and self.proposer.paid_per_call:  # choose K before paying for it
             k = self.planner.depth(self.proposer.source, k)
             if k < 1:
@@ -323,6 +328,16 @@ class Decoder:
                              self.last_hidden, self.share_passes)
         offered = self.proposer.propose(ctx).limit_depth(k)
         return offered, offered if self.planner is None else self.planner.prune(offered)
+
+    def _sent_alone(self, offered: DraftTree) -> int:
+        """How many of `offered` the planner would send to a pass of this run alone (the narration
+        says what load changed); the planner is left priced as it was."""
+        batch = self.planner.batch
+        self.planner.price_at(1)
+        try:
+            return len(self.planner.prune(offered))
+        finally:
+            self.planner.price_at(batch)
 
     def _learn(self, offered: DraftTree, sent: DraftTree, verdict) -> None:
         """The planner's running acceptance counts, from the nodes verification reached."""

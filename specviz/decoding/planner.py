@@ -51,6 +51,17 @@ def verify_cost(target) -> Callable[[int], float]:
     return costs.profile(target)
 
 
+def batch_cost(target):
+    """v at each batch size for `target` (pricing/batch_costs.py: timed once, then cached), so a
+    run sharing verify passes is priced at the batch they run in; None for a model too small to
+    profile or a served target (its server batches), which are priced as if alone."""
+    if target.n_params < PROFILE_MIN_PARAMS or getattr(target, "remote", None) is not None:
+        return None
+    from specviz.pricing import batch_costs  # times passes: loaded only when a real model needs it
+
+    return batch_costs.batch_costs(target)
+
+
 @functools.lru_cache(maxsize=4096)  # a few dozen sources and depths per run; planning asks for them per node
 def key(source: Source | None, depth: int) -> str:
     """The statistics key of a node from `source` at `depth`: who proposed it and how (a candidate's
@@ -69,11 +80,27 @@ def first_choice(source: Source | None) -> Source | None:
 class Planner:
     """Running acceptance counts per source and depth, and the choice of what to send."""
 
-    def __init__(self, greedy: bool, v: Callable[[int], float] = PRIOR_V, c: float = 0.0):
+    def __init__(self, greedy: bool, v: Callable[[int], float] = PRIOR_V, c: float = 0.0, batched=None):
+        """`batched`: the target's BatchCosts (pricing/batch_costs.py), which price_at reads; None
+        prices every pass as if its run were alone."""
         self.greedy, self.c = greedy, c  # c: one draft call in one-token target passes
+        self._v1, self._c1, self.batched = v, c, batched
         self._v, self._v_max = v, [1.0]
+        self.batch = 1  # the number of runs the next verify pass is priced for
         self.counts: dict[str, list[float]] = {}  # key → [accepted, reached]
         self._confidence: list[tuple[DraftTree, list]] = []  # confidence(): the latest trees' reads
+
+    def price_at(self, batch: int) -> None:
+        """Price the next passes at `batch` runs sharing each: v_B(n) and the draft call's c in
+        batched plain steps. Only what is sent changes, never how it is judged, so exactness holds."""
+        batch = max(int(batch), 1) if self.batched is not None else 1
+        if batch == self.batch:
+            return
+        self.batch, self._v_max = batch, [1.0]
+        if batch == 1:
+            self._v, self.c = self._v1, self._c1
+        else:
+            self._v, self.c = self.batched.v_at(batch), self._c1 * self.batched.unit_at(batch)
 
     def v(self, n: int) -> float:
         """v(n) as cost_profile.as_planned reads the profile: at least 1, at most v of any larger pass."""

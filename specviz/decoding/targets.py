@@ -66,6 +66,10 @@ class LocalTarget:
         self.loaded = loaded
         self._norm: torch.nn.Module | None = None
 
+    def expected_batch(self) -> int:
+        """How many runs the next verify pass is expected to answer: alone, one."""
+        return 1
+
     @property
     def norm(self) -> torch.nn.Module:
         """Where hidden states are read (the final norm), found the first time they are asked for."""
@@ -123,6 +127,11 @@ class BatchedTarget(LocalTarget):
 
     def verify(self, request: VerifyRequest) -> VerifyAnswer:
         return self.rounds.submit(request)
+
+    def expected_batch(self) -> int:
+        """How many runs the next pass will likely answer: those waiting now plus this one, or as
+        many as the latest round answered when it was recent (a class pressing Step together)."""
+        return self.rounds.expected()
 
     def leave(self) -> None:
         """One of the runs a gather waits for has finished: from now on, wait for one fewer."""
@@ -192,6 +201,10 @@ class RemoteTarget:
         cache.ids += tokens
         cache.served = usage
         return logits, None
+
+    def expected_batch(self) -> int:
+        """Its server batches on its own side: priced as alone here."""
+        return 1
 
     def verify(self, request: VerifyRequest) -> VerifyAnswer:
         if request.hidden:

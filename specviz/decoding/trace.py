@@ -82,6 +82,8 @@ class CycleTrace:
     retrieval_hit: bool | None = None  # retrieval proposers: did a lookup find anything
     offered: int | None = None  # nodes the proposer offered; `nodes` are those worth a verify pass
     greedy: bool = True
+    priced_batch: int = 1  # the runs the planner priced this cycle's verify pass for (pricing/batch_costs.py)
+    sent_alone: int | None = None  # at priced_batch > 1: the nodes it would have sent to a pass of its own
 
     @property
     def drafted(self) -> int:

@@ -92,7 +92,8 @@ CYCLE = Obj({"index": (Int(0, MAX_CYCLES - 1), True), "k": (Int(0, MAX_K), True)
              "served": (MapOf(Plain(), 16, key_len=64, null=True), False),
              "elapsed_s": (SECONDS, False), "total_tokens": (Int(0, MAX_NEW_TOKENS), False),
              "retrieval_hit": (Bool(null=True), False), "offered": (Int(0, 1_000_000, null=True), False),
-             "greedy": (Bool(), False)})
+             "greedy": (Bool(), False), "priced_batch": (Int(1, MAX_RUNS_SHARED), False),
+             "sent_alone": (Int(0, MAX_NODES, null=True), False)})
 COUNT = Num(0, 1e12, null=True)
 RATE = Num(0.0, 1.0 + 1e-6, null=True)
 METRICS = Obj({**{key: (COUNT, False) for key in (

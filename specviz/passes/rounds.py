@@ -17,6 +17,8 @@ import time
 import weakref
 from typing import Any, Callable
 
+RECENT_S = 2.0  # a round that ended this recently still says how many runs are stepping together
+
 _ALL: "weakref.WeakSet[Rounds]" = weakref.WeakSet()  # every Rounds of this process, for the fork hook
 
 
@@ -46,6 +48,7 @@ class Rounds:
         _ALL.add(self)
         self.passes = self.shared_passes = 0  # rounds run, and rounds that answered > 1 request together
         self.most_shared = 0
+        self._last = (0, 0.0)  # (requests the latest round answered, when it ended)
 
     def _fresh(self) -> None:
         self._cond = threading.Condition()
@@ -74,6 +77,14 @@ class Rounds:
         if slot.error is not None:
             raise slot.error
         return slot.answer
+
+    def expected(self, recent_s: float = RECENT_S) -> int:
+        """The requests the next round will likely hold: those waiting now plus one more, or as many
+        as the latest round answered if it ended within `recent_s` (a crowd keeps coming back)."""
+        with self._cond:
+            waiting = len(self._waiting) + 1
+        answered, ended = self._last
+        return max(waiting, answered if time.monotonic() - ended <= recent_s else 1)
 
     def leave(self) -> None:
         """One of the threads a gather waits for has finished: from now on, wait for one fewer."""
@@ -109,6 +120,7 @@ class Rounds:
                     slot.settle(error=e)
             raise
         self.passes += 1
+        self._last = (answered, time.monotonic())
         if answered > 1:
             self.shared_passes += 1
         self.most_shared = max(self.most_shared, answered)

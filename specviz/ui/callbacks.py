@@ -21,6 +21,7 @@ from specviz.ui.limits import check_model_spec, check_prompt_text, check_run_set
 from specviz.ui.presets import draft_choices
 from specviz.ui.settings import RunSettings, from_inputs
 from specviz.ui.state import BASELINES, LIMITS, MODELS, SESSIONS, Session, load_with_progress, session_of
+from specviz.ui.warmup import WARMUP
 from specviz.ui.zerogpu import on_zero_gpu
 
 AR_HINT = " Run, or Measure AR baseline, decodes the same prompt plainly for the timing panel."
@@ -149,9 +150,29 @@ def _step(session: Session, settings: RunSettings, progress) -> dict:
 FINISHED = "This run is finished. Press Reset, or change a setting, to start another."
 
 
+def ready(progress) -> None:
+    """Wait for the start-up warm-up (ui/warmup.py) while it runs, its stage in the progress bar:
+    an early Step then reuses its work instead of racing it for the same caches and CPU."""
+    if WARMUP.running:
+        WARMUP.wait(progress)
+
+
+def warming(request: gr.Request) -> Iterator[str]:
+    """The page's status line while the start-up warm-up runs (from the moment the page opens),
+    then one line saying it is ready; nothing when the app was ready already."""
+    if not WARMUP.running:
+        return
+    while WARMUP.running:
+        yield views.status_html(WARMUP.describe(), "info")
+        WARMUP.wait(timeout_s=1.0)
+    if session_of(request).state is None:  # a Step that waited for it shows its own status
+        yield views.status_html(f"{WARMUP.describe()} Press Step for one cycle or Run for a whole run.", "ok")
+
+
 def advance(session: Session, settings: RunSettings, progress) -> tuple[str, str]:
     """One cycle of the session's run (started first if the settings changed): (message, level).
     Decode's Step and each column of Side by side call this."""
+    ready(progress)
     note = ensure_run(session, settings, progress)
     state, generation = current(session)
     if state.done:
@@ -213,6 +234,7 @@ def stream_baseline(session: Session, settings: RunSettings, progress, while_idl
 def run(request: gr.Request, progress=gr.Progress(), **values) -> Iterator[dict]:
     """Stream cycles to the end, then measure the AR baseline for these settings if not cached."""
     session, settings = session_of(request), from_inputs(values)
+    ready(progress)
     yield from loading_frames(settings)
     note = ensure_run(session, settings, progress)
     session.stop.clear()
@@ -252,6 +274,7 @@ def measure_baseline(request: gr.Request, progress=gr.Progress(), **values) -> I
     """Measure (or reuse) the AR baseline for the current settings without touching the run."""
     session, settings = session_of(request), from_inputs(values)
     check_early(settings)
+    ready(progress)
     yield from loading_frames(settings)
     session.stop.clear()
     yield from stream_baseline(session, settings, progress)

@@ -4,17 +4,14 @@ Components open on the precomputed example run, so the first paint needs no mode
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
-import threading
 
 import gradio as gr
 
 from specviz.decoding import tracefile
-from specviz.decoding.engine import new_state
 from specviz.proposers import HEAD_DRAFT
-from specviz.ui import callbacks, explain, learn, lessons, memory, replay, state, views, work
+from specviz.ui import callbacks, explain, learn, lessons, memory, replay, state, views
 from specviz.ui.advise_tab import build_advise_tab
 from specviz.ui.compare_tab import build_compare_tabs
 from specviz.ui.limits import served_targets
@@ -35,6 +32,8 @@ from specviz.ui.presets import (
 )
 from specviz.ui.settings import BASE_INPUTS, RunSettings
 from specviz.ui.views import ASSETS
+from specviz.ui.warmup import WARMUP
+from specviz.ui.zerogpu import on_zero_gpu
 
 log = logging.getLogger(__name__)
 EXAMPLES = ASSETS / "examples.json"
@@ -79,29 +78,6 @@ def initial_settings() -> RunSettings:
     prompt = load_examples()[0]["prompt"] if load_examples() else ""
     known.setdefault("prompt", prompt)
     return RunSettings(**known)
-
-
-def prefill_examples(settings: RunSettings, prompts: list[str]) -> int:
-    """Prefill each example prompt at the page's settings (models loaded here, the pass in
-    ui/work.py); returns how many were computed. A prompt that fails is logged and skipped."""
-    done = 0
-    for prompt in prompts:
-        try:
-            s = dataclasses.replace(settings, prompt=prompt)
-            target = state.MODELS.get(s.target, log.info)
-            draft = state.MODELS.get(s.draft_spec, log.info) if s.draft_spec else None
-            done += work.prefill(callbacks.specs(s), new_state(target, prompt, s.decode(), draft))
-        except Exception:  # noqa: BLE001 -- a warm-up must never stop the page
-            log.exception("Could not prefill the example prompt %r", prompt[:40])
-    return done
-
-
-def start_example_prefills(settings: RunSettings, prompts: list[str]) -> threading.Thread:
-    """prefill_examples in a background thread, so the page opens at once."""
-    thread = threading.Thread(target=prefill_examples, args=(settings, prompts), name="specviz-prefill",
-                              daemon=True)
-    thread.start()
-    return thread
 
 
 def load_examples() -> list[dict]:
@@ -203,13 +179,15 @@ def timing_column(first: dict) -> dict:
     return out
 
 
-def build_demo() -> gr.Blocks:
+def build_demo(warm_up: bool = False) -> gr.Blocks:
+    """The page. `warm_up`: make what the first Step needs now, in the background (ui/warmup.py;
+    app.py asks for it unless SPECVIZ_WARM_UP=0; never on ZeroGPU)."""
     limits = state.LIMITS
     memory.tune_allocator()  # before a class's passes, so their large tensors are given back
     state.preload(limits.preload)  # on ZeroGPU: before any worker forks, in the main thread
     state.start_sweeper()  # idle runs' KV caches are freed even when no request comes
-    if limits.prefill_examples:
-        start_example_prefills(initial_settings(), [e["prompt"] for e in load_examples()])
+    if warm_up and not on_zero_gpu():
+        WARMUP.start(initial_settings(), [e["prompt"] for e in load_examples()])
     decode = decode_events(limits)
     run, ar = views.example()
     first = views.full(views.example_status(run), "info", run, ar)
@@ -238,6 +216,9 @@ def build_demo() -> gr.Blocks:
             centre["cycle"].maximum = max(len(run.cycles) - 1, 1)
         comps = {**centre, **timing, **lesson_comps}
         wire(demo, inputs, groups, comps, decode)
+        # while the start-up warm-up runs, the status line says which stage and for how long
+        demo.load(callbacks.warming, outputs=[comps["status"]], show_progress="hidden", concurrency_id="warm-up",
+                  concurrency_limit=None, api_visibility="private")
         explain.wire_explain(comps)
         replay.wire_export(comps)
         lessons.wire_lessons(comps, inputs)

@@ -62,9 +62,9 @@ class Limits:
     # Step and Run fits four times over; Gradio on ZeroGPU would otherwise hold one (blocks.queue()).
     queue_size: int = 128
     preload: tuple[str, ...] = ()  # SPECVIZ_PRELOAD: models loaded at start-up, in the main thread
-    # SPECVIZ_PREFILL_EXAMPLES=1: after start-up, prefill the page's example prompts at the page's
-    # settings (in the background; not on ZeroGPU, whose main process has no GPU to run them on)
-    prefill_examples: bool = False
+    # SPECVIZ_WARM_UP=0: app.py does not make, at start-up, what the first Step needs (ui/warmup.py:
+    # the model, its cost profile and batched pass costs, the head's price, the example prefills)
+    warm_up: bool = True
 
     @classmethod
     def from_env(cls) -> "Limits":
@@ -82,7 +82,7 @@ class Limits:
             concurrency=_int("SPECVIZ_CONCURRENCY", ZERO_GPU_CONCURRENCY if zero else cls.concurrency),
             queue_size=_int("SPECVIZ_QUEUE_SIZE", cls.queue_size),
             live_runs=_int("SPECVIZ_LIVE_RUNS", cls.live_runs),
-            prefill_examples=_flag("SPECVIZ_PREFILL_EXAMPLES") and not zero,
+            warm_up=os.environ.get("SPECVIZ_WARM_UP", "1").strip() != "0" and not zero,
             preload=_list("SPECVIZ_PRELOAD", ZERO_GPU_PRELOAD if zero else ()),
         )
 

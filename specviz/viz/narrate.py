@@ -25,13 +25,26 @@ def _drafted(cycle: CycleTrace) -> str:
 
 
 def _planned(cycle: CycleTrace) -> str:
-    """What cost-aware drafting left out, when it left anything out."""
+    """What cost-aware drafting left out, when it left anything out, and what load changed."""
     offered, sent = cycle.offered, len(nodes_of(cycle))
     if offered is None or offered <= sent:
-        return ""
+        return _crowded(cycle, sent)
     if not sent:
-        return f" The proposer offered {offered} nodes; none was worth a verify pass, so this was a plain step."
-    return f" The proposer offered {offered} nodes; the {sent} expected to pay for their verify cost were sent."
+        return (f" The proposer offered {offered} nodes; none was worth a verify pass, so this was a plain step."
+                + _crowded(cycle, sent))
+    return (f" The proposer offered {offered} nodes; the {sent} expected to pay for their verify cost were sent."
+            + _crowded(cycle, sent))
+
+
+def _crowded(cycle: CycleTrace, sent: int) -> str:
+    """Where the planner priced the pass for other runs sharing it and that changed what was sent."""
+    alone = getattr(cycle, "sent_alone", None)
+    batch = getattr(cycle, "priced_batch", 1) or 1
+    if batch <= 1 or alone is None or alone == sent:
+        return ""
+    tokens = lambda n: f"{n} draft token" + ("" if n == 1 else "s")  # noqa: E731
+    return (f" {batch} runs were expected to share this pass, so the planner sent {tokens(sent)} instead of "
+            f"the {alone} it sends alone.")
 
 
 def _accepted(cycle: CycleTrace) -> str:

@@ -1,0 +1,123 @@
+"""Ready at start-up: everything the page's first Step needs, made in the background as the app
+starts, with its progress on the page and in the log.
+
+On a fresh machine the first Step after `python app.py` used to pay for all of it: converting the
+bundled model, timing its cost profile and its passes shared by several runs, pricing the draft
+head, and prefilling the prompt. Spaces restart often, so the first class after a restart paid
+it. Here the app does it once, at start-up, in the stages below. A Step pressed before it is done
+waits for it, and its progress bar says which stage is running and how far along the warm-up is;
+the page's status line says the same from the moment it opens. Nothing here changes what a Step
+computes: each stage fills a cache a Step would otherwise fill itself.
+
+SPECVIZ_WARM_UP=0 turns it off (app.py reads it); not on ZeroGPU, whose main process has no GPU.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from typing import Callable
+
+from specviz.decoding.engine import new_state
+from specviz.decoding.planner import batch_cost, verify_cost
+from specviz.ui import state, work
+from specviz.ui.settings import RunSettings
+
+log = logging.getLogger(__name__)
+
+STAGES = ("loading the model", "timing its cost profile", "timing passes shared by several runs",
+          "pricing the draft head", "prefilling the example prompts")
+POLL_S = 0.5
+
+
+def prefill_examples(settings: RunSettings, prompts: list[str]) -> int:
+    """Prefill each example prompt at the page's settings (models loaded here, the pass in
+    ui/work.py), so a class's first Steps on it copy one prefill; returns how many were computed.
+    A prompt that fails is logged and skipped."""
+    done = 0
+    for prompt in prompts:
+        try:
+            s = dataclasses.replace(settings, prompt=prompt)
+            target = state.MODELS.get(s.target, log.info)
+            draft = state.MODELS.get(s.draft_spec, log.info) if s.draft_spec else None
+            done += work.prefill((s.target, s.draft_spec), new_state(target, prompt, s.decode(), draft))
+        except Exception:  # noqa: BLE001 -- a warm-up must never stop the page
+            log.exception("Could not prefill the example prompt %r", prompt[:40])
+    return done
+
+
+class Warmup:
+    """The warm-up's progress, read by Steps that arrive early and by the page's status line."""
+
+    def __init__(self):
+        self.stage = -1  # index into STAGES of the one running; len(STAGES) when done
+        self.detail = ""
+        self.started = self.ended = None
+        self.failed = ""  # what went wrong, if a stage failed: the Step then does the work itself
+        self.target = None  # the spec being warmed
+        self._done = threading.Event()
+        self._done.set()  # nothing to wait for until started
+
+    @property
+    def running(self) -> bool:
+        return not self._done.is_set()
+
+    def fraction(self) -> float:
+        return max(self.stage, 0) / len(STAGES)
+
+    def describe(self) -> str:
+        """One line for a person: which stage of how many, and for how long so far."""
+        if not self.running:
+            return "Ready." if not self.failed else f"Warm-up stopped ({self.failed}); a Step does what is left."
+        spent = time.monotonic() - (self.started or time.monotonic())
+        detail = f" ({self.detail})" if self.detail else ""
+        return (f"Getting the app ready, stage {self.stage + 1} of {len(STAGES)}: {STAGES[self.stage]}{detail}… "
+                f"{spent:.0f} s so far. Your Step runs as soon as this is done.")
+
+    def enter(self, i: int, detail: str = "") -> None:
+        self.stage, self.detail = i, detail
+        log.info("SpecViz warm-up %d/%d: %s%s", i + 1, len(STAGES), STAGES[i], f" ({detail})" if detail else "")
+
+    def run(self, settings: RunSettings, prompts: list[str]) -> None:
+        """Every stage in turn, for the page's starting settings; a failed stage is logged and ends
+        the warm-up (the Step that needs the work does it and says what went wrong)."""
+        self.started, self.target = time.monotonic(), settings.target
+        try:
+            self.enter(0, settings.target)
+            target = state.MODELS.get(settings.target, log.info)  # also prices the head (state.price_head)
+            self.enter(1)
+            verify_cost(target)
+            self.enter(2)
+            batch_cost(target)
+            self.enter(3)
+            state.price_head(target)
+            for i, prompt in enumerate(prompts):
+                self.enter(4, f"{i + 1} of {len(prompts)}")
+                prefill_examples(settings, [prompt])
+        except Exception as e:  # noqa: BLE001 -- a warm-up must never stop the page
+            self.failed = f"{STAGES[max(self.stage, 0)]}: {type(e).__name__}: {e}"
+            log.exception("SpecViz warm-up failed at %s", STAGES[max(self.stage, 0)])
+        finally:
+            self.ended = time.monotonic()
+            self.stage = len(STAGES)
+            self._done.set()
+            log.info("SpecViz warm-up %s in %.1f s", "stopped" if self.failed else "done", self.ended - self.started)
+
+    def start(self, settings: RunSettings, prompts: list[str]) -> threading.Thread:
+        self._done.clear()
+        self.stage = 0
+        thread = threading.Thread(target=self.run, args=(settings, prompts), name="specviz-warmup", daemon=True)
+        thread.start()
+        return thread
+
+    def wait(self, progress: Callable | None = None, timeout_s: float = 600.0) -> None:
+        """Block until the warm-up is done (at most `timeout_s`), telling `progress` how far along it is."""
+        deadline = time.monotonic() + timeout_s
+        while self.running and time.monotonic() < deadline:
+            if progress is not None:
+                progress(self.fraction(), desc=self.describe())
+            self._done.wait(POLL_S)
+
+
+WARMUP = Warmup()

@@ -1,0 +1,95 @@
+"""Ready at start-up (ui/warmup.py): the app makes what the first Step needs as it starts, a Step
+that arrives early waits and is told which stage is running, and the page's status line says so
+from the moment it opens."""
+import dataclasses
+import threading
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from specviz.ui import callbacks, layout, warmup
+from specviz.ui.warmup import STAGES, Warmup
+
+
+def _running(stage: int) -> Warmup:
+    w = Warmup()
+    w._done.clear()
+    w.stage, w.started = stage, time.monotonic()
+    return w
+
+
+def _finish(w: Warmup) -> None:
+    w.stage, w.ended = len(STAGES), time.monotonic()
+    w._done.set()
+
+
+def test_a_step_before_the_warm_up_is_done_waits_and_says_how_far_along(monkeypatch):
+    """ready() blocks while the warm-up runs, telling the progress bar the stage (its number of
+    how many, and its name) and the fraction done; it returns once the warm-up ends."""
+    w = _running(1)
+    monkeypatch.setattr(callbacks, "WARMUP", w)
+    seen = []
+
+    def progress(fraction, desc):
+        seen.append((fraction, desc))
+        if len(seen) == 3:
+            _finish(w)
+
+    callbacks.ready(progress)
+    assert len(seen) == 3 and not w.running
+    fraction, desc = seen[0]
+    assert fraction == pytest.approx(1 / len(STAGES))
+    assert desc.startswith(f"Getting the app ready, stage 2 of {len(STAGES)}: timing its cost profile")
+    assert "Your Step runs as soon as this is done" in desc
+    callbacks.ready(lambda *a, **k: pytest.fail("nothing to wait for"))
+
+
+def test_the_page_says_what_the_warm_up_is_doing_then_that_it_is_ready(monkeypatch):
+    """While the warm-up runs the page's status line shows its stage; when it ends, one line says
+    the app is ready and what to press; a page opened after it ends gets no such line."""
+    w = _running(0)
+    monkeypatch.setattr(callbacks, "WARMUP", w)
+    request = SimpleNamespace(session_hash="warm-up-page")
+    threading.Timer(1.5, _finish, args=(w,)).start()
+    lines = list(callbacks.warming(request))
+    assert len(lines) >= 2 and "stage 1 of" in lines[0] and "loading the model" in lines[0]
+    assert "Ready." in lines[-1] and "Press Step" in lines[-1] and "sv-status-ok" in lines[-1]
+    assert list(callbacks.warming(request)) == []
+
+
+def test_a_failed_stage_ends_the_warm_up_with_a_reason_and_the_page_still_opens(monkeypatch):
+    """A stage that raises is logged, the warm-up ends (nobody waits forever), and it says what
+    failed; a Step then does the work itself."""
+    w = Warmup()
+
+    def broken(spec, say=None):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(warmup.state.MODELS, "get", broken)
+    w.start(layout.initial_settings(), ["hi"]).join(timeout=30)
+    assert not w.running and "loading the model" in w.failed and "disk full" in w.failed
+    assert "Warm-up stopped" in w.describe()
+
+
+@pytest.mark.bundled
+def test_the_warm_up_leaves_nothing_for_the_first_step_to_make(bundled_target):
+    """On the bundled model the warm-up's stages all run: afterwards the cost profile and the
+    batched pass costs are read back without timing, and the example prompt's prefill is there
+    to copy (prefilling it again computes nothing)."""
+    from specviz.pricing import batch_costs, costs
+    from specviz.ui.state import MODELS
+
+    MODELS.put("bundled", bundled_target)
+    settings = dataclasses.replace(layout.initial_settings(), max_new_tokens=4)
+    prompt = layout.load_examples()[0]["prompt"]
+    w = Warmup()
+    stages = []
+    real_enter = w.enter
+    w.enter = lambda i, detail="": (stages.append(i), real_enter(i, detail))
+    w.start(settings, [prompt]).join(timeout=600)
+    assert w.failed == "" and not w.running and sorted(set(stages)) == list(range(len(STAGES)))
+    costs.forget_cached()
+    costs.profile(bundled_target, timer=lambda n: pytest.fail("the profile was timed again"))
+    batch_costs.batch_costs(bundled_target, timer=lambda b, ns: pytest.fail("batch costs timed again"))
+    assert warmup.prefill_examples(settings, [prompt]) == 0
