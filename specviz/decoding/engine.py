@@ -22,7 +22,7 @@ from specviz.decoding.planner import Planner, batch_cost, verify_cost
 from specviz.decoding.prefills import PREFILLS, Prefill
 from specviz.decoding.recorder import record_counts, record_cycle
 from specviz.decoding.runstate import LIVE, LiveCaches, RunState
-from specviz.decoding.settings import DecodeSettings
+from specviz.decoding.settings import DecodeSettings, resolve
 from specviz.decoding.targets import LocalTarget, VerifyAnswer, VerifyRequest, batched, target_for
 from specviz.decoding.trace import FROM_DRAFT, NOT_REACHED, TARGET, CycleTrace, RunTrace
 from specviz.decoding.verify import verify
@@ -51,18 +51,6 @@ def new_state(target: LoadedModel, prompt, settings: DecodeSettings, draft: Load
                     ids=list(prompt_ids), k=int(settings.k), rng=rng.numpy().tobytes())
 
 
-def _resolved(settings: DecodeSettings | None, proposer: Proposer | None, kw: dict) -> DecodeSettings:
-    """A Decoder's settings: `settings` changed by the keywords, or the keywords alone; a ready-made
-    proposer's name is the method."""
-    if isinstance(kw.get("method"), Proposer):
-        raise TypeError("method= names a method; pass a ready-made Proposer as proposer=")
-    if proposer is not None:
-        kw["method"] = proposer.name
-    if settings is None:
-        return DecodeSettings.of(**kw)
-    return settings.replace(**kw) if kw else settings
-
-
 class Decoder:
     """Speculative (or plain) decoding of one prompt, one cycle per `step()`."""
 
@@ -74,7 +62,7 @@ class Decoder:
         parked one); its name is the run's method.
         `verifier` answers the verify passes (decoding/targets.py); by default the run's own
         passes, or the model's shared BatchedTarget when `share_passes` is set."""
-        settings = _resolved(settings, proposer, kw)
+        settings = resolve(settings, proposer, kw)
         start = new_state(target, prompt, settings, draft)  # checks and encodes; runs no model
         self.sampling = Sampling(settings.temperature, settings.top_p, settings.seed)
         self.vocab = target.vocab_size

@@ -16,6 +16,7 @@ from typing import Any
 
 from specviz.drafting.sampling import check_settings, is_greedy
 from specviz.proposers import REGISTRY, proposer_class, resolve_k
+from specviz.proposers.base import Proposer
 
 MAX_K = 64  # deepest draft accepted: beyond this a verify pass costs more than it can win
 
@@ -91,6 +92,18 @@ class DecodeSettings:
         """Every setting as one flat dict, knobs included: what `DecodeSettings.of` takes back."""
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "knobs"}
         return {**d, **dict(self.knobs)}
+
+
+def resolve(settings: DecodeSettings | None, proposer, kw: dict) -> DecodeSettings:
+    """A Decoder's settings: `settings` changed by the keywords, or the keywords alone; a ready-made
+    proposer's name is the method."""
+    if isinstance(kw.get("method"), Proposer):
+        raise TypeError("method= names a method; pass a ready-made Proposer as proposer=")
+    if proposer is not None:
+        kw["method"] = proposer.name
+    if settings is None:
+        return DecodeSettings.of(**kw)
+    return settings.replace(**kw) if kw else settings
 
 
 def knobs_of(method) -> tuple[str, ...] | None:

@@ -10,31 +10,28 @@ deep and positions 1…i−1 were accepted. Over all cycles of a candidate measu
 
 **S(K) for every K from one measurement.** Accepting at position i does not depend on what was
 drafted after it, so cutting drafts at K keeps positions 1…K as measured. Costs are in *plain
-cycles*: the measured time of one cycle of plain decoding, of which the share `pass_share` is its
-one-token target pass and the rest the engine's own work. With n_K the mean draft tokens per cycle
-at depth ≤ K (a tree's siblings included), v(n) a target pass over n tokens in one-token passes,
-and o the candidate's measured time per cycle outside drafting and its pass,
+cycles* (one measured cycle of plain decoding; `pass_share` of it is its one-token target pass).
+With n_K the mean draft tokens per cycle at depth ≤ K (siblings included), v(n) a target pass over
+n tokens in one-token passes, and o the candidate's own time per cycle outside drafting and its pass,
 
     S(K) = (1 + Σ_{i=1..K} marginal_i) / (cost_draft(K) + pass_share · v(n_K + 1) + o),
 
-cost_draft(K) = K·c for a method that runs a model per step (c: one step) and c, its measured
-drafting per cycle, for a draft-free one. With pass_share = 1 and o = 0 this is Leviathan et al.'s
-S(K); for a chain with a constant rate α the numerator is (1 − α^(K+1)) / (1 − α)
+cost_draft(K) = K·c for a method that runs a model per draft call (c: one call), else c, its
+measured drafting per cycle. With pass_share = 1 and o = 0 this is Leviathan et al.'s S(K)
 (measure/theory.py). The break-even rate is the constant α at which S at the candidate's best K
-would be 1: below it, plain decoding wins. v(n) is timed in the same run (batch 1 of the concurrency
-timing below), at the prompts' mean context length.
+would be 1. v(n) is timed in the same run at the prompts' mean context length.
 
-**Runs at once (concurrency).** With B runs decoding at once, every pass is a batched one: r_B(n) is a pass of n
-tokens per run at batch B over a one-token pass at batch 1 (timed). Plain decoding then makes one
-token per run per pass_share · r_B(1) + (1 − pass_share) plain cycles, and a speculative cycle costs
-its drafting and its own work as at batch 1 (drafts are assumed not to batch: what draft-free
-methods do, and the pessimistic case for a model draft) plus the batched pass, so
+**Runs at once (concurrency).** With B runs decoding at once every pass is batched: r_B(n) is a
+pass of n tokens per run at batch B over a one-token pass at batch 1 (timed). Plain decoding makes
+one token per run per pass_share · r_B(1) + (1 − pass_share) plain cycles; a speculative cycle
+costs its drafting and own work as at batch 1 (drafts assumed not to batch: so for draft-free
+methods, the pessimistic case for a model draft) plus the batched pass, so
 
     S_B(K) = (1 + Σ_{i≤K} marginal_i) · (pass_share · r_B(1) + 1 − pass_share)
              / (cost_draft(K) + pass_share · r_B(n_K + 1) + o),
 
-which is S(K) at B = 1. A batch fills the compute a single run leaves idle, r_B(n)/r_B(1) grows
-towards n, and the candidate stops paying at the first B where S_B < 1 at every K.
+which is S(K) at B = 1. A batch fills the compute a run leaves idle, r_B(n)/r_B(1) grows towards n,
+and the candidate stops paying at the first B where S_B < 1 at every K.
 """
 from __future__ import annotations
 
@@ -45,15 +42,8 @@ from pathlib import Path
 from typing import Callable
 
 from specviz.decoding.schema import SchemaError, check, enforced, parse_json
-from specviz.measure.survey_schema import (
-    FORMAT,
-    MAX_BYTES,
-    OLD_MEASURED_NAMES,
-    OLD_NAMES,
-    READS,
-    SURVEY,
-    survey_rules,
-)
+from specviz.measure import survey_schema
+from specviz.measure.survey_schema import FORMAT
 from specviz.measure.theory import best_k, expected_tokens
 from specviz.pricing.cost_profile import interpolate
 from specviz.proposers import REGISTRY, resolve_draft
@@ -196,17 +186,13 @@ class Survey:
     def from_dict(cls, d: dict) -> "Survey":
         """A survey from its JSON form (an older format's names mapped to today's), checked against
         the bounded schema SURVEY first."""
-        if not isinstance(d, dict) or d.get("format") not in READS:
+        if not isinstance(d, dict) or d.get("format") not in survey_schema.READS:
             got = d.get("format") if isinstance(d, dict) else type(d).__name__
             raise ValueError(f"not a SpecViz advice survey (format {str(got)[:40]!r}, expected {FORMAT!r})")
-        if d["format"] != FORMAT:
-            d = {OLD_NAMES.get(k, k): v for k, v in d.items()}
-            if isinstance(d.get("measured"), list):
-                d["measured"] = [{OLD_MEASURED_NAMES.get(k, k): v for k, v in m.items()} if isinstance(m, dict)
-                                 else m for m in d["measured"]]
+        d = survey_schema.upgraded(d)
         try:
-            check(d, SURVEY, "The survey")
-            survey_rules(d)
+            check(d, survey_schema.SURVEY, "The survey")
+            survey_schema.survey_rules(d)
         except SchemaError as e:
             raise ValueError(f"the advice survey is damaged: {str(e)[len('The survey') + 2:]} measure it again.") \
                 from None
@@ -398,17 +384,16 @@ def read(path: Path) -> Survey:
     """A saved survey.json (or profile.json from before 2026-12-05); a file that is not one (too
     large, not JSON, outside the schema) is a ValueError whose message says where and what."""
     try:
-        size = Path(path).stat().st_size
-        if size > MAX_BYTES and enforced():
-            raise ValueError(f"The file is {size / 1e6:.0f} MB; an advice survey is at most {MAX_BYTES / 1e6:.0f} MB.")
-        text = Path(path).read_bytes().decode("utf-8")
+        if (size := Path(path).stat().st_size) > survey_schema.MAX_BYTES and enforced():
+            raise ValueError(f"The file is {size / 1e6:.0f} MB; an advice survey is at most "
+                             f"{survey_schema.MAX_BYTES / 1e6:.0f} MB.")
+        return loads(Path(path).read_bytes().decode("utf-8"))
     except (OSError, UnicodeDecodeError) as e:
         raise ValueError(f"Cannot read the advice survey {Path(path).name}: {e}") from None
-    return loads(text)
 
 
 def loads(text: str) -> Survey:
-    if len(text) > MAX_BYTES and enforced():
+    if len(text) > survey_schema.MAX_BYTES and enforced():
         raise ValueError(f"The text is {len(text) / 1e6:.0f} MB; an advice survey is at most "
-                         f"{MAX_BYTES / 1e6:.0f} MB.")
+                         f"{survey_schema.MAX_BYTES / 1e6:.0f} MB.")
     return Survey.from_dict(parse_json(text, "an advice survey", ValueError))

@@ -54,6 +54,17 @@ SURVEY = Obj({"format": (Text(64, choices=READS), True), "target": (_LABEL, True
                "v_source": (Text(2000), False)})
 
 
+def upgraded(d: dict) -> dict:
+    """A survey of an older format with today's names (a survey of today's, as it is)."""
+    if d.get("format") == FORMAT:
+        return d
+    d = {OLD_NAMES.get(k, k): v for k, v in d.items()}
+    if isinstance(d.get("measured"), list):
+        d["measured"] = [{OLD_MEASURED_NAMES.get(k, k): v for k, v in m.items()} if isinstance(m, dict) else m
+                         for m in d["measured"]]
+    return d
+
+
 def survey_rules(d: dict) -> None:
     """What the schema cannot say alone: lengths that must agree, names that must exist."""
     if not d["v"]:
