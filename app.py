@@ -2,8 +2,14 @@
 
 Honours GRADIO_SERVER_NAME and GRADIO_SERVER_PORT (HF Spaces sets them).
 """
+import logging
+
 from specviz.ui import build_demo, launch_kwargs
 from specviz.ui.state import LIMITS
+
+# SpecViz's own progress (the warm-up's stages, model loads) in the log, others' at warnings only
+logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
+logging.getLogger("specviz").setLevel(logging.INFO)
 
 # warm_up: the model, its costs and the example prefills are made as the app starts, with their
 # progress on the page and in the log, so the first Step does not pay for them (SPECVIZ_WARM_UP=0: not)
