@@ -161,6 +161,7 @@ def warming(request: gr.Request) -> Iterator[str]:
     """The page's status line while the start-up warm-up runs (from the moment the page opens),
     then one line saying it is ready; nothing when the app was ready already."""
     if not WARMUP.running:
+        yield gr.skip()  # a generator that yields nothing would blank the status line
         return
     while WARMUP.running:
         yield views.status_html(WARMUP.describe(), "info")
@@ -261,12 +262,18 @@ def baseline_if_idle(request: gr.Request, progress=gr.Progress(), **values) -> I
     session, settings = session_of(request), from_inputs(values)
     if (on_zero_gpu() or session.replay is not None or session.example or session.settings != settings
             or BASELINES.get(settings.ar_key()) is not None or ACTIVITY.busy() or session.run() is None):
+        yield views.only()  # every output as it is (a generator that yields nothing would blank them)
         return
     session.stop.clear()
     generation = session.generation
     yield from stream_baseline(session, settings, progress, while_idle=True)
-    if session.generation == generation and BASELINES.get(settings.ar_key()) is not None:
+    if session.generation != generation:
+        yield views.only()
+    elif BASELINES.get(settings.ar_key()) is not None:
         yield render(session, "AR baseline measured while the app was idle; the timing panel compares the two.", "ok")
+    else:
+        yield render(session, "Another run started decoding, so the AR baseline was left for later: Measure AR "
+                     "baseline times it.", "info")
 
 
 @guarded
