@@ -228,7 +228,8 @@ def _positions(d: dict) -> None:
 PROFILE_BOMBS = {
     "2,000,000 positions": lambda base: _with(base, _positions),
     "v at 1,000,000 sizes": lambda base: _with(base, lambda d: d.update(v={str(n): 1.0 for n in range(1, 1_000_000)})),
-    "100,000 batch sizes": lambda base: _with(base, lambda d: d["load"].update(batch_sizes=list(range(1, 100_000)))),
+    "100,000 batch sizes": lambda base: _with(base, lambda d: d["concurrency"].update(
+        batch_sizes=list(range(1, 100_000)))),
     "nested 100,000 deep": lambda base: "[" * 100_000 + "]" * 100_000,
 }
 
