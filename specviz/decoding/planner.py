@@ -52,14 +52,15 @@ def verify_cost(target) -> Callable[[int], float]:
 
 
 def batch_cost(target):
-    """v at each batch size for `target` (pricing/batch_costs.py: timed once, then cached), so a
-    run sharing verify passes is priced at the batch they run in; None for a model too small to
-    profile or a served target (its server batches), which are priced as if alone."""
+    """v at each batch size for `target` (pricing/batch_costs.py), so a run sharing verify passes
+    is priced at the batch they run in; None, priced as if alone, until they were timed (the app
+    times them at start-up; a run never waits for that), and for a model too small to profile or a
+    served target (its server batches)."""
     if target.n_params < PROFILE_MIN_PARAMS or getattr(target, "remote", None) is not None:
         return None
-    from specviz.pricing import batch_costs  # times passes: loaded only when a real model needs it
+    from specviz.pricing import batch_costs  # loads transformers: only when a real model asks
 
-    return batch_costs.batch_costs(target)
+    return batch_costs.cached(target)
 
 
 @functools.lru_cache(maxsize=4096)  # a few dozen sources and depths per run; planning asks for them per node

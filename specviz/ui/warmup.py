@@ -20,14 +20,15 @@ import time
 from typing import Callable
 
 from specviz.decoding.engine import new_state
-from specviz.decoding.planner import batch_cost, verify_cost
+from specviz.decoding.planner import PROFILE_MIN_PARAMS, batch_cost, verify_cost
 from specviz.ui import state, work
 from specviz.ui.settings import RunSettings
 
 log = logging.getLogger(__name__)
 
-STAGES = ("loading the model", "timing its cost profile", "timing passes shared by several runs",
-          "pricing the draft head", "prefilling the example prompts")
+STAGES = ("loading the model", "timing its cost profile", "pricing the draft head",
+          "prefilling the example prompts")
+AFTER = "timing passes shared by several runs"  # after the app is ready: Steps price alone until then
 POLL_S = 0.5
 
 
@@ -89,11 +90,9 @@ class Warmup:
             self.enter(1)
             verify_cost(target)
             self.enter(2)
-            batch_cost(target)
-            self.enter(3)
             state.price_head(target)
             for i, prompt in enumerate(prompts):
-                self.enter(4, f"{i + 1} of {len(prompts)}")
+                self.enter(3, f"{i + 1} of {len(prompts)}")
                 prefill_examples(settings, [prompt])
         except Exception as e:  # noqa: BLE001 -- a warm-up must never stop the page
             self.failed = f"{STAGES[max(self.stage, 0)]}: {type(e).__name__}: {e}"
@@ -103,6 +102,25 @@ class Warmup:
             self.stage = len(STAGES)
             self._done.set()
             log.info("SpecViz warm-up %s in %.1f s", "stopped" if self.failed else "done", self.ended - self.started)
+        if not self.failed:
+            self._time_batches(target)
+
+    @staticmethod
+    def _time_batches(target) -> None:
+        """The costs of passes shared by several runs, for load-aware drafting (pricing/batch_costs.py),
+        timed once the app is ready: until they are there a crowded pass is priced as if alone."""
+        from specviz.pricing import batch_costs
+
+        if target.n_params < PROFILE_MIN_PARAMS or target.remote is not None or batch_cost(target) is not None:
+            return
+        started = time.monotonic()
+        log.info("SpecViz, the app being ready: %s", AFTER)
+        try:
+            batch_costs.batch_costs(target)
+            log.info("SpecViz: %s done in %.1f s; crowded passes are now priced as crowded", AFTER,
+                     time.monotonic() - started)
+        except Exception:  # noqa: BLE001 -- load-aware pricing is an improvement, never a condition
+            log.exception("SpecViz: %s failed; passes stay priced as if alone", AFTER)
 
     def start(self, settings: RunSettings, prompts: list[str]) -> threading.Thread:
         self._done.clear()
