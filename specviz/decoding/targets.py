@@ -35,7 +35,7 @@ from specviz.passes.kvcache import TokenCache, cache_len, new_cache, undo_pass
 from specviz.passes.rounds import Rounds, Slot
 from specviz.served.remote import HIDDEN_REFUSED, rows_to_logits
 
-MAX_PASS_TOKENS = 512  # rows in one batched pass: its logits alone are rows × vocabulary floats (100 MB here)
+MAX_PASS_TOKENS = 512  # rows in one batched pass: its logits alone are rows × vocabulary floats
 
 
 @dataclass

@@ -40,7 +40,7 @@ def _nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
     """`probs` cut to the nucleus and renormalised: a token stays if the mass before it, in
     descending order, is below top_p (so the top token always stays).
 
-    Sorting the whole vocabulary costs about 6 ms a row on a CPU, and the nucleus is usually a few
+    Sorting the whole vocabulary is costly on a CPU (docs/bench/2026-12-01.md), and the nucleus is usually a few
     hundred tokens at most, so the largest NUCLEUS_TRIES[i] are taken first (torch.topk, sorted).
     Their running sum is the full sort's, element for element, so where the cut falls inside them
     the kept entries are the same; the result is the full sort's exactly, bit for bit, unless the

@@ -17,7 +17,7 @@ import torch
 from specviz.decoding import verify
 
 TOKENS = ("the", "a", "cat", "dog", "sat", "ran")  # six made-up tokens: few enough to read every bar
-MAX_SAMPLES = 100_000  # a Monte-Carlo of this size runs in ~10 ms and resolves TV ≈ 0.01
+MAX_SAMPLES = 100_000  # a Monte-Carlo of this size is quick and resolves TV ≈ 0.01
 
 # Preset name → (p, q) as weights over TOKENS (normalised on use).
 PRESETS = {

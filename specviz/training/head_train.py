@@ -252,8 +252,8 @@ def parse_args(argv):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     ap.add_argument("--max-new-tokens", type=int, default=128, help="answer length in the training data")
-    ap.add_argument("--gen-batch", type=int, default=96, help="prompts decoded together (96 gave 2.3× the "
-                    "tokens/s of 16 on this CPU)")
+    ap.add_argument("--gen-batch", type=int, default=96, help="prompts decoded together (a larger batch "
+                    "gave more tokens/s on a CPU: docs/HEAD.md)")
     ap.add_argument("--sampled-share", type=int, default=1, help="every n-th prompt is also sampled at T=0.7")
     ap.add_argument("--samples", type=int, default=3,
                     help="sampled answers (T=0.7, one seed each) per sampled prompt, beside the greedy one")

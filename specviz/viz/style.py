@@ -96,7 +96,7 @@ def num(x: float | None) -> str:
     return f"{x:.3g}" if 0 < abs(x) < 0.005 else f"{x:.2f}"
 
 
-# Set once: passing template= per figure deep-copies the theme each time (~20 ms a figure).
+# Set once: passing template= per figure deep-copies the theme each time, for every figure.
 pio.templates.default = "plotly_white"
 
 
