@@ -25,6 +25,8 @@ from specviz.ui.warmup import WARMUP
 from specviz.ui.zerogpu import on_zero_gpu
 
 AR_HINT = " Run, or Measure AR baseline, decodes the same prompt plainly for the timing panel."
+IDLE_MEASURED = "AR baseline measured while the app was idle; the timing panel compares the two."
+IDLE_GIVEN_UP = "Another run started decoding, so the AR baseline was left for later: Measure AR baseline times it."
 IDLE_FRAME_S = 0.25  # how often an idle-time baseline looks whether someone else started decoding
 STOPPED = "Stopped. Step or Run continues this run; Reset starts again."
 
@@ -267,13 +269,14 @@ def baseline_if_idle(request: gr.Request, progress=gr.Progress(), **values) -> I
     session.stop.clear()
     generation = session.generation
     yield from stream_baseline(session, settings, progress, while_idle=True)
-    if session.generation != generation:
-        yield views.only()
-    elif BASELINES.get(settings.ar_key()) is not None:
-        yield render(session, "AR baseline measured while the app was idle; the timing panel compares the two.", "ok")
-    else:
-        yield render(session, "Another run started decoding, so the AR baseline was left for later: Measure AR "
-                     "baseline times it.", "info")
+    # only the status and the timing panel: the cycle views may have moved on (a Step, the slider)
+    ar = BASELINES.get(settings.ar_key())
+    if session.generation != generation or ar is None:
+        # given up: whoever started decoding (this visitor's next Step, say) writes the status
+        yield views.only(status=views.status_html(IDLE_GIVEN_UP, "info")) if session.generation == generation \
+            else views.only()
+        return
+    yield views.only(status=views.status_html(IDLE_MEASURED, "ok"), **views.timing_views(session.run(), ar))
 
 
 @guarded
