@@ -1,4 +1,4 @@
-"""Bounded schemas for the JSON files a visitor can upload: traces, side-by-side exports, advice profiles.
+"""Bounded schemas for the JSON files a visitor can upload: traces, side-by-side exports, advice surveys.
 
 Every field has a type, a range and a cap, so what a reader accepts is bounded before any view draws
 it: drawing work then follows the caps, never a number written inside the file. A value outside its
