@@ -2,9 +2,10 @@
 starts, with its progress on the page and in the log.
 
 On a fresh machine the first Step after `python app.py` used to pay for all of it: converting the
-bundled model, timing its cost profile and its passes shared by several runs, pricing the draft
-head, and prefilling the prompt. Spaces restart often, so the first class after a restart paid
-it. Here the app does it once, at start-up, in the stages below. A Step pressed before it is done
+bundled model, timing its cost profile, pricing the draft head, and prefilling the prompt. Spaces
+restart often, so the first class after a restart paid it. Here the app does it once, at start-up,
+in the stages below; then, with the app already answering, it times the costs of passes shared by
+several runs (AFTER), which load-aware drafting reads once they are there. A Step pressed before it is done
 waits for it, and its progress bar says which stage is running and how far along the warm-up is;
 the page's status line says the same from the moment it opens. Nothing here changes what a Step
 computes: each stage fills a cache a Step would otherwise fill itself.
