@@ -229,10 +229,11 @@ def test_step_cost_is_cached_per_work_and_read_back_from_the_file(tiny, tmp_path
     assert work.runs == runs + 3
 
 
-def test_a_step_cost_priced_against_an_older_profile_is_timed_again(tiny, tmp_path):
-    """When the model's cost profile is timed again (a new step_s), the cached step cost, whose
-    ratio was divided by the old step_s, is not returned: the work is timed again and the new
-    cost's step_s is the current profile's, so the planner never mixes two measurements."""
+def test_a_work_cost_priced_against_an_older_profile_is_given_in_the_current_one(tiny, tmp_path):
+    """When the model's cost profile is timed again (a new step_s), the cached work cost, whose
+    ratio was divided by the old step_s, is given in the new unit: its measured seconds over the
+    current one-token pass, without running the work again (a run's price never depends on when it
+    was asked for), so the planner never mixes two measurements."""
     path, work = tmp_path / "costs.json", Work([0.001, 0.002])
     first = costs.work_cost(tiny, "a", work, repeats=2, cache_file=path, timer=linear_time, clock=work.clock)
     runs = work.runs
@@ -242,6 +243,7 @@ def test_a_step_cost_priced_against_an_older_profile_is_timed_again(tiny, tmp_pa
 
     costs.profile(tiny, cache_file=path, timer=slower, refresh=True)
     again = costs.work_cost(tiny, "a", work, repeats=2, cache_file=path, timer=slower, clock=work.clock)
-    assert work.runs > runs
-    assert again.step_s == pytest.approx(slower(1)) != first.step_s
-    assert again.step_s == costs.profile(tiny, cache_file=path).step_s
+    assert work.runs == runs
+    assert again.step_s == pytest.approx(slower(1)) == costs.profile(tiny, cache_file=path).step_s
+    assert again.work_s == first.work_s and again.cost == pytest.approx(first.work_s / slower(1))
+    assert again.cost == pytest.approx(first.cost / 2)

@@ -185,15 +185,19 @@ def work_cost(model: LoadedModel, work: str, run: Callable[[], object], repeats:
     """The cost of `run()` in one-token passes of `model` (its profile's `step_s`), on this hardware.
 
     `work` names what `run` does (its key in the cache, with the model's `cache_key`): the fastest
-    of `repeats` runs after a warm-up, as the profile keeps the fastest pass. A cached cost counts
-    only while the profile it was divided by is still the current one. `timer` replaces the
-    profile's real passes and `clock` the wall clock (tests)."""
+    of `repeats` runs after a warm-up, as the profile keeps the fastest pass. A cached cost is
+    always given in the current profile's unit (its seconds over the current one-token pass).
+    `timer` replaces the profile's real passes and `clock` the wall clock (tests)."""
     key = f"work|{work}|{cache_key(model, PREFIX_LEN)}"
     step_s = profile(model, cache_file=cache_file, timer=timer).step_s
-    # a cost priced against a profile that has since been timed again is stale: its ratio mixes
-    # two measurements, so it is timed again against the profile the planner now reads
+    # a cost priced against a profile that has since been timed again is expressed in the profile
+    # the planner now reads: the work's measured seconds over its one-token pass, timing nothing
+    # (so a run's price never depends on when, in a process, it was asked for)
     hit = None if refresh else _cached(key, _file(cache_file), WorkCost.from_dict)
-    if hit is not None and hit.step_s == step_s:
+    if hit is not None and hit.step_s != step_s:
+        hit = replace(hit, cost=hit.work_s / step_s, step_s=step_s)
+        _store(key, hit, _file(cache_file))
+    if hit is not None:
         return hit
     run()
     best = float("inf")

@@ -131,7 +131,7 @@ class HeadProposer(Proposer):
     def _priced(self, target, digest: str) -> float:
         """One draft call in one-token target passes on this machine: a greedy tree PRICED_DEPTH deep
         (the drafting the benchmark and the app's default do; a sampled chain's one-row steps cost
-        no more), timed once and cached beside the target's cost profile (costs.step_cost), so the
+        no more), timed once and cached beside the target's cost profile (costs.work_cost), so the
         planner prices K with one fixed number per machine. The class's value for a target too
         small to profile. `digest` names the head file by its content, wherever it lies."""
         if target.n_params < PROFILE_MIN_PARAMS:
