@@ -11,7 +11,7 @@ import gradio as gr
 
 from specviz.decoding import tracefile
 from specviz.proposers import HEAD_DRAFT
-from specviz.ui import callbacks, explain, learn, lessons, memory, replay, state, views
+from specviz.ui import callbacks, explain, learn, lessons, memory, replay, sessions, state, views
 from specviz.ui.advise_tab import build_advise_tab
 from specviz.ui.compare_tab import build_compare_tabs
 from specviz.ui.limits import served_targets
@@ -186,6 +186,7 @@ def build_demo(warm_up: bool = False) -> gr.Blocks:
     memory.tune_allocator()  # before a class's passes, so their large tensors are given back
     state.preload(limits.preload)  # on ZeroGPU: before any worker forks, in the main thread
     state.start_sweeper()  # idle runs' KV caches are freed even when no request comes
+    sessions.lazy_sessions()  # a new visitor's first event renders no config it does not need
     if warm_up and not on_zero_gpu():
         WARMUP.start(initial_settings(), [e["prompt"] for e in load_examples()])
     decode = decode_events(limits)

@@ -1,0 +1,59 @@
+"""A visitor's session made cheap to open, for a lecture hall whose students all press Step at once.
+
+On a session's first event Gradio 6 builds its `SessionState`, which renders every block of the
+page to its config up front (`config_values`, kept for deep links). The page has some 270 blocks,
+so that is about 16 ms of Python per new visitor on a 2-core machine, all of it holding the GIL
+that the decoding threads need: a hundred students' first Steps pay 1.6 s of it together
+(docs/bench/2026-12-05.md).
+
+`lazy_sessions()` makes those configs lazy: a session renders a block's config when Gradio first
+updates or reads it (as Gradio's own methods already do for a block they have not seen), and all
+of them only when a deep link asks for the whole page. Nothing else about a session changes. It
+is installed once, by `build_demo`; where Gradio's `SessionState` is not the shape this expects
+(another version), it leaves Gradio as it is and logs why.
+"""
+from __future__ import annotations
+
+import logging
+from types import SimpleNamespace
+
+log = logging.getLogger(__name__)
+
+
+def _lazy_class(base):
+    class LazySessionState(base):
+        """Gradio's SessionState with `config_values` filled on demand (this module's docstring)."""
+
+        def __init__(self, blocks):
+            # Gradio's own __init__ over a page with no blocks: the same fields, no configs rendered
+            super().__init__(SimpleNamespace(default_config=blocks.default_config, blocks={}))
+            self._page_ids = frozenset(blocks.blocks)
+
+        def _fill(self) -> None:
+            for key, block in self.blocks_config.blocks.items():
+                if key in self._page_ids and key not in self.config_values:
+                    self.config_values[key] = self.blocks_config.config_for_block(key, [], block)
+
+        @property
+        def components(self):
+            self._fill()
+            yield from base.components.fget(self)
+
+    return LazySessionState
+
+
+def lazy_sessions() -> bool:
+    """Install the lazy session state in Gradio (idempotent); False where this Gradio differs."""
+    try:
+        from gradio import state_holder
+    except ImportError:  # pragma: no cover -- gradio is a dependency
+        return False
+    current = state_holder.SessionState
+    if getattr(current, "__name__", "") == "LazySessionState":
+        return True
+    needed = ("components", "_update_value_in_config", "_update_config")
+    if not all(hasattr(current, name) for name in needed) or not isinstance(current.components, property):
+        log.warning("Gradio's SessionState has changed shape; sessions stay as Gradio builds them")
+        return False
+    state_holder.SessionState = _lazy_class(current)
+    return True

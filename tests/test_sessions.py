@@ -1,0 +1,73 @@
+"""A visitor's session opens without rendering the whole page's config (specviz/ui/sessions.py),
+and what Gradio reads from it is what its own session state would give."""
+from types import SimpleNamespace
+
+import pytest
+from gradio import state_holder
+
+from specviz.ui import build_demo, sessions
+
+
+@pytest.fixture(scope="module")
+def demo():
+    return build_demo()
+
+
+@pytest.fixture
+def counted(monkeypatch, demo):
+    """Counts the block configs rendered through the demo's config."""
+    calls = []
+    config = demo.default_config
+    real = type(config).config_for_block
+
+    def counting(*args, **kw):
+        calls.append(args[0])
+        return real(*args, **kw)
+
+    monkeypatch.setattr(type(config), "config_for_block", staticmethod(counting))
+    return calls
+
+
+def _eager_class():
+    lazy = state_holder.SessionState
+    return lazy.__mro__[1] if lazy.__name__ == "LazySessionState" else lazy
+
+
+def test_the_app_installs_lazy_sessions_and_a_new_one_renders_no_block(demo, counted):
+    """After build_demo, a new visitor's session renders no block config when it opens, where
+    Gradio's own renders one per block of the page (about 270)."""
+    assert state_holder.SessionState.__name__ == "LazySessionState"
+    state_holder.StateHolder.__getitem__(SimpleNamespace(
+        session_data={}, blocks=demo, update=lambda _: None, time_last_used={}), "visitor")
+    assert counted == []
+    _eager_class()(demo)
+    assert len(counted) == len(demo.blocks) > 200
+
+
+def test_a_lazy_session_gives_gradio_the_same_config_as_its_own(demo):
+    """The whole page's config (what a deep link reads) is Gradio's own, block for block and in
+    order, also after an output's value was set and a block replaced in the session."""
+    lazy, eager = state_holder.SessionState(demo), _eager_class()(demo)
+    assert list(lazy.components) == list(eager.components)
+    textbox = next(k for k, b in demo.blocks.items() if type(b).__name__ == "Textbox")
+    for session in (lazy, eager):
+        session._update_value_in_config(textbox, "a visitor's prompt")
+    got = list(lazy.components)
+    assert got == list(eager.components)
+    assert any(c.get("props", {}).get("value") == "a visitor's prompt" for c in got)
+    for session in (lazy, eager):
+        session[textbox] = type(demo.blocks[textbox])(value="replaced", label="other")
+    assert list(lazy.components) == list(eager.components)
+
+
+def test_another_gradio_shape_is_left_alone(monkeypatch, caplog):
+    """Where Gradio's SessionState lacks what the lazy one relies on, nothing is patched and the
+    log says why."""
+    class Other:
+        def __init__(self, blocks):
+            self.blocks = blocks
+
+    monkeypatch.setattr(state_holder, "SessionState", Other)
+    assert sessions.lazy_sessions() is False
+    assert state_holder.SessionState is Other
+    assert "changed shape" in caplog.text
