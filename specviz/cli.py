@@ -298,7 +298,17 @@ def _advise_parser() -> argparse.ArgumentParser:
                     help="runs at once to predict the speedup under, e.g. 1,2,4,8,16 (default %(default)s); "
                          "'none' skips timing batched passes")
     ap.add_argument("--out", help="folder for survey.json and advice.md")
-    ap.add_argument("--from", dest="source", help="print the advice of a saved survey.json; no model runs")
+    ap.add_argument("--from", dest="source", help="print the advice of a saved survey.json; no model runs "
+                                                  "(with --check-on: check that survey's picks)")
+    ap.add_argument("--check-on", help="vllm, hf or vllm,hf: run each deployable pick on that engine with the "
+                                       "configuration the advice wrote, and compare with its prediction from the "
+                                       "engine's own step costs (specviz/measure/engine_check.py)")
+    ap.add_argument("--vllm-url", help="with --check-on vllm: a running plain vLLM server of the target (else "
+                                       "one is started); the configuration's server is always started")
+    ap.add_argument("--check-concurrency", type=_positive_int, default=1,
+                    help="with --check-on vllm: also check at this many requests at once, on the survey's K by "
+                         "concurrency (default 1: one request)")
+    ap.add_argument("--check-repeats", type=_positive_int, default=2, help="repeats per prompt in a check")
     return ap
 
 
@@ -319,15 +329,16 @@ def _advise_prompts(path: str | None) -> list[str]:
 
 def _cmd_advise(argv: list[str]) -> int:
     args = _advise_parser().parse_args(argv)
-    if args.source:
-        from specviz.measure import advice  # data only: no model, no torch model code
+    if args.source and not args.check_on:
+        from specviz.measure import advice, deploy  # data only: no model, no torch model code
 
         try:
-            print(advice.report(advice.read(args.source)))
+            survey = advice.read(args.source)
         except ValueError as e:
             fail(e)
+        print(advice.report(survey) + "\n\n" + deploy.report(survey))
         return 0
-    from specviz.measure import advisor
+    from specviz.measure import advisor, check_on, deploy
 
     try:
         candidates = [advisor.Candidate.parse(c) for c in args.candidates.split(",") if c.strip()]
@@ -339,15 +350,22 @@ def _cmd_advise(argv: list[str]) -> int:
 
     say = lambda m: print(m, file=sys.stderr)  # noqa: E731 -- progress on stderr, the advice on stdout
     try:
-        target = load(args.target, progress=say)
+        engines = check_on.parse_engines(args.check_on) if args.check_on else []
+        survey = advisor.read(args.source) if args.source else None
+        target = load(survey.target if survey else args.target, progress=say)
         models = {}
-        survey = advisor.measure(target, candidates, prompts, lambda spec: models.setdefault(spec, load(spec)),
-                                  planner.verify_cost(target), say, k_max=args.k_max,
-                                  max_new_tokens=args.max_new_tokens, temperature=args.temperature,
-                                  top_p=args.top_p, check=args.check, concurrency=args.concurrency)
+        if survey is None:
+            survey = advisor.measure(target, candidates, prompts, lambda spec: models.setdefault(spec, load(spec)),
+                                     planner.verify_cost(target), say, k_max=args.k_max,
+                                     max_new_tokens=args.max_new_tokens, temperature=args.temperature,
+                                     top_p=args.top_p, check=args.check, concurrency=args.concurrency)
+        if engines:
+            check_on.run_checks(survey, engines, target, prompts, load, vllm_url=args.vllm_url,
+                                concurrency=args.check_concurrency, max_new_tokens=args.max_new_tokens,
+                                repeats=args.check_repeats, progress=say)
     except (ValueError, ModelLoadError) as e:
         fail(e)
-    text = advisor.report(survey)
+    text = advisor.report(survey) + "\n\n" + deploy.report(survey)
     if args.out:
         out = __import__("pathlib").Path(args.out)
         out.mkdir(parents=True, exist_ok=True)

@@ -15,7 +15,7 @@ import pytest
 
 from specviz.decoding.trace import CycleTrace, NodeTrace, RunTrace
 from specviz.loading.loader import load
-from specviz.measure import advice, advisor
+from specviz.measure import advice, advisor, deploy
 from specviz.measure.theory import speedup
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,15 +89,16 @@ def test_measure_ranks_every_candidate_and_checks_the_best(survey):
 
 
 def test_the_survey_file_gives_back_the_same_advice(survey, tmp_path):
-    """A saved profile reads back equal, and `advise --from` prints the same report without a model;
-    a file that is not a survey is refused on one line."""
+    """A saved profile reads back equal, and `advise --from` prints the same report, and where to
+    deploy it, without a model; a file that is not a survey is refused on one line."""
     path = tmp_path / "survey.json"
     advice.save(survey, path)
     again = advice.read(path)
     assert again == survey
     out = subprocess.run([sys.executable, "-m", "specviz", "advise", "--from", str(path)], cwd=ROOT,
                          capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0 and out.stdout.strip() == advice.report(survey).strip()
+    whole = advice.report(survey) + "\n\n" + deploy.report(survey)
+    assert out.returncode == 0 and out.stdout.strip() == whole.strip()
     assert ("conditional: P(accepted at i given i reached)" in out.stdout
             and "marginal: P(position i accepted)" in out.stdout)
     bad = tmp_path / "bad.json"

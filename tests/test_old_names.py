@@ -41,7 +41,7 @@ def test_a_survey_in_an_older_format_reads_as_todays():
 
     today = advice.read(ASSETS / "recorded_advice.json")
     doc = today.to_dict()
-    assert doc["format"] == "specviz-advice/3" and doc["concurrency"] is not None
+    assert doc["format"] == "specviz-advice/4" and doc["concurrency"] is not None
     old = {{"concurrency": "load", "concurrency_note": "load_note"}.get(k, k): v for k, v in doc.items()}
     old["format"] = "specviz-advice/2"
     old["measured"] = [{("per_step" if k == "per_call" else k): v for k, v in m.items()} for m in old["measured"]]

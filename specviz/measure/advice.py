@@ -51,6 +51,7 @@ from specviz.proposers import REGISTRY, resolve_draft
 MISS = 0.15  # a prediction further than this from the measurement is flagged
 CONCURRENCY = (1, 2, 4, 8, 16)  # runs at once for the concurrency prediction (the app's class is ~30)
 
+
 def _layers_text(layers: list[int]) -> str:
     """[0, 1, 2, 5, 6] → '0-2+5-6' ('+', not ',', so a list of candidates can be comma-separated)."""
     runs, start = [], layers[0]
@@ -96,11 +97,9 @@ class Candidate:
 
     @property
     def label(self) -> str:
-        if self.method == "draft":
-            return f"draft {self.draft}"
         if self.layers:
             return f"layerskip[{_layers_text(self.layers)}]"
-        return self.method
+        return f"draft {self.draft}" if self.method == "draft" else self.method
 
     @property
     def knobs(self) -> dict:
@@ -175,6 +174,7 @@ class Survey:
     disagreement_note: str = ""  # why there is none, when there is none
     pass_share: float = 1.0  # the share of a plain cycle that is its one-token target pass
     v_source: str = ""  # where v(n) came from
+    engine_checks: list[dict] = field(default_factory=list)  # measure/engine_check.EngineCheck.to_dict()
 
     def v_of(self, n: float) -> float:
         return interpolate(self.v, n)

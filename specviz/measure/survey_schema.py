@@ -6,10 +6,11 @@ from __future__ import annotations
 from specviz.decoding.schema import Bool, Int, ListOf, MapOf, Num, Obj, SchemaError, Text
 from specviz.decoding.settings import MAX_K
 
-FORMAT = "specviz-advice/3"
+FORMAT = "specviz-advice/4"
 # /1 had no concurrency timing, pair checks or disagreement; /1 and /2 named the concurrency
-# timing "load" and a draft call a "step" (OLD_NAMES, OLD_MEASURED_NAMES: they read as /3)
-READS = ("specviz-advice/1", "specviz-advice/2", FORMAT)
+# timing "load" and a draft call a "step" (OLD_NAMES, OLD_MEASURED_NAMES: they read as /4);
+# /4 adds the checks on engines (engine_checks), which older surveys have none of
+READS = ("specviz-advice/1", "specviz-advice/2", "specviz-advice/3", FORMAT)
 OLD_NAMES = {"load": "concurrency", "load_note": "concurrency_note"}
 OLD_MEASURED_NAMES = {"per_step": "per_call"}  # in each entry of "measured"
 
@@ -41,6 +42,16 @@ _DISAGREEMENT = Obj({"format": (Text(64), True), "candidates": (ListOf(_LABEL, M
                      "tokens": (Int(0, 10 ** 12), True), "covered": (MapOf(Int(0, 10 ** 12), MAX_CANDIDATES), True),
                      "rescued": (MapOf(MapOf(Int(0, 10 ** 12), MAX_CANDIDATES), MAX_CANDIDATES), True),
                      "union": (Int(0, 10 ** 12), True)}, null=True)
+_RATES = ListOf(Num(0.0, 1e6), MAX_K)
+_ENGINE_CHECK = Obj({"engine": (Text(64), True), "candidate": (_LABEL, True), "k": (Int(1, MAX_K), True),
+                     "config": (Text(4000), True), "machine": (Text(500), True), "measured_at": (Text(64), True),
+                     "concurrency": (Int(1, MAX_BATCH), False), "prompts": (Int(0, 10 ** 6), False),
+                     "max_new_tokens": (Int(0, 10 ** 6), False), "step_s": (_COST, False),
+                     "extra_s": (MapOf(_COST, 64, int_keys=True, max_key=MAX_PASS), False),
+                     "predicted": (_COST, False), "measured": (_COST, False), "plain_tokens_per_s": (_COST, False),
+                     "spec_tokens_per_s": (_COST, False), "predicted_marginal": (_RATES, False),
+                     "measured_marginal": (_RATES, False), "same_text": (Bool(), False), "flag": (Text(2000), False),
+                     "error": (Text(2000), False)})
 SURVEY = Obj({"format": (Text(64, choices=READS), True), "target": (_LABEL, True), "prompts": (Int(0, 10 ** 6), True),
                "settings": (Obj({}, extra=64), True), "machine": (Text(500), True),
                "ar_tokens_per_s": (_COST, True), "step_s": (Num(1e-9, 1e4), True),
@@ -51,7 +62,7 @@ SURVEY = Obj({"format": (Text(64, choices=READS), True), "target": (_LABEL, True
                "refused": (MapOf(Text(2000), MAX_CANDIDATES), False), "concurrency": (_CONCURRENCY, False),
                "concurrency_note": (Text(2000), False), "disagreement": (_DISAGREEMENT, False),
                "disagreement_note": (Text(2000), False), "pass_share": (Num(1e-6, 1.0), False),
-               "v_source": (Text(2000), False)})
+               "v_source": (Text(2000), False), "engine_checks": (ListOf(_ENGINE_CHECK, 64), False)})
 
 
 def upgraded(d: dict) -> dict:
