@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import socket
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -219,24 +220,36 @@ def test_the_app_steps_and_runs_a_served_target(app_url, bundled_server, monkeyp
 
 
 @pytest.mark.bundled
-def test_vllms_own_speculation_runs_beside_ours(bundled_server, tmp_path):
-    """A second server running vLLM's own ngram speculation (the CPU build supports it) decodes the
-    same greedy tokens as vLLM plain and as SpecViz's prompt lookup over vLLM, and its counters give
-    per-position acceptance next to SpecViz's own, both as marginal and conditional rates."""
+def test_vllm_runs_the_configuration_the_advice_wrote_and_the_check_measures_it(bundled_server, tmp_path):
+    """vLLM started with the exact speculative configuration deploy.py wrote for the recorded
+    survey's prompt lookup speculates (its counters count drafts), decodes the same greedy tokens
+    as vLLM plain and as SpecViz's prompt lookup over vLLM, and the engine check measures it
+    against a prediction from vLLM's own step costs."""
+    from contextlib import nullcontext
+
+    from specviz.measure import advice, deploy
+    from specviz.measure.engine_runs import check_vllm
     from specviz.measure.served_compare import compare, table
 
-    config = '{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 3, "prompt_lookup_min": 1}'
-    spec_server = _serve_extra("bundled", tmp_path / "ngram.log", ["--speculative-config", config])
+    survey = advice.read(Path(__file__).resolve().parents[1] / "assets" / "recorded_advice.json")
+    written = next(d for d in deploy.deployments(survey) if d.engine == deploy.VLLM and d.candidate == "pld")
+    spec_server = _serve_extra("bundled", tmp_path / "ngram.log", ["--speculative-config", written.config])
     try:
         plain = specviz.load(f"vllm:{bundled_server.url}|bundled")
         spec = specviz.load(f"vllm:{spec_server.url}|bundled")
-        rows = compare(plain, [PROMPTS[1]], k=4, max_new_tokens=32, repeats=1, spec=spec, progress=lambda m: None)
+        rows = compare(plain, [PROMPTS[1]], k=written.k, max_new_tokens=32, repeats=1, spec=spec,
+                       progress=lambda m: None)
+        m = next(x for x in survey.measured if x.candidate.label == "pld")
+        (chk,) = check_vllm(m, {1: written.k}, lambda: nullcontext(plain), lambda: nullcontext(spec), [PROMPTS[1]],
+                            written.config, "CI", max_new_tokens=24, repeats=1, progress=lambda _: None)
     finally:
         spec_server.stop()
     assert [r.same_text for r in rows] == [True, True, True]
-    assert len(rows[1].marginal) == 4 and len(rows[2].marginal) == 4
+    assert len(rows[1].marginal) == written.k and len(rows[2].marginal) == written.k
     assert rows[2].marginal[0] > 0  # the server's own drafts were counted
     assert "vLLM's own speculation" in table(rows)
+    assert chk.error == "" and chk.same_text and chk.config == written.config
+    assert chk.step_s > 0 and chk.measured > 0 and chk.predicted > 0 and chk.measured_marginal[0] > 0
 
 
 def _serve_extra(model, log, extra):

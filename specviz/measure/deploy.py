@@ -337,5 +337,7 @@ def report(survey: Survey) -> str:
     checks = [EngineCheck.from_dict(c) for c in survey.engine_checks]
     if checks:
         machines = sorted({c.machine for c in checks})
-        lines += ["", f"### Checked on the engines ({'; '.join(machines)})", "", table(checks)]
+        lines += ["", f"### Checked on the engines ({'; '.join(machines)})", "",
+                  "Each engine's step costs are the machine's it ran on: a check on a few CPU cores says little "
+                  "of a GPU's, so check where you deploy.", "", table(checks)]
     return "\n".join(lines)
