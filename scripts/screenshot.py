@@ -3,6 +3,7 @@
     python scripts/screenshot.py [--out assets/screenshot.png]     # the first paint (no model runs)
     python scripts/screenshot.py --steps 4                          # measure the AR baseline, Step 4 times
     python scripts/screenshot.py --tab Advise --full-page --out assets/screenshot-advise.png
+    python scripts/screenshot.py --tab Advise --at "#sv-adv-deploy" --out assets/screenshot-advise-deploy.png
 
 Needs Debian's chromium at /usr/bin/chromium (or CHROMIUM=/path) and the playwright package;
 the app runs in-process on a free local port with the bundled model.
@@ -33,6 +34,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "assets" / "screenshot.png")
     parser.add_argument("--full-page", action="store_true", help="the whole page, not only the first screen")
     parser.add_argument("--tab", help="open this tab first (e.g. Advise: its recorded profile, no model runs)")
+    parser.add_argument("--at", help="scroll the element this CSS selector picks to the top of the screen first")
     args = parser.parse_args()
 
     from playwright.sync_api import sync_playwright
@@ -54,6 +56,8 @@ def main() -> None:
             if args.tab:
                 page.locator(f"#sv-tabs button[role=tab]:has-text('{args.tab}')").click()
                 page.wait_for_timeout(1500)
+            if args.at:
+                page.locator(args.at).first.evaluate("e => e.scrollIntoView({block: 'start'})")
             page.wait_for_timeout(1000)  # let plotly finish its transitions
             args.out.parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(args.out), full_page=args.full_page)

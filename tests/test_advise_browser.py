@@ -100,3 +100,47 @@ def test_a_small_advice_runs_and_offers_its_profile(page):
     assert {rows.nth(i).locator("td").nth(1).inner_text() for i in range(2)} == {"pld", "logitspec"}
     assert "measured" in page.locator("#sv-adv-table").inner_text()
     assert page.locator("#sv-adv-download a").count() >= 1
+
+
+def test_the_deploy_section_shows_the_recorded_vllm_configuration_with_a_copy_button(page):
+    """Below the figures, the recorded survey's best deployable pick on vLLM: its configuration text in
+    a code box with a copy button that copies exactly that configuration, and the command that starts
+    vLLM with it in the box below."""
+    from specviz.measure import advice, deploy
+    from specviz.ui import advise_tab
+
+    pick = next(d for d in deploy.deployments(advice.read(advise_tab.RECORDED)) if d.engine == "vLLM")
+    box = page.locator("#sv-adv-config-vllm")
+    box.scroll_into_view_if_needed()
+    wait_text(page, "#sv-adv-config-vllm", pick.config)
+    assert "--speculative-config" in page.locator("#sv-adv-command-vllm").inner_text()
+    copy = box.locator("button[aria-label='Copy']")
+    assert copy.count() == 1 and copy.is_visible()
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    copy.click()
+    assert page.evaluate("navigator.clipboard.readText()") == pick.config
+
+
+def test_an_uploaded_survey_with_an_engine_check_shows_predicted_against_measured(page, tmp_path):
+    """Before any upload the recorded survey has no check on an engine and the tab says how to run
+    one; uploading a survey that holds a check on vLLM shows it as a row of the predicted-against-
+    measured table, with its predicted and measured speedups and the machine it ran on."""
+    from specviz.measure import advice
+    from specviz.measure.engine_check import EngineCheck
+    from specviz.ui import advise_tab
+
+    wait_text(page, "#sv-adv-checks", "--check-on vllm,hf")
+    survey = advice.read(advise_tab.RECORDED)
+    survey.engine_checks.append(EngineCheck("vLLM", "pld", 5, '{"method": "ngram"}', "test box (4 cores)",
+                                            "2026-12-05 03:00 UTC", concurrency=1, prompts=6, predicted=1.43,
+                                            measured=1.21, predicted_marginal=[0.6, 0.4],
+                                            measured_marginal=[0.5, 0.3]).to_dict())
+    path = tmp_path / "checked.json"
+    advice.save(survey, path)
+    page.locator("#sv-adv-upload input[type=file]").set_input_files(str(path))
+    wait_text(page, "#sv-adv-status", "Replayed checked.json")
+    wait_text(page, "#sv-adv-checks", "test box (4 cores)")
+    rows = page.locator("#sv-adv-checks tbody tr")
+    assert rows.count() == 1
+    row = rows.first.inner_text()
+    assert "vLLM" in row and "1.43×" in row and "1.21×" in row and "0.60, 0.40 / 0.50, 0.30" in row

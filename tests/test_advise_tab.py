@@ -3,6 +3,7 @@ without a browser: prompts and candidates parsed, bad input answered with a mess
 replayed without a model, and model-made or typed text escaped."""
 from __future__ import annotations
 
+import copy
 import json
 
 import pytest
@@ -91,3 +92,116 @@ def test_the_figures_label_conditional_and_marginal_apart_and_mark_checked_point
     stars = [t for t in curves.data if t.marker.symbol == "star"]
     assert len(curves.data) == 3 and len(stars) == 1 and stars[0].y == (1.2,)
     assert [list(t.x) for t in afig.concurrency_figure(p).data] == [[1, 8], [1, 8]]
+
+
+# The deploy section (issue 43): each deployable pick as an engine's configuration and command, what
+# does not deploy, K by requests at once, and the checks on the engines.
+
+HOSTILE = "<img src=x onerror=alert(1)>"
+
+
+def _painted(survey: advice.Survey, tmp_path, name: str = "survey.json") -> dict:
+    """The tab's outputs, by name, after replaying `survey` from a file as a visitor would."""
+    path = tmp_path / name
+    advice.save(survey, path)
+    frame = advise_tab.replay(str(path))
+    assert len(frame) == advise_tab.N_OUTPUTS and "sv-status-ok" in frame[0], frame[0]
+    return dict(zip(advise_tab.OUTPUT_NAMES, frame))
+
+
+def _html_of(out: dict) -> str:
+    """Every HTML output of the deploy section, joined."""
+    return "".join(v for k, v in out.items() if k in ("deploy", "by_batch", "checks") or k.startswith("info:"))
+
+
+def _with_check(survey: advice.Survey, **fields) -> advice.Survey:
+    from specviz.measure.engine_check import EngineCheck
+
+    chk = EngineCheck(**{**dict(engine="vLLM", candidate="pld", k=5, config='{"method": "ngram"}',
+                                machine="test box (4 cores)", measured_at="2026-12-05 03:00 UTC", concurrency=2,
+                                prompts=6, predicted=1.43, measured=1.21, predicted_marginal=[0.6, 0.4],
+                                measured_marginal=[0.5, 0.3], flag="vLLM accepted less"), **fields})
+    survey = copy.deepcopy(survey)
+    survey.engine_checks.append(chk.to_dict())
+    return survey
+
+
+def test_each_deployable_pick_shows_its_configuration_and_command_for_every_engine(tmp_path):
+    """Replaying a survey with two deployable candidates (pld and a draft model): the tab opens on the
+    best one's configuration and command for each engine, and picking the other shows its own; each
+    engine's note and where its option names were checked are said, and so is the machine the
+    predictions came from."""
+    from specviz.measure import deploy
+
+    survey = _profile()
+    out = _painted(survey, tmp_path)
+    rows = deploy.deployments(survey)
+    assert out["pick"]["choices"] == ["pld", "draft d"] and out["pick"]["visible"]
+    for label in ("pld", "draft d"):
+        views = dict(zip(advise_tab.OUTPUT_NAMES[8:20], advise_tab.show_pick(out["survey"], label)))
+        if label == "pld":
+            assert views == {k: out[k] for k in views}  # the painted tab shows the best one
+        for d in (d for d in rows if d.candidate == label):
+            assert views[f"config:{d.engine}"] == d.config and views[f"command:{d.engine}"] == d.command
+            info = views[f"info:{d.engine}"]
+            assert f"{d.k}" in info and f"{d.predicted:.2f}×" in info and afig.esc(d.source) in info
+            assert afig.esc(d.note) in info and afig.esc(survey.machine) in info
+    assert "SpecViz" in out["deploy"] and afig.esc(survey.machine) in out["deploy"]
+
+
+def test_the_recorded_survey_says_what_does_not_deploy_and_k_by_requests_at_once():
+    """The recorded survey, as the tab first paints it: a sentence per candidate no engine has, the K
+    by requests-at-once table, and vLLM's command with that schedule in a copyable box."""
+    from specviz.measure import deploy
+
+    survey = advise_tab._recorded()
+    out = dict(zip(advise_tab.OUTPUT_NAMES, advise_tab.first_values()))
+    sentences = deploy.not_deployable(survey)
+    assert sentences and all(afig.esc(s) in out["deploy"] for s in sentences)
+    assert "<table" in out["by_batch"] and "requests at once" in out["by_batch"]
+    assert out["schedule"]["visible"] and "num_speculative_tokens_per_batch_size" in out["schedule"]["value"]
+    assert out["config:vLLM"] == deploy.deployments(survey)[0].config
+    assert "no check on an engine" in out["checks"] and "--check-on vllm,hf" in out["checks"]
+
+
+def test_a_survey_with_an_engine_check_shows_predicted_against_measured(tmp_path):
+    """A survey that holds a check on vLLM replays with a table row for it: engine, configuration,
+    requests at once, prompts, predicted and measured, acceptance by position on both sides, the
+    machine it ran on and its flag; the line saying how to run a check is gone."""
+    out = _painted(_with_check(advise_tab._recorded()), tmp_path)
+    checks = out["checks"]
+    assert checks.count("<tr>") == 2 and "no check on an engine" not in checks
+    row = checks.split("<tbody>")[1]
+    for needle in ("vLLM", "pld, K = 5", afig.esc('{"method": "ngram"}'), "<td>2</td>", "<td>6</td>", "1.43×",
+                   "1.21×", "0.60, 0.40 / 0.50, 0.30", "test box (4 cores)", "2026-12-05 03:00 UTC",
+                   "vLLM accepted less"):
+        assert needle in row, needle
+    assert afig.esc(advise_tab._recorded().machine) in checks  # where the survey's acceptance came from
+
+
+def test_hostile_text_in_a_survey_is_escaped_in_the_deploy_section(tmp_path):
+    """A draft spec, a machine name and an engine check's configuration and error holding HTML appear
+    as text in every HTML output of the deploy section, never as markup; in the commands the draft
+    spec is quoted for the shell."""
+    survey = _with_check(_profile(HOSTILE), config=f"<b>{HOSTILE}</b>", error=f"<script>{HOSTILE}</script>",
+                         machine=HOSTILE, candidate=f"draft {HOSTILE}")
+    survey.machine = f"<i>{HOSTILE}</i>"
+    out = _painted(survey, tmp_path)
+    views = dict(zip(advise_tab.OUTPUT_NAMES[8:20], advise_tab.show_pick(out["survey"], f"draft {HOSTILE}")))
+    html = _html_of(out) + "".join(v for k, v in views.items() if k.startswith("info:"))
+    assert "<img" not in html and "<script" not in html and "<b>" not in html and "<i>" not in html
+    assert "&lt;img" in html and "&lt;script&gt;" in out["checks"] and "&lt;i&gt;" in out["deploy"]
+    assert f"--speculative-draft-model-path '{HOSTILE}'" in views["command:SGLang"]
+
+
+def test_the_tab_wires_every_painted_value_to_a_component():
+    """Built inside a page, the Advise tab's Advise and replay events have one output per value the
+    handlers paint, and the pick event one per engine box."""
+    import gradio as gr
+
+    with gr.Blocks() as demo:
+        advise_tab.build_advise_tab({}, ["a", "b", "c"])
+    fns = {fn.api_name: fn for fn in demo.fns.values()}
+    assert len(fns["advise"].outputs) == len(fns["advise_replay"].outputs) == advise_tab.N_OUTPUTS
+    pick = next(fn for fn in demo.fns.values() if fn.fn is advise_tab.show_pick)
+    assert len(pick.outputs) == 3 * len(advise_tab.ENGINES)

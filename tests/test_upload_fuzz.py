@@ -82,6 +82,18 @@ def _base_profile() -> dict:
     return json.loads((ASSETS / "recorded_advice.json").read_text(encoding="utf-8"))
 
 
+def _base_profile_checked() -> dict:
+    """The recorded survey with one check on an engine, as `advise --check-on` adds it."""
+    from specviz.measure.engine_check import EngineCheck
+
+    doc = _base_profile()
+    doc["engine_checks"] = [EngineCheck("vLLM", "pld", 5, '{"method": "ngram"}', "a CPU", "2026-12-05 03:00 UTC",
+                                        concurrency=2, prompts=6, step_s=0.02, extra_s={2: 0.001, 6: 0.004},
+                                        predicted=1.4, measured=1.2, predicted_marginal=[0.6, 0.4],
+                                        measured_marginal=[0.5, 0.3], flag="missed").to_dict()]
+    return doc
+
+
 def draw_trace(trace, cycles=None) -> None:
     """Every view of the Decode tab, as the slider, Run (played frames) and Explain this cycle draw
     them: the cycle views and Explain's steps at each cycle in `cycles` (default: all), the run
@@ -106,11 +118,16 @@ def draw_trace(trace, cycles=None) -> None:
 
 
 def draw_profile(survey) -> None:
-    """Every view of the Advise tab, and the command line's report."""
+    """Every view of the Advise tab (its deploy section for each pick included), and the command
+    line's report."""
     from specviz.viz import advice_figures as afig
+    from specviz.viz import deploy_figures as dfig
 
     afig.advice_html(survey), afig.curves_figure(survey), afig.acceptance_figure(survey)
     afig.concurrency_figure(survey), advice.report(survey)
+    dfig.intro_html(survey), dfig.concurrency_views(survey), dfig.checks_html(survey)
+    for label in dfig.picks(survey) or [None]:
+        dfig.pick_views(survey, label)
 
 
 def read_trace(text: str):
@@ -187,10 +204,11 @@ def test_mutated_traces_are_refused_with_a_message_or_drawn_by_every_view():
 
 
 def test_mutated_profiles_are_refused_with_a_message_or_drawn_by_every_view(tmp_path):
-    """500 seeded mutations of the recorded advice survey: each is refused with a message, or
-    accepted and drawn by every Advise view and the report, within the budget."""
-    counts, failures = fuzz([_base_profile()], PROFILE_MUTANTS, lambda t: read_profile(t, tmp_path), draw_profile,
-                            SEED + 1)
+    """500 seeded mutations of the recorded advice survey, and of it with a check on an engine: each
+    is refused with a message, or accepted and drawn by every Advise view and the report, within the
+    budget."""
+    counts, failures = fuzz([_base_profile(), _base_profile_checked()], PROFILE_MUTANTS,
+                            lambda t: read_profile(t, tmp_path), draw_profile, SEED + 1)
     assert not failures, f"{len(failures)} of {PROFILE_MUTANTS} ({counts}):\n" + "\n".join(failures[:15])
     assert counts.get("drawn", 0) > 30 and counts.get("refused", 0) > 30, counts
 

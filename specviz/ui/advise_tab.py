@@ -14,12 +14,14 @@ import gradio as gr
 
 from specviz.loading.loader import EMPTY_PROMPT
 from specviz.measure import advice
+from specviz.measure.deploy import ENGINES
 from specviz.ui import errors, work
 from specviz.ui.limits import check_prompt_text, check_run_settings
 from specviz.ui.presets import BUNDLED, K_RANGE, MAX_NEW_RANGE, TARGETS, TEMPERATURE_RANGE, TOP_P_RANGE
 from specviz.ui.state import LIMITS, load_with_progress, session_of
 from specviz.ui.views import ASSETS, status_html
 from specviz.viz import advice_figures as afig
+from specviz.viz import deploy_figures as dfig
 
 RECORDED = ASSETS / "recorded_advice.json"
 METHODS = [("Hybrid", "hybrid"), ("Prompt lookup", "pld"), ("LogitSpec", "logitspec"),
@@ -46,13 +48,44 @@ def _recorded() -> advice.Survey | None:
         return None
 
 
+# What each engine's code boxes hold, and in which language they are highlighted (deploy.py's config
+# and command of each engine): (configuration's label, its language, command's label, its language).
+CODE_BOXES = {
+    "vLLM": ("Configuration: --speculative-config (JSON)", "json", "Command that starts vLLM with it", "shell"),
+    "HF generate": ("Configuration: keyword arguments", "python", "Python that decodes with it", "python"),
+    "SGLang": ("Configuration: launch_server flags", "shell", "Command that starts SGLang with it", "shell"),
+    "llama.cpp": ("Configuration: llama-server flags", "shell", "Command that starts llama-server with it", "shell"),
+}
+# _paint's values by name, in build_advise_tab's `outputs` order
+OUTPUT_NAMES = ("status", "table", "curves", "accept", "concurrency", "download", "deploy", "pick",
+                *(f"{part}:{engine}" for engine in ENGINES for part in ("info", "config", "command")),
+                "by_batch", "schedule", "checks", "survey")
+N_OUTPUTS = len(OUTPUT_NAMES)
+
+
+def _deploy(survey: advice.Survey | None) -> tuple:
+    """The deploy section's values: intro, the pick, each engine's (info, config, command), K by
+    requests at once (its HTML and its command box), the checks on the engines, and the survey."""
+    labels = dfig.picks(survey) if survey is not None and survey.measured else []
+    pick = gr.update(choices=labels, value=labels[0] if labels else None, visible=len(labels) > 1)
+    by_batch, schedule = dfig.concurrency_views(survey)
+    intro = dfig.intro_html(survey) if survey is not None else ""
+    return (intro, pick, *dfig.pick_views(survey, None), by_batch,
+            gr.update(value=schedule, visible=bool(schedule)), dfig.checks_html(survey), survey)
+
+
 def _paint(message: str, level: str, survey: advice.Survey | None, file: str | None = None) -> tuple:
     if survey is None:
         empty = advice.Survey("", 0, {}, "", 0.0, 0.0, {1: 1.0})
         return (status_html(message, level), "", afig.curves_figure(empty), afig.acceptance_figure(empty),
-                afig.concurrency_figure(empty), file)
+                afig.concurrency_figure(empty), file) + _deploy(None)
     return (status_html(message, level), afig.advice_html(survey), afig.curves_figure(survey),
-            afig.acceptance_figure(survey), afig.concurrency_figure(survey), file)
+            afig.acceptance_figure(survey), afig.concurrency_figure(survey), file) + _deploy(survey)
+
+
+def show_pick(survey: advice.Survey | None, candidate: str | None) -> tuple:
+    """Each engine's (info, config, command) for the deployable candidate the visitor picked."""
+    return tuple(dfig.pick_views(survey, candidate))
 
 
 def first_values() -> tuple:
@@ -148,7 +181,7 @@ def run_advice(target: str, methods: list[str], drafts: str, prompts_text: str, 
 def replay(file) -> tuple:
     """A saved survey.json (or an older profile.json), shown without a model."""
     if file is None:
-        return (gr.skip(),) * 6
+        return (gr.skip(),) * N_OUTPUTS
     name = Path(getattr(file, "name", file)).name
     try:
         survey = advice.read(Path(getattr(file, "name", file)))
@@ -204,11 +237,45 @@ def build_advise_tab(decode: dict, examples: list[str]) -> None:
             curves = gr.Plot(first[2], show_label=False, elem_id="sv-adv-curves")
             accept = gr.Plot(first[3], show_label=False, elem_id="sv-adv-accept")
         loadp = gr.Plot(first[4], show_label=False, elem_id="sv-adv-concurrency")
+        deploy = _deploy_section(first)
         download = gr.File(label="This survey (JSON: advise --from reads it)", interactive=False,
                            elem_id="sv-adv-download")
-    outputs = [status, html, curves, accept, loadp, download]
+    outputs = [status, html, curves, accept, loadp, download, *deploy]
     event = go.click(run_advice, inputs=[target, methods, drafts, prompts, k_max, max_new, temperature, top_p,
                                          check, under_concurrency], outputs=outputs, api_name="advise",
                      show_progress_on=[status], **decode)
     stop_btn.click(stop, outputs=status, cancels=[event], api_name="advise_stop", show_progress="hidden")
     upload.upload(replay, inputs=upload, outputs=outputs, api_name="advise_replay", show_progress="hidden")
+    pick, survey = deploy[1], deploy[-1]
+    pick.input(show_pick, inputs=[survey, pick], outputs=deploy[2:2 + 3 * len(ENGINES)], api_visibility="private",
+               show_progress="hidden")
+
+
+def _deploy_section(first: tuple) -> list:
+    """The deploy section's components, filled from `first` (_paint's values), in _deploy's order."""
+    values = iter(first[6:])
+    intro = gr.HTML(next(values), elem_id="sv-adv-deploy")
+    start = next(values)
+    pick = gr.Dropdown(start["choices"], value=start["value"], visible=start["visible"], label="Deployable candidate",
+                       interactive=True, elem_id="sv-adv-pick")
+    boxes = []
+    with gr.Tabs(elem_id="sv-adv-engines"):
+        for engine in ENGINES:
+            config_label, config_lang, command_label, command_lang = CODE_BOXES[engine]
+            key = engine.split()[0].lower().replace(".", "")
+            with gr.Tab(engine, elem_id=f"sv-adv-engine-{key}"):
+                boxes.append(gr.HTML(next(values), elem_id=f"sv-adv-info-{key}"))
+                boxes.append(gr.Code(next(values), language=config_lang, label=config_label, lines=1, max_lines=6,
+                                     interactive=False, wrap_lines=True, show_line_numbers=False, buttons=["copy"],
+                                     elem_id=f"sv-adv-config-{key}"))
+                boxes.append(gr.Code(next(values), language=command_lang, label=command_label, lines=1,
+                                     max_lines=12, interactive=False, wrap_lines=True, show_line_numbers=False,
+                                     buttons=["copy"], elem_id=f"sv-adv-command-{key}"))
+    by_batch = gr.HTML(next(values), elem_id="sv-adv-bybatch")
+    sched = next(values)
+    schedule = gr.Code(sched["value"], language="shell", label="vLLM with K by requests at once", lines=1,
+                       max_lines=8, interactive=False, wrap_lines=True, show_line_numbers=False, buttons=["copy"],
+                       visible=sched["visible"], elem_id="sv-adv-schedule")
+    checks = gr.HTML(next(values), elem_id="sv-adv-checks")
+    survey = gr.State(next(values))
+    return [intro, pick, *boxes, by_batch, schedule, checks, survey]
