@@ -2,7 +2,8 @@
 the engines and compared with its prediction from the engine's own step costs (engine_check.py).
 
 vLLM: a plain server (started here, or the one at `vllm_url`) and a second server started with
-the pick's configuration, exactly as deploy.py wrote it. With `concurrency` B > 1, the second
+the pick's configuration, exactly as deploy.py wrote it (a draft model's name replaced by the
+folder this machine holds it in, which the report shows). With `concurrency` B > 1, the second
 server runs the survey's K-by-concurrency schedule instead (vLLM's own form of it), and the pick is
 checked at one request and at B at once on it, so both the schedule and one point of it are
 tried. A configuration the server refuses (vLLM's CPU build cannot run every method) is a check
@@ -85,6 +86,8 @@ def _on_vllm(survey, m, k, d, target, prompts, load, vllm_url, concurrency, repe
 
     progress = common["progress"]
     config = d.config
+    if m.candidate.method == "draft" and m.candidate.draft:  # the draft as this machine has it (a folder)
+        config = json.dumps({**json.loads(config), "model": local_source(m.candidate.draft)})
     schedule = deploy.concurrency_schedule(survey) if concurrency > 1 else None
     if schedule is not None and d.candidate == deploy._best_deployable(survey)[0].candidate.label:
         config = json.dumps(schedule)
