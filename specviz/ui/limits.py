@@ -57,7 +57,7 @@ class Limits:
     # share verify passes (decoding/targets.py), so one student's Run no longer holds the only slot;
     # the passes themselves still run one at a time. Timings taken meanwhile say they were under load.
     concurrency: int = 32
-    live_runs: int = 40  # SPECVIZ_LIVE_RUNS: runs whose KV caches stay in memory (a class of 30, and some)
+    live_runs: int = 110  # SPECVIZ_LIVE_RUNS: runs whose KV caches stay in memory (a lecture hall of 100, and some)
     # SPECVIZ_QUEUE_SIZE: events waiting at once, for every visitor together. A class of 30 pressing
     # Step and Run fits four times over; Gradio on ZeroGPU would otherwise hold one (blocks.queue()).
     queue_size: int = 128
