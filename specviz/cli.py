@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import math
 import os
 import sys
-from typing import Callable, NoReturn
+from typing import Callable
+
+from specviz.cli_args import _Parser, _positive_int, _temperature, _top_p, fail
 
 # Mirrors specviz.proposers.METHODS; spelled out so a bad argument fails before torch loads.
 METHODS = ("ar", "draft", "layerskip", "pld", "logitspec", "head")
@@ -23,57 +24,6 @@ METHODS = ("ar", "draft", "layerskip", "pld", "logitspec", "head")
 STYLES = {"draft": "\033[34m", "resampled": "\033[38;5;208m", "bonus": "\033[1;4m", "target": ""}
 RESET = "\033[0m"
 LEGEND = (("draft", "accepted draft"), ("resampled", "resampled"), ("bonus", "bonus"), ("target", "target"))
-
-
-def fail(message) -> NoReturn:
-    """Print one line `specviz: error: …` to stderr and exit with code 2."""
-    text = " ".join(line.strip() for line in str(message).splitlines() if line.strip())
-    print(f"specviz: error: {text}", file=sys.stderr)
-    raise SystemExit(2)
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse prints usage plus the error; one line is easier to read and to test."""
-
-    def error(self, message: str) -> NoReturn:
-        fail(f"{message} (see --help)")
-
-
-# -- argument types: each raises ArgumentTypeError, which argparse prefixes with the option name
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def _finite_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
-    return value
-
-
-def _temperature(text: str) -> float:
-    value = _finite_float(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 (greedy) or more, got {value}")
-    return value
-
-
-def _top_p(text: str) -> float:
-    value = _finite_float(text)
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {value}")
-    return value
 
 
 def _layers(text: str) -> list[int]:
@@ -265,117 +215,6 @@ def _cmd_bench(argv: list[str]) -> int:
     return bench.main(argv, report_html) or 0
 
 
-def _batch_sizes(text: str) -> tuple[int, ...]:
-    if text.strip().lower() == "none":
-        return ()
-    try:
-        sizes = tuple(sorted({int(x) for x in text.split(",") if x.strip()}))
-    except ValueError:
-        sizes = ()
-    if not sizes or sizes[0] < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a list of batch sizes: write e.g. 1,2,4,8 or none")
-    return sizes
-
-
-def _advise_parser() -> argparse.ArgumentParser:
-    from specviz.measure.advice import CONCURRENCY  # data only
-
-    ap = _Parser(prog="specviz advise", description="Which draft, method and K for this target, on these "
-                 "prompts and this machine: measured once, predicted for every K, then checked "
-                 "(specviz/measure/advisor.py).")
-    ap.add_argument("--target", default="bundled")
-    ap.add_argument("--candidates", default="pld,logitspec,head,hybrid",
-                    help="comma-separated: pld, logitspec, head, hybrid, layerskip, layerskip:0-9+20-29 (kept "
-                         "layers), draft:SPEC (default %(default)s)")
-    ap.add_argument("--prompts", help="JSON list of {prompt} (or of strings); default: the page's example prompts")
-    ap.add_argument("--limit", type=_positive_int, help="only the first N prompts")
-    ap.add_argument("--k-max", type=_positive_int, default=8, help="the K every candidate is measured at (default 8)")
-    ap.add_argument("--max-new-tokens", type=_positive_int, default=64)
-    ap.add_argument("--temperature", type=_temperature, default=0.0)
-    ap.add_argument("--top-p", type=_top_p, default=1.0)
-    ap.add_argument("--check", type=int, default=2, help="how many of the best to measure for real (default 2)")
-    ap.add_argument("--concurrency", type=_batch_sizes, default=",".join(map(str, CONCURRENCY)),
-                    help="runs at once to predict the speedup under, e.g. 1,2,4,8,16 (default %(default)s); "
-                         "'none' skips timing batched passes")
-    ap.add_argument("--out", help="folder for survey.json and advice.md")
-    ap.add_argument("--from", dest="source", help="print the advice of a saved survey.json; no model runs "
-                                                  "(with --check-on: check that survey's picks)")
-    ap.add_argument("--check-on", help="vllm, hf or vllm,hf: run each deployable pick on that engine with the "
-                                       "configuration the advice wrote, and compare with its prediction from the "
-                                       "engine's own step costs (specviz/measure/engine_check.py)")
-    ap.add_argument("--vllm-url", help="with --check-on vllm: a running plain vLLM server of the target (else "
-                                       "one is started); the configuration's server is always started")
-    ap.add_argument("--check-concurrency", type=_positive_int, default=1,
-                    help="with --check-on vllm: also check at this many requests at once, on the survey's K by "
-                         "concurrency (default 1: one request)")
-    ap.add_argument("--check-repeats", type=_positive_int, default=2, help="repeats per prompt in a check")
-    return ap
-
-
-def _advise_prompts(path: str | None) -> list[str]:
-    import json
-
-    if path is None:  # the page's example prompts (assets/examples.json)
-        path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets", "examples.json")
-    try:
-        items = json.loads(open(path, encoding="utf-8").read())
-    except (OSError, ValueError) as e:
-        fail(f"cannot read the prompts file {path}: {e}")
-    prompts = [i["prompt"] if isinstance(i, dict) else i for i in items] if isinstance(items, list) else []
-    if not prompts or not all(isinstance(p, str) and p.strip() for p in prompts):
-        fail(f"{path} holds no prompts: write a JSON list of strings or of objects with a 'prompt'")
-    return prompts
-
-
-def _cmd_advise(argv: list[str]) -> int:
-    args = _advise_parser().parse_args(argv)
-    if args.source and not args.check_on:
-        from specviz.measure import advice, deploy  # data only: no model, no torch model code
-
-        try:
-            survey = advice.read(args.source)
-        except ValueError as e:
-            fail(e)
-        print(advice.report(survey) + "\n\n" + deploy.report(survey))
-        return 0
-    from specviz.measure import advisor, check_on, deploy
-
-    try:
-        candidates = [advisor.Candidate.parse(c) for c in args.candidates.split(",") if c.strip()]
-    except ValueError as e:
-        fail(e)
-    prompts = _advise_prompts(args.prompts)[: args.limit]
-    from specviz.decoding import planner
-    from specviz.loading.loader import ModelLoadError, load
-
-    say = lambda m: print(m, file=sys.stderr)  # noqa: E731 -- progress on stderr, the advice on stdout
-    try:
-        engines = check_on.parse_engines(args.check_on) if args.check_on else []
-        survey = advisor.read(args.source) if args.source else None
-        target = load(survey.target if survey else args.target, progress=say)
-        models = {}
-        if survey is None:
-            survey = advisor.measure(target, candidates, prompts, lambda spec: models.setdefault(spec, load(spec)),
-                                     planner.verify_cost(target), say, k_max=args.k_max,
-                                     max_new_tokens=args.max_new_tokens, temperature=args.temperature,
-                                     top_p=args.top_p, check=args.check, concurrency=args.concurrency)
-        if engines:
-            check_on.run_checks(survey, engines, target, prompts, load, vllm_url=args.vllm_url,
-                                concurrency=args.check_concurrency, max_new_tokens=args.max_new_tokens,
-                                repeats=args.check_repeats, progress=say)
-    except (ValueError, ModelLoadError) as e:
-        fail(e)
-    text = advisor.report(survey) + "\n\n" + deploy.report(survey)
-    if args.out:
-        out = __import__("pathlib").Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        advisor.save(survey, out / "survey.json")
-        (out / "advice.md").write_text(text + "\n", encoding="utf-8")
-        say(f"wrote {out / 'survey.json'} and {out / 'advice.md'}")
-    print(text)
-    return 0
-
-
 def main(argv: list[str] | None = None) -> int:
     try:
         return _main(list(sys.argv[1:] if argv is None else argv))
@@ -389,7 +228,9 @@ def _main(argv: list[str]) -> int:
     if argv[:1] == ["bench"]:  # bench parses its own arguments
         return _cmd_bench(argv[1:])
     if argv[:1] == ["advise"]:  # and advise
-        return _cmd_advise(argv[1:])
+        from specviz.advise_cli import cmd_advise  # its own module: the advisor's many options
+
+        return cmd_advise(argv[1:])
     if argv[:1] == ["vllm-serve"]:  # so does vllm-serve, which passes the rest on to vLLM
         from specviz.loading.loader import local_source
         from specviz.served import vllm_serve
