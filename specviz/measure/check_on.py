@@ -89,7 +89,7 @@ def _on_vllm(survey, m, k, d, target, prompts, load, vllm_url, concurrency, repe
     if m.candidate.method == "draft" and m.candidate.draft:  # the draft as this machine has it (a folder)
         config = json.dumps({**json.loads(config), "model": local_source(m.candidate.draft)})
     schedule = deploy.concurrency_schedule(survey) if concurrency > 1 else None
-    if schedule is not None and d.candidate == deploy._best_deployable(survey)[0].candidate.label:
+    if schedule is not None and d.candidate == deploy.best_deployable(survey)[0].candidate.label:
         config = json.dumps(schedule)
     ks = {b: (k if b == 1 or schedule is None else _k_at(schedule, b, k)) for b in sorted({1, concurrency})}
     for b in [b for b, kb in ks.items() if kb == 0]:

@@ -235,13 +235,14 @@ _WHY = {  # why no engine has it, in a few words
 }
 
 
-def _best_deployable(survey: Survey) -> tuple[Measured, int, float] | None:
+def best_deployable(survey: Survey) -> tuple[Measured, int, float] | None:
+    """The best-ranked candidate an engine has (pld or a draft): (Measured, best K, predicted S), or None."""
     return next((row for row in ranked(survey) if row[0].candidate.method in DEPLOYABLE), None)
 
 
 def not_deployable(survey: Survey) -> list[str]:
     """A sentence per measured candidate that no engine has, naming the nearest one that deploys."""
-    best = _best_deployable(survey)
+    best = best_deployable(survey)
     out = []
     for m, k, s in ranked(survey):
         if m.candidate.method in DEPLOYABLE:
@@ -262,7 +263,7 @@ def by_concurrency(survey: Survey) -> list[tuple[int, int, int | None]]:
     """(lo, hi, K) over runs at once, for the best deployable candidate: each range takes the best K
     at its lowest measured batch size, None where S_B < 1 (speculation off); adjacent ranges with
     the same K are merged. Empty without concurrency timings or a deployable candidate."""
-    best = _best_deployable(survey)
+    best = best_deployable(survey)
     if best is None:
         return []
     points = next((p for m, p, _ in under_concurrency(survey) if m is best[0]), None)
@@ -284,7 +285,7 @@ def concurrency_schedule(survey: Survey) -> dict | None:
     """vLLM's speculative config for the best deployable candidate with its K by concurrent
     requests (`num_speculative_tokens_per_batch_size`, K = 0 where speculation is off); None when
     there is no schedule or speculation pays at no concurrency measured."""
-    rows, best = by_concurrency(survey), _best_deployable(survey)
+    rows, best = by_concurrency(survey), best_deployable(survey)
     ks = [k for _, _, k in rows if k is not None]
     if not rows or not ks or best is None:
         return None
@@ -295,7 +296,7 @@ def concurrency_schedule(survey: Survey) -> dict | None:
 
 def by_concurrency_text(survey: Survey) -> str:
     """by_concurrency as a markdown table with a sentence, and vLLM's own form of it."""
-    rows, best = by_concurrency(survey), _best_deployable(survey)
+    rows, best = by_concurrency(survey), best_deployable(survey)
     if best is None:
         return "No measured candidate deploys, so there is no K by concurrency to give."
     if not rows:
