@@ -1,5 +1,6 @@
 """A visitor's session opens without rendering the whole page's config (specviz/ui/sessions.py),
 and what Gradio reads from it is what its own session state would give."""
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -71,3 +72,57 @@ def test_another_gradio_shape_is_left_alone(monkeypatch, caplog):
     assert sessions.lazy_sessions() is False
     assert state_holder.SessionState is Other
     assert "changed shape" in caplog.text
+
+
+@pytest.fixture
+def searches(monkeypatch):
+    """Counts the names Python's path finder searches sys.path for."""
+    import importlib.machinery
+
+    names = []
+    real = importlib.machinery.PathFinder.find_spec
+
+    def counting(name, *args, **kw):
+        names.append(name)
+        return real(name, *args, **kw)
+
+    monkeypatch.setattr(importlib.machinery.PathFinder, "find_spec", counting)
+    return names
+
+
+def test_an_absent_library_marked_absent_fails_to_import_without_a_search(monkeypatch, searches):
+    """A library that is not installed fails to import as before (ModuleNotFoundError), but once
+    marked it does so without searching sys.path; an installed library is not marked."""
+    import importlib
+
+    absent, installed = "specviz_no_such_library", "colorsys"
+    monkeypatch.delitem(sys.modules, absent, raising=False)
+    monkeypatch.delitem(sys.modules, installed, raising=False)
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(absent)
+    assert absent in searches  # unmarked, a failed import searches
+    assert sessions.skip_absent_imports((absent, installed)) == [absent]
+    searches.clear()
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(absent)
+    assert searches == []
+    assert installed not in sys.modules  # not marked absent (and not imported either)
+
+
+def test_a_plots_config_no_longer_searches_for_bokeh(monkeypatch, searches):
+    """Where bokeh is not installed, Gradio's Plot looks for it each time it renders its config
+    (once per plot per visitor); after build_demo's marking that costs no search of sys.path."""
+    import importlib.util
+
+    import gradio as gr
+
+    monkeypatch.delitem(sys.modules, "bokeh", raising=False)
+    if importlib.util.find_spec("bokeh") is not None:
+        pytest.skip("bokeh is installed here")
+    searches.clear()
+    gr.Plot().get_config()
+    assert "bokeh" in searches
+    sessions.skip_absent_imports()
+    searches.clear()
+    gr.Plot().get_config()
+    assert "bokeh" not in searches

@@ -215,3 +215,18 @@ def test_a_bfloat16_head_beside_a_float32_target_drafts_from_its_hidden_state():
     ctx = ProposeContext(ids=[1, 5], last_logits=torch.zeros(tuned.vocab_size), k=3, sampling=Sampling(),
                          prompt_len=1, last_hidden=f)
     assert narrow.propose(ctx).tokens[0] == wide.propose(ctx).tokens[0]
+
+
+def test_the_processor_description_is_read_once_a_process(monkeypatch):
+    """cpuinfo() reads /proc/cpuinfo the first time only (every Step's cost key names the
+    processor), and later calls give the same text."""
+    import builtins
+
+    speedups.cpuinfo.cache_clear()
+    opened = []
+    real = builtins.open
+    monkeypatch.setattr(builtins, "open", lambda f, *a, **k: opened.append(f) or real(f, *a, **k))
+    first = speedups.cpuinfo()
+    assert speedups.cpuinfo() == first and speedups.cpuinfo() == first
+    assert opened.count("/proc/cpuinfo") <= 1
+    speedups.cpuinfo.cache_clear()

@@ -24,6 +24,7 @@ variable SPECVIZ_NO_SPEEDUPS=1 or `load(..., speedups=False)`; `remove` undoes t
 """
 from __future__ import annotations
 
+import functools
 import logging
 import os
 
@@ -167,8 +168,10 @@ def native_bf16() -> bool:
 _NATIVE_BF16: bool | None = None  # the CPU does not change while the process runs
 
 
+@functools.lru_cache(maxsize=1)
 def cpuinfo() -> str:
-    """/proc/cpuinfo, or "" where there is none."""
+    """/proc/cpuinfo, or "" where there is none; read once a process (the cost profile's key asks
+    for the processor's name at every Step, and a busy server's file reads each give up the GIL)."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
             return f.read()

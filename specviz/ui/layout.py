@@ -187,6 +187,7 @@ def build_demo(warm_up: bool = False) -> gr.Blocks:
     state.preload(limits.preload)  # on ZeroGPU: before any worker forks, in the main thread
     state.start_sweeper()  # idle runs' KV caches are freed even when no request comes
     sessions.lazy_sessions()  # a new visitor's first event renders no config it does not need
+    sessions.skip_absent_imports()  # Gradio's per-event imports of plotting libraries we lack
     if warm_up and not on_zero_gpu():
         WARMUP.start(initial_settings(), [e["prompt"] for e in load_examples()])
     decode = decode_events(limits)

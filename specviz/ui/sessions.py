@@ -11,10 +11,15 @@ updates or reads it (as Gradio's own methods already do for a block they have no
 of them only when a deep link asks for the whole page. Nothing else about a session changes. It
 is installed once, by `build_demo`; where Gradio's `SessionState` is not the shape this expects
 (another version), it leaves Gradio as it is and logs why.
+
+`skip_absent_imports()` (also from `build_demo`) spares every event Gradio's failed imports of
+plotting libraries the page does not use.
 """
 from __future__ import annotations
 
+import importlib.util
 import logging
+import sys
 from types import SimpleNamespace
 
 log = logging.getLogger(__name__)
@@ -57,3 +62,28 @@ def lazy_sessions() -> bool:
         return False
     state_holder.SessionState = _lazy_class(current)
     return True
+
+
+# Plotting libraries Gradio tries to import on every event: `import matplotlib` around each call
+# (utils.MatplotlibBackendMananger) and `import bokeh` in every Plot's config. The page uses
+# neither; where they are not installed, each failed import searches sys.path again, file by file,
+# and every stat gives up the GIL that a hall's decoding threads are waiting for.
+ABSENT_OPTIONAL = ("bokeh", "matplotlib")
+
+
+def skip_absent_imports(names=ABSENT_OPTIONAL) -> list[str]:
+    """Mark each of `names` that is not installed as absent in `sys.modules` (None: Python's own way
+    to say so), so importing it fails at once, as it did, without a search; an installed one is
+    left alone. Returns the names marked."""
+    marked = []
+    for name in names:
+        if name in sys.modules:
+            continue
+        try:
+            missing = importlib.util.find_spec(name) is None
+        except (ImportError, ValueError):
+            missing = False
+        if missing:
+            sys.modules[name] = None
+            marked.append(name)
+    return marked
