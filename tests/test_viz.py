@@ -138,6 +138,27 @@ def strings(obj):
             yield from strings(v)
 
 
+def test_the_theme_is_plotly_white_for_every_trace_type_the_app_draws():
+    """The slim theme (style.TRACE_TYPES) keeps plotly_white's layout whole and its style for each
+    trace type SpecViz's code constructs anywhere (a source scan of specviz/ for plotly trace
+    classes), so dropping the other types' styles changes no figure's look."""
+    from pathlib import Path
+
+    import plotly.io as pio
+
+    from specviz.viz import style
+
+    theme, white = pio.templates["specviz"], pio.templates["plotly_white"]
+    assert pio.templates.default == "specviz"
+    assert theme.layout.to_plotly_json() == white.layout.to_plotly_json()
+    source = "\n".join(p.read_text() for p in Path(style.__file__).parents[1].rglob("*.py"))
+    drawn = {name.lower() for name in re.findall(r"\bgo\.([A-Z][A-Za-z]+)\(", source) if name != "Figure"}
+    assert drawn and drawn <= set(style.TRACE_TYPES)
+    for kind in style.TRACE_TYPES:
+        assert [t.to_plotly_json() for t in getattr(theme.data, kind)] == \
+            [t.to_plotly_json() for t in getattr(white.data, kind)]
+
+
 # -- every view runs on every kind of cycle -----------------------------------------------
 @pytest.mark.parametrize("make", ALL, ids=lambda f: f.__name__)
 @pytest.mark.parametrize("draw", FIGURES, ids=lambda f: f.__name__)
