@@ -6,6 +6,7 @@ import torch
 import specviz
 from specviz.decoding.engine import Decoder
 from specviz.decoding.prefills import PREFILLS
+from specviz.loading.loader import tiny_random
 from tests.tiny import PROMPTS, pair
 
 
@@ -134,3 +135,31 @@ def test_example_prompts_prefilled_at_start_up_are_copied_by_the_first_step(bund
     start = specviz.decoding.engine.new_state(bundled_target, s.prompt, s.decode())
     later = work.step(callbacks.specs(s), start)
     assert later.prefill_shared and later.origins
+
+
+def test_a_copied_cache_holds_the_same_positions_apart_and_grows_in_place():
+    """copy_cache of a prefill (every layer one shape: the path that copies all layers together)
+    gives keys and values equal to the original's in storage of its own; the next pass on the copy
+    appends inside the copy's spare room, leaves the original untouched, and gives the same logits
+    as the same pass on the original."""
+    from specviz.passes.kvcache import GrowingLayer, copy_cache, new_cache
+
+    target = tiny_random(vocab_size=32, layers=3, seed=4)
+    cache = new_cache()
+    with torch.inference_mode():
+        target.model(input_ids=torch.tensor([[1, 5, 9, 2, 7]]), past_key_values=cache, use_cache=True)
+        copy = copy_cache(cache)
+        assert len(copy.layers) == len(cache.layers) == 3
+        for mine, theirs in zip(copy.layers, cache.layers):
+            assert type(mine) is GrowingLayer
+            assert torch.equal(mine.keys, theirs.keys) and torch.equal(mine.values, theirs.values)
+            assert mine.keys.data_ptr() != theirs.keys.data_ptr()
+        before = [layer.keys.clone() for layer in cache.layers]
+        rooms = [layer._room[0].data_ptr() for layer in copy.layers]
+        step = torch.tensor([[4]])
+        on_copy = target.model(input_ids=step, past_key_values=copy, use_cache=True).logits
+        on_original = target.model(input_ids=step, past_key_values=cache, use_cache=True).logits
+    assert torch.equal(on_copy, on_original)
+    assert [layer._room[0].data_ptr() for layer in copy.layers] == rooms  # appended in place
+    assert all(layer.keys.shape[-2] == 6 for layer in copy.layers)
+    assert all(torch.equal(layer.keys[..., :5, :], b) for layer, b in zip(cache.layers, before))
