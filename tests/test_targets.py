@@ -147,3 +147,41 @@ def test_one_requests_error_reaches_only_its_own_run():
         t.join(timeout=60)
     assert isinstance(results["bad"], IndexError)
     assert results["good"].logits.shape == (3, 32)
+
+
+def test_a_ragged_pass_keeps_its_own_hidden_states_while_another_thread_passes():
+    """The hidden rows a ragged pass hands back (read by a hook on the shared final norm) are its
+    own even when another thread runs the same model meanwhile (a run verifying alone, the costs
+    being timed): here a plain pass runs in a second thread after this pass's norm, before its
+    LM head, and the hidden rows still equal those of the same pass made undisturbed."""
+    from specviz.models.families import final_norm
+
+    target = tiny_random(seed=3)
+    model, norm = target.model, final_norm(target.model)
+
+    def rows():
+        out = []
+        for prompt in PROMPTS[:2]:
+            cache = _prefilled(target, prompt[:-1])
+            out.append(ragged.Row(cache, [prompt[-1], 4], torch.tensor([[len(prompt) - 1, len(prompt)]]), None))
+        return out
+
+    _, want = ragged.forward(model, rows(), norm)
+    interfered = []
+
+    def other_pass(_module, _args):
+        if not interfered:  # once: the second thread's pass runs the model, and so the norm, too
+            interfered.append(1)
+            t = threading.Thread(target=lambda: model(input_ids=torch.tensor([[1, 2, 3]])))
+            t.start()
+            t.join()
+
+    disturbed = rows()  # prefilled before the hook: only the ragged pass below meets it
+    handle = model.lm_head.register_forward_pre_hook(other_pass)
+    try:
+        _, got = ragged.forward(model, disturbed, norm)
+    finally:
+        handle.remove()
+    assert interfered
+    assert [g.shape for g in got] == [w.shape for w in want]
+    assert all(torch.equal(g, w) for g, w in zip(got, want))

@@ -89,7 +89,7 @@ class LocalTarget:
             return fast[0][0], (fast[1][0] if hidden else None)
         extra = {"logits_to_keep": 1} if last_only else {}
         kept: list[torch.Tensor] = []
-        hook = self.norm.register_forward_hook(lambda m, a, out: kept.append(out[0])) if hidden else None
+        hook = ragged.keep_outputs(self.norm, kept) if hidden else None
         try:
             out = self.loaded.model(input_ids=ids, past_key_values=cache, use_cache=True, position_ids=position_ids,
                                     attention_mask=mask, **extra)

@@ -152,6 +152,7 @@ def keep_path(cache: DynamicCache, n: int, path: list[int]) -> None:
         rollback(cache, list(range(n)) + list(path))
         return
     total = cache_len(cache)
+    indices: dict = {}  # the path as a tensor, made once per device, not once per layer
     with torch.inference_mode():  # the pass made these tensors in inference mode: in-place is allowed here
         for layer in cache.layers:
             if getattr(layer, "keys", None) is None or layer.keys.numel() == 0:
@@ -159,7 +160,10 @@ def keep_path(cache: DynamicCache, n: int, path: list[int]) -> None:
             if layer.keys.shape[-2] != total or getattr(layer, "is_sliding", False):
                 _keep_in_layer(layer, total, list(range(n)) + list(path))
                 continue
-            index = torch.tensor(path, device=layer.keys.device)
+            device = layer.keys.device
+            index = indices.get(device)
+            if index is None:
+                index = indices[device] = torch.tensor(path, device=device)
             m = n + len(path)
             for t in (layer.keys, layer.values):
                 t[..., n:m, :] = t.index_select(-2, index)

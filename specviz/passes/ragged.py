@@ -97,6 +97,19 @@ def _wrap(inner):
     return attention
 
 
+def keep_outputs(module: torch.nn.Module, kept: list):
+    """A forward hook on `module` that appends its output to `kept`, for this thread's calls only
+    (returns the hook's handle). The module is shared: a pass another thread makes meanwhile (a
+    run verifying alone, the costs being timed) must not put its states among this pass's."""
+    me = threading.get_ident()
+
+    def hook(_module, _args, out):
+        if threading.get_ident() == me:
+            kept.append(out[0])
+
+    return module.register_forward_hook(hook)
+
+
 @torch.inference_mode()
 def forward(model: torch.nn.Module, rows: list[Row], hidden_from: torch.nn.Module | None = None,
             vocab: int | None = None) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
@@ -110,7 +123,7 @@ def forward(model: torch.nn.Module, rows: list[Row], hidden_from: torch.nn.Modul
     positions = torch.cat([row.position_ids.to(device) for row in rows], dim=1)
     placeholder = torch.zeros(1, 1, ids.shape[1], 1, device=device)  # 4-D: transformers builds no mask
     kept: list[torch.Tensor] = []
-    hook = hidden_from.register_forward_hook(lambda m, a, out: kept.append(out[0])) if hidden_from else None
+    hook = keep_outputs(hidden_from, kept) if hidden_from is not None else None
     _ACTIVE.layout = layout
     try:
         out = model(input_ids=ids, position_ids=positions, attention_mask=placeholder,
