@@ -185,3 +185,42 @@ def test_a_ragged_pass_keeps_its_own_hidden_states_while_another_thread_passes()
     assert interfered
     assert [g.shape for g in got] == [w.shape for w in want]
     assert all(torch.equal(g, w) for g, w in zip(got, want))
+
+
+def test_a_ragged_pass_runs_our_fast_forward_with_the_modules_bits(monkeypatch):
+    """On a Llama with the CPU speed-ups (as `load` gives it) a ragged pass runs our fast forward,
+    not the modules, and gives every run the same logits, hidden rows and cache, bit for bit, as the
+    same ragged pass through the modules: a tree, a chain and a plain step over caches of different lengths."""
+    from specviz.passes import fastpath, speedups
+
+    if not speedups._onednn_works():
+        pytest.skip("this torch build has no oneDNN linear, so no fast forward")
+    target = tiny_random(family="llama", seed=2)
+    speedups.apply(target.model)
+    model, norm = target.model, target.model.model.norm
+    assert fastpath.of(model) is not None
+
+    def rows():
+        out = []
+        for prompt, tree in zip(PROMPTS, TREES):
+            cache = _prefilled(target, prompt[:-1])
+            out.append(ragged.Row(cache, [prompt[-1]] + tree.tokens, tree.position_ids(cache_len(cache)),
+                                  tree.model_mask(cache, model.config, target.dtype)))
+        return out
+
+    calls = []
+    real = fastpath.FastForward.__call__
+    monkeypatch.setattr(fastpath.FastForward, "__call__",
+                        lambda self, *a, **kw: calls.append(1) or real(self, *a, **kw))
+    fast_rows = rows()
+    calls.clear()  # the prefills ran it too
+    fast = ragged.forward(model, fast_rows, norm)
+    assert calls == [1]
+    monkeypatch.setattr(fastpath, "forward", lambda *a, **kw: None)  # the modules, as before
+    module_rows = rows()
+    modules = ragged.forward(model, module_rows, norm)
+    for got, want in zip(fast[0] + fast[1], modules[0] + modules[1]):
+        assert got.shape == want.shape and torch.equal(got, want)
+    for a, b in zip(fast_rows, module_rows):
+        for x, y in zip(a.cache.layers, b.cache.layers):
+            assert torch.equal(x.keys, y.keys) and torch.equal(x.values, y.values)

@@ -29,7 +29,8 @@ benchmark, runs the modules as they are.
 
 Used for one run's own passes (decoding/targets.py LocalTarget, a draft model's steps in
 proposers/draft_model.py, and the cost profile's timed passes, so v(n) prices the passes runs
-make); passes shared by several runs (passes/ragged.py) run the modules. It applies where the
+make) and for passes shared by several runs (passes/ragged.py: `cache` is then the pass's ragged
+layout, and attention goes through its wrapper, row by row). It applies where the
 model is a LlamaForCausalLM in float32 on the CPU whose linears the speed-ups packed; anything
 else, or a model whose check fails, runs the modules, and says why in a WARNING on this module's
 logger (once per model and decision). SPECVIZ_NO_SPEEDUPS=1 turns it off with the other speed-ups.

@@ -5,6 +5,8 @@ linear layer, norm and the LM head run once over all of them. Only attention mix
 is done per run: `RaggedCache` appends each run's new keys and values to that run's own cache,
 and the attention function registered below attends each run's queries to its own keys with its
 own mask (a draft tree's, `DraftTree.model_mask`). Nothing is padded and no cache is copied.
+Where the model has our fast forward (fastpath.py) the pass runs it, with the same bits as its
+modules and a third fewer tensor ops; under a class every op waits for the GIL, so that counts.
 
 It plugs into transformers through its extension points only: a cache object (`update` and
 `get_seq_length` are all a decoder layer asks of one) and a wrapper around the model's
@@ -21,6 +23,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from specviz.passes import fastpath
 from specviz.passes.kvcache import layer_kinds
 
 _ACTIVE = threading.local()  # .layout: the RaggedCache of this thread's pass, if one is running
@@ -45,6 +48,9 @@ class RaggedCache:
         for row in rows:
             self.bounds.append((start, start + len(row.tokens)))
             start += len(row.tokens)
+        # one split per tensor and layer, not a slice per row: under a class every tensor op waits
+        # for the GIL, so a pass's time follows its op count (docs/bench/2026-12-05.md)
+        self.sizes = [len(row.tokens) for row in rows]
         self.kinds = [kind for kind, _ in layer_kinds(config)]
         self.full: dict[int, list[tuple[torch.Tensor, torch.Tensor]]] = {}
 
@@ -53,8 +59,8 @@ class RaggedCache:
 
     def update(self, keys: torch.Tensor, values: torch.Tensor, layer_idx: int, *args, **kwargs):
         """Append each row's slice to its own cache; keep what each row attends to for attention."""
-        self.full[layer_idx] = [row.cache.update(keys[:, :, a:b], values[:, :, a:b], layer_idx)
-                                for row, (a, b) in zip(self.rows, self.bounds)]
+        self.full[layer_idx] = [row.cache.update(k, v, layer_idx) for row, k, v in
+                                zip(self.rows, keys.split(self.sizes, dim=2), values.split(self.sizes, dim=2))]
         return keys, values
 
     def attend(self, module, query: torch.Tensor, scaling) -> torch.Tensor:
@@ -62,10 +68,9 @@ class RaggedCache:
         layer = module.layer_idx
         gqa = getattr(module, "num_key_value_groups", 1) > 1
         outs = []
-        for row, (a, b), (k, v) in zip(self.rows, self.bounds, self.full.pop(layer)):
+        for row, q, (k, v) in zip(self.rows, query.split(self.sizes, dim=2), self.full.pop(layer)):
             mask = row.mask[self.kinds[layer]] if isinstance(row.mask, dict) else row.mask
-            outs.append(F.scaled_dot_product_attention(query[:, :, a:b], k, v, attn_mask=mask, scale=scaling,
-                                                       enable_gqa=gqa))
+            outs.append(F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scaling, enable_gqa=gqa))
         return torch.cat(outs, dim=2).transpose(1, 2).contiguous()
 
 
@@ -122,19 +127,30 @@ def forward(model: torch.nn.Module, rows: list[Row], hidden_from: torch.nn.Modul
     ids = torch.tensor([[t for row in rows for t in row.tokens]], device=device)
     positions = torch.cat([row.position_ids.to(device) for row in rows], dim=1)
     placeholder = torch.zeros(1, 1, ids.shape[1], 1, device=device)  # 4-D: transformers builds no mask
-    kept: list[torch.Tensor] = []
-    hook = keep_outputs(hidden_from, kept) if hidden_from is not None else None
     _ACTIVE.layout = layout
     try:
-        out = model(input_ids=ids, position_ids=positions, attention_mask=placeholder,
-                    past_key_values=layout, use_cache=True)
+        # our own forward where the model has one (the modules' bits with far fewer ops, fastpath.py)
+        fast = fastpath.forward(model, ids, layout, positions, placeholder)
+        if fast is None:
+            logits, states = _modules(model, ids, positions, placeholder, layout, hidden_from)
+        else:
+            logits, states = fast[0][0], fast[1][0]
     finally:
         _ACTIVE.layout = None
-        if hook is not None:
-            hook.remove()
     if layout.full:  # a layer updated the caches but did not attend through the wrapper
         raise RuntimeError("a ragged pass bypassed its attention: its results are not used")
-    logits = out.logits[0, :, :vocab] if vocab else out.logits[0]
-    rows_logits = [logits[a:b] for a, b in layout.bounds]
-    hidden = [kept[-1][a:b] for a, b in layout.bounds] if hidden_from is not None else None
-    return rows_logits, hidden
+    logits = logits[:, :vocab] if vocab else logits
+    hidden = list(states.split(layout.sizes)) if hidden_from is not None else None
+    return list(logits.split(layout.sizes)), hidden
+
+
+def _modules(model, ids, positions, mask, layout, hidden_from) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(logits (T, vocab), hidden (T, d) or None) of the pass through the model's own modules."""
+    kept: list[torch.Tensor] = []
+    hook = keep_outputs(hidden_from, kept) if hidden_from is not None else None
+    try:
+        out = model(input_ids=ids, position_ids=positions, attention_mask=mask, past_key_values=layout, use_cache=True)
+    finally:
+        if hook is not None:
+            hook.remove()
+    return out.logits[0], (kept[-1] if hidden_from is not None else None)
