@@ -61,6 +61,28 @@ def test_a_lazy_session_gives_gradio_the_same_config_as_its_own(demo):
     assert list(lazy.components) == list(eager.components)
 
 
+def test_a_page_blocks_config_is_rendered_once_and_each_visitor_gets_a_copy(demo, counted, monkeypatch):
+    """A page block's config is rendered for the first visitor that needs it and copied for the next
+    (none rendered again); a value one visitor's session sets reaches neither the next visitor nor
+    the page; a block that is not the page's own (an update's replacement) is rendered as itself."""
+    monkeypatch.setattr(sessions, "_PRISTINE", {})
+    textbox = next(k for k, b in demo.blocks.items() if type(b).__name__ == "Textbox")
+    page_value = demo.default_config.config_for_block(textbox, [], demo.blocks[textbox])["props"].get("value")
+    counted.clear()
+    first = state_holder.SessionState(demo)
+    first[textbox] = demo.blocks[textbox]
+    first._update_value_in_config(textbox, "the first visitor's prompt")
+    assert counted == [textbox]
+    second = state_holder.SessionState(demo)
+    second[textbox] = demo.blocks[textbox]
+    assert counted == [textbox]  # copied, not rendered again
+    assert second.config_values[textbox]["props"].get("value") == page_value != "the first visitor's prompt"
+    assert sessions._PRISTINE[textbox][1]["props"].get("value") == page_value
+    replaced = type(demo.blocks[textbox])(value="replaced", label="other")
+    assert second.blocks_config.config_for_block(textbox, [], replaced)["props"]["value"] == "replaced"
+    assert counted == [textbox, textbox]
+
+
 def test_another_gradio_shape_is_left_alone(monkeypatch, caplog):
     """Where Gradio's SessionState lacks what the lazy one relies on, nothing is patched and the
     log says why."""

@@ -8,7 +8,8 @@ that the decoding threads need: a hundred students' first Steps pay 1.6 s of it 
 
 `lazy_sessions()` makes those configs lazy: a session renders a block's config when Gradio first
 updates or reads it (as Gradio's own methods already do for a block they have not seen), and all
-of them only when a deep link asks for the whole page. Nothing else about a session changes. It
+of them only when a deep link asks for the whole page. A block of the page is rendered once per
+process and copied for each session that needs it. Nothing else about a session changes. It
 is installed once, by `build_demo`; where Gradio's `SessionState` is not the shape this expects
 (another version), it leaves Gradio as it is and logs why.
 
@@ -21,6 +22,7 @@ import importlib.util
 import logging
 import sys
 from types import SimpleNamespace
+from typing import Any, Callable
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +35,8 @@ def _lazy_class(base):
             # Gradio's own __init__ over a page with no blocks: the same fields, no configs rendered
             super().__init__(SimpleNamespace(default_config=blocks.default_config, blocks={}))
             self._page_ids = frozenset(blocks.blocks)
+            # a page block's config is rendered once per process, then copied (_shared_configs)
+            self.blocks_config.config_for_block = _shared_configs(blocks.blocks, self.blocks_config.config_for_block)
 
         def _fill(self) -> None:
             for key, block in self.blocks_config.blocks.items():
@@ -45,6 +49,28 @@ def _lazy_class(base):
             yield from base.components.fget(self)
 
     return LazySessionState
+
+
+# block id -> (the page's block, its config as Gradio renders it): each rendered once per process
+_PRISTINE: dict[int, tuple[Any, dict]] = {}
+
+
+def _shared_configs(page: dict, render: Callable) -> Callable:
+    """Gradio's `config_for_block` for one session, where a block of the page itself (not one an
+    update replaced in the session) is rendered once per process and copied: each visitor's first
+    event otherwise renders every input and output of its event again (some 35 for a Step, about
+    2 ms of Python holding the GIL). The copy has its own `props`, the one part a session
+    changes (`_update_value_in_config` sets its value)."""
+    def config_for_block(_id, rendered_ids, block, renderable=None):
+        if renderable is not None or rendered_ids or page.get(_id) is not block:
+            return render(_id, rendered_ids, block, renderable)
+        kept = _PRISTINE.get(_id)
+        if kept is None or kept[0] is not block:
+            kept = _PRISTINE[_id] = (block, render(_id, [], block))
+        config = kept[1]
+        return dict(config, props=dict(config["props"])) if "props" in config else dict(config)
+
+    return config_for_block
 
 
 def lazy_sessions() -> bool:
