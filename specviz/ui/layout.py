@@ -225,7 +225,8 @@ def build_demo(warm_up: bool = False) -> gr.Blocks:
         replay.wire_export(comps)
         lessons.wire_lessons(comps, inputs)
     # An explicit size on every hardware: left unset, Gradio on ZeroGPU holds one waiting event in all.
-    demo.queue(max_size=limits.queue_size)
+    # Queue positions sent every status_update_s, not on every event's start (limits.py)
+    demo.queue(max_size=limits.queue_size, status_update_rate=limits.status_update_s or "auto")
     return demo
 
 

@@ -30,6 +30,16 @@ def _int(name: str, default: int) -> int:
         raise ValueError(f"environment variable {name} must be a number, got {raw!r}") from None
 
 
+def _float(name: str, default: float) -> float:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise ValueError(f"environment variable {name} must be a number, got {raw!r}") from None
+
+
 def _list(name: str, default: tuple[str, ...]) -> tuple[str, ...]:
     """A comma-separated list; unset means `default`, set but empty means none."""
     raw = os.environ.get(name)
@@ -61,6 +71,10 @@ class Limits:
     # SPECVIZ_QUEUE_SIZE: events waiting at once, for every visitor together. A class of 30 pressing
     # Step and Run fits four times over; Gradio on ZeroGPU would otherwise hold one (blocks.queue()).
     queue_size: int = 128
+    # SPECVIZ_STATUS_UPDATE_S: how often a waiting visitor's queue position and estimate are sent
+    # (0: Gradio's "auto", to every waiting visitor each time any event starts, which for a hall of
+    # 100 is some 2,300 messages a round, all encoded on the server's one event-loop thread)
+    status_update_s: float = 1.0
     preload: tuple[str, ...] = ()  # SPECVIZ_PRELOAD: models loaded at start-up, in the main thread
     # SPECVIZ_WARM_UP=0: app.py does not make, at start-up, what the first Step needs (ui/warmup.py:
     # the model, its cost profile and batched pass costs, the head's price, the example prefills)
@@ -81,6 +95,7 @@ class Limits:
             cache_idle_s=_int("SPECVIZ_CACHE_IDLE_S", cls.cache_idle_s),
             concurrency=_int("SPECVIZ_CONCURRENCY", ZERO_GPU_CONCURRENCY if zero else cls.concurrency),
             queue_size=_int("SPECVIZ_QUEUE_SIZE", cls.queue_size),
+            status_update_s=_float("SPECVIZ_STATUS_UPDATE_S", cls.status_update_s),
             live_runs=_int("SPECVIZ_LIVE_RUNS", cls.live_runs),
             warm_up=os.environ.get("SPECVIZ_WARM_UP", "1").strip() != "0" and not zero,
             preload=_list("SPECVIZ_PRELOAD", ZERO_GPU_PRELOAD if zero else ()),
