@@ -163,3 +163,52 @@ def test_a_copied_cache_holds_the_same_positions_apart_and_grows_in_place():
     assert [layer._room[0].data_ptr() for layer in copy.layers] == rooms  # appended in place
     assert all(layer.keys.shape[-2] == 6 for layer in copy.layers)
     assert all(torch.equal(layer.keys[..., :5, :], b) for layer, b in zip(cache.layers, before))
+
+
+def test_a_copied_cache_is_cut_in_one_go_to_what_layer_by_layer_cuts_give():
+    """A cache copied together (every shared prefill's copy) is rolled back and cut to a tree's path
+    in a handful of tensor ops for all layers, and then holds exactly what the same cuts give layer
+    by layer on an equal cache; after a layer regrew out of the shared buffer, cuts go layer by layer
+    and still agree, and the cache lets the buffer go."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from specviz.passes.kvcache import copy_cache, keep_path, new_cache, rollback
+
+    class Ops(TorchDispatchMode):
+        n = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            Ops.n += 1
+            return func(*args, **(kwargs or {}))
+
+    target = tiny_random(vocab_size=32, layers=4, seed=5)
+    prefill = new_cache()
+    with torch.inference_mode():
+        target.model(input_ids=torch.tensor([[1, 5, 9, 2, 7]]), past_key_values=prefill, use_cache=True)
+        together, apart = copy_cache(prefill), copy_cache(prefill)
+        apart._whole = apart._whole_rooms = None  # the layer-by-layer way, as before
+
+        def grow(n):
+            for cache in (together, apart):
+                target.model(input_ids=torch.arange(n)[None] % 29 + 3, past_key_values=cache, use_cache=True)
+
+        def agree():
+            for a, b in zip(together.layers, apart.layers):
+                assert torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values)
+
+        grow(6)
+        ops = []
+        for cut in (lambda c: keep_path(c, 5, [6, 8, 9]), lambda c: rollback(c, 7)):
+            for cache in (together, apart):
+                Ops.n = 0
+                with Ops():
+                    cut(cache)
+                ops.append(Ops.n)
+            agree()
+        assert together._whole is not None
+        assert ops[0] <= 12 < ops[1] and ops[2] <= 6 < ops[3], ops
+        grow(300)  # past the spare room: every layer regrows into a buffer of its own
+        keep_path(together, 300, [302, 305])
+        keep_path(apart, 300, [302, 305])
+        agree()
+        assert together._whole is None

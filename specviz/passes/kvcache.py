@@ -82,6 +82,7 @@ class GrowingCache(DynamicCache):
     def __init__(self):
         super().__init__()
         self.layer_class_to_replicate = GrowingLayer
+        self._whole = self._whole_rooms = None  # every layer's one buffer, where _copy_together made one
 
 
 def new_cache() -> DynamicCache:
@@ -133,6 +134,10 @@ def rollback(cache: DynamicCache, keep: int | list[int]) -> None:
         keep = min(keep, n)  # still visit every layer: a recording sliding layer trims to its window
     elif keep == list(range(len(keep))):  # a prefix: slicing is cheaper than a gather
         keep = len(keep)
+    whole = _together(cache, n) if isinstance(keep, int) else None
+    if whole is not None:  # every layer in one cut
+        _views(cache, whole, keep)
+        return
     for layer in cache.layers:
         if getattr(layer, "keys", None) is not None and layer.keys.numel() > 0:
             _keep_in_layer(layer, n, keep)
@@ -154,6 +159,12 @@ def keep_path(cache: DynamicCache, n: int, path: list[int]) -> None:
     total = cache_len(cache)
     indices: dict = {}  # the path as a tensor, made once per device, not once per layer
     with torch.inference_mode():  # the pass made these tensors in inference mode: in-place is allowed here
+        whole = _together(cache, total)
+        if whole is not None:  # every layer's path moved by one gather and one copy
+            m = n + len(path)
+            whole[..., n:m, :] = whole.index_select(-2, torch.tensor(path, device=whole.device))
+            _views(cache, whole, m)
+            return
         for layer in cache.layers:
             if getattr(layer, "keys", None) is None or layer.keys.numel() == 0:
                 continue
@@ -168,6 +179,35 @@ def keep_path(cache: DynamicCache, n: int, path: list[int]) -> None:
             for t in (layer.keys, layer.values):
                 t[..., n:m, :] = t.index_select(-2, index)
             layer.keys, layer.values = layer.keys[..., :m, :], layer.values[..., :m, :]
+
+
+def _together(cache, total: int) -> torch.Tensor | None:
+    """The one buffer (layers, keys/values, batch, heads, room, head dim) that `_copy_together` put
+    every layer of `cache` in, while each layer still shows its first `total` positions from it;
+    else None. A layer that regrew has left it, and then the cache lets the buffer go (`_whole`)."""
+    whole = getattr(cache, "_whole", None)
+    if whole is None:
+        return None
+    rooms = cache._whole_rooms
+    if len(cache.layers) != len(rooms):
+        cache._whole = cache._whole_rooms = None
+        return None
+    for layer, room in zip(cache.layers, rooms):
+        if getattr(layer, "_room", None) is not room:
+            cache._whole = cache._whole_rooms = None
+            return None
+        for t, buf in zip((layer.keys, layer.values), room):
+            if t.shape[-2] != total or t.data_ptr() != buf.data_ptr() or t.stride() != buf.stride():
+                return None
+    return whole
+
+
+def _views(cache, whole: torch.Tensor, m: int) -> None:
+    """Every layer shows its first `m` positions of `whole`: five tensor operations for all of them
+    (a layer at a time it was two or more each, and under a class every operation waits for the GIL)."""
+    cut = whole[..., :m, :]
+    for layer, keys, values in zip(cache.layers, cut[:, 0].unbind(0), cut[:, 1].unbind(0)):
+        layer.keys, layer.values = keys, values
 
 
 def _keep_in_layer(layer, n: int, keep: int | list[int]) -> None:
@@ -264,6 +304,7 @@ def _copy_together(layers: list) -> DynamicCache:
         layer.dtype, layer.device, layer.is_initialized = room.dtype, room.device, True
         layer._room, layer.keys, layer.values = (rooms_k[i], rooms_v[i]), keys[i], values[i]
         out.layers.append(layer)
+    out._whole, out._whole_rooms = room, [layer._room for layer in out.layers]  # rollbacks cut all at once
     return out
 
 
