@@ -47,15 +47,16 @@ def test_param_count_from_config_needs_no_weights():
 
 def test_queue_positions_go_out_on_a_timer_unless_asked_for_on_every_start(monkeypatch):
     """By default the page's queue sends waiting visitors their position once a second, not each
-    time any event starts (Gradio's "auto"); SPECVIZ_STATUS_UPDATE_S=0 asks for "auto", and a
+    time any event starts (Gradio's "auto"); SPECVIZ_STATUS_UPDATE_S=0 (or less) asks for "auto", and a
     value that is not a number is refused with the variable's name."""
     from specviz.ui import layout, state
 
     demo = layout.build_demo()
     assert demo._queue.live_updates is False and demo._queue.update_intervals == 1.0
-    monkeypatch.setenv("SPECVIZ_STATUS_UPDATE_S", "0")
-    monkeypatch.setattr(state, "LIMITS", Limits.from_env())
-    assert layout.build_demo()._queue.live_updates is True
+    for auto in ("0", "-1"):
+        monkeypatch.setenv("SPECVIZ_STATUS_UPDATE_S", auto)
+        monkeypatch.setattr(state, "LIMITS", Limits.from_env())
+        assert layout.build_demo()._queue.live_updates is True
     monkeypatch.setenv("SPECVIZ_STATUS_UPDATE_S", "often")
     with pytest.raises(ValueError, match="SPECVIZ_STATUS_UPDATE_S"):
         Limits.from_env()

@@ -226,7 +226,8 @@ def build_demo(warm_up: bool = False) -> gr.Blocks:
         lessons.wire_lessons(comps, inputs)
     # An explicit size on every hardware: left unset, Gradio on ZeroGPU holds one waiting event in all.
     # Queue positions sent every status_update_s, not on every event's start (limits.py)
-    demo.queue(max_size=limits.queue_size, status_update_rate=limits.status_update_s or "auto")
+    rate = limits.status_update_s if limits.status_update_s > 0 else "auto"  # a negative wait would spin
+    demo.queue(max_size=limits.queue_size, status_update_rate=rate)
     return demo
 
 

@@ -72,7 +72,7 @@ class Limits:
     # Step and Run fits four times over; Gradio on ZeroGPU would otherwise hold one (blocks.queue()).
     queue_size: int = 128
     # SPECVIZ_STATUS_UPDATE_S: how often a waiting visitor's queue position and estimate are sent
-    # (0: Gradio's "auto", to every waiting visitor each time any event starts, which for a hall of
+    # (0 or less: Gradio's "auto", to every waiting visitor each time any event starts, which for a hall of
     # 100 is some 2,300 messages a round, all encoded on the server's one event-loop thread)
     status_update_s: float = 1.0
     preload: tuple[str, ...] = ()  # SPECVIZ_PRELOAD: models loaded at start-up, in the main thread
