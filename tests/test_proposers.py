@@ -243,3 +243,22 @@ def test_an_unknown_option_names_the_ones_the_method_takes(method):
     target, draft = pair()
     with pytest.raises(ValueError, match=rf"method '{method}' has no option bogus; it takes"):
         make_proposer(method, target, draft if method == "draft" else None, bogus=1)
+
+
+def test_runs_on_one_target_and_layers_share_one_layer_skip_shell():
+    """Layer-skip proposers built for the same target and layers share one shell (so one fast
+    forward and one round of batched draft steps, not one per run); other layers get their own;
+    after the target's LM head is replaced, the next proposer gets a new shell that uses it."""
+    from specviz.loading.loader import tiny_random
+    from specviz.proposers.layer_skip import LayerSkipProposer
+
+    target = tiny_random(family="llama", layers=4, seed=7)
+    first, second = (LayerSkipProposer.build(target, layers=[0, 1, 3]) for _ in range(2))
+    other = LayerSkipProposer.build(target, layers=[0, 3])
+    assert first.model is second.model
+    assert other.model is not first.model
+    config = target.model.config
+    target.model.set_output_embeddings(torch.nn.Linear(config.hidden_size, config.vocab_size, bias=False))
+    renewed = LayerSkipProposer.build(target, layers=[0, 1, 3])
+    assert renewed.model is not first.model
+    assert renewed.model.get_output_embeddings() is target.model.get_output_embeddings()

@@ -53,7 +53,7 @@ def test_a_ragged_pass_gives_each_run_its_own_pass(family, kw):
             assert torch.allclose(a.keys, b.keys, atol=1e-5) and torch.allclose(a.values, b.values, atol=1e-5)
 
 
-@pytest.mark.parametrize("method", ["pld", "logitspec", "draft", "hybrid", "ar"])
+@pytest.mark.parametrize("method", ["pld", "logitspec", "draft", "layerskip", "hybrid", "ar"])
 def test_greedy_runs_decoded_together_give_their_solo_tokens(method):
     """Six greedy runs on different prompts, decoded at once through one BatchedTarget that waits
     for all of them, give each run's solo tokens; most of their passes were shared."""
@@ -61,6 +61,8 @@ def test_greedy_runs_decoded_together_give_their_solo_tokens(method):
     draft = specviz.loading.loader.derive_draft(target, noise=0.3, seed=4) if method == "draft" else None
     prompts = [(p * 3)[: 5 + i] for i, p in enumerate(PROMPTS * 2)]
     kw = dict(method=method, k=4, max_new_tokens=24, chat=False, plan=False)  # every offered node is sent
+    if method == "layerskip":  # its runs share one shell, so their draft steps share passes too
+        kw["layers"] = [0]
     solo = [specviz.generate(target, p, draft=draft, **kw).token_ids for p in prompts]
     shared = BatchedTarget(target, gather=len(prompts), gather_s=2.0)
     runs = run_together(lambda i: Decoder(target, prompts[i], draft=draft, verifier=shared, **kw), len(prompts), shared)
@@ -224,3 +226,27 @@ def test_a_ragged_pass_runs_our_fast_forward_with_the_modules_bits(monkeypatch):
     for a, b in zip(fast_rows, module_rows):
         for x, y in zip(a.cache.layers, b.cache.layers):
             assert torch.equal(x.keys, y.keys) and torch.equal(x.values, y.values)
+
+
+def test_a_layer_skip_shells_ragged_pass_gives_each_run_its_own_pass():
+    """On a model with sliding and full layers, a layer-skip shell keeping layers 0, 2 and 3 (so its
+    config lists three layer kinds while its layers keep their first indices) gives each run in a
+    ragged pass the logits of its own pass, to float rounding."""
+    from specviz.proposers.layer_skip import self_draft
+
+    target = tiny_random(family="gemma3", window=4, layers=4, seed=8)
+    shell = self_draft(target.model, [0, 2, 3])
+    assert ragged.supports(shell)
+    want, rows = [], []
+    for prompt in PROMPTS:
+        mine, theirs = new_cache(), new_cache()
+        with torch.inference_mode():
+            shell(input_ids=torch.tensor([prompt[:-1]]), past_key_values=mine, use_cache=True)
+            shell(input_ids=torch.tensor([prompt[:-1]]), past_key_values=theirs, use_cache=True)
+            want.append(shell(input_ids=torch.tensor([prompt[-1:]]), past_key_values=mine, use_cache=True).logits[0])
+        chain = DraftTree.chain([])
+        rows.append(ragged.Row(theirs, prompt[-1:], chain.position_ids(cache_len(theirs)),
+                               chain.model_mask(theirs, shell.config, target.dtype)))
+    got, _ = ragged.forward(shell, rows)
+    for g, w in zip(got, want):
+        assert torch.allclose(g, w, atol=1e-5), (g - w).abs().max()

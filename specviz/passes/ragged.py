@@ -68,8 +68,11 @@ class RaggedCache:
         layer = module.layer_idx
         gqa = getattr(module, "num_key_value_groups", 1) > 1
         outs = []
+        # the module's own kind where it says (a layer-skip shell's layers keep their first index,
+        # while its config lists the kept layers only), else the config's for this index
+        kind = getattr(module, "layer_type", None) or self.kinds[layer]
         for row, q, (k, v) in zip(self.rows, query.split(self.sizes, dim=2), self.full.pop(layer)):
-            mask = row.mask[self.kinds[layer]] if isinstance(row.mask, dict) else row.mask
+            mask = row.mask[kind] if isinstance(row.mask, dict) else row.mask
             outs.append(F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scaling, enable_gqa=gqa))
         return torch.cat(outs, dim=2).transpose(1, 2).contiguous()
 
