@@ -44,12 +44,8 @@ class RaggedCache:
 
     def __init__(self, rows: list[Row], config):
         self.rows = rows
-        self.bounds, start = [], 0
-        for row in rows:
-            self.bounds.append((start, start + len(row.tokens)))
-            start += len(row.tokens)
-        # one split per tensor and layer, not a slice per row: under a class every tensor op waits
-        # for the GIL, so a pass's time follows its op count (docs/bench/2026-12-05.md)
+        # each row's token count: one split per tensor and layer, not a slice per row (under a class
+        # every tensor op waits for the GIL, so a pass's time follows its op count: docs/bench/2026-12-05.md)
         self.sizes = [len(row.tokens) for row in rows]
         self.kinds = [kind for kind, _ in layer_kinds(config)]
         self.full: dict[int, list[tuple[torch.Tensor, torch.Tensor]]] = {}
