@@ -104,6 +104,24 @@ def test_key_separates_dtypes_and_speedups(tiny):
     assert costs.cache_key(tiny, 200) != key
 
 
+def test_the_key_reads_the_fast_forward_in_force_without_walking_the_weights(tiny, monkeypatch):
+    """Every Step prices its run, so the cost key is read every Step. Once the fast forward was
+    decided, the key says so without re-checking each weight's identity (FastForward.current, a walk
+    of every parameter that costs milliseconds a Step under a class); a model without it says so too."""
+    from specviz.passes import fastpath
+
+    specviz.passes.speedups.apply(tiny.model)
+    fastpath._BUILT.pop(tiny.model, None)
+    assert fastpath.of(tiny.model) is not None  # decided: built and checked
+    walks = []
+    real = fastpath.FastForward.current
+    monkeypatch.setattr(fastpath.FastForward, "current", lambda self: walks.append(1) or real(self))
+    keys = {costs.cache_key(tiny, 200) for _ in range(3)}
+    assert walks == [] and len(keys) == 1 and "fast-forward" in keys.pop()
+    specviz.passes.speedups.remove(tiny.model)  # a changed stamp: decided again, and said
+    assert "fast-forward" not in costs.cache_key(tiny, 200)
+
+
 def test_a_noisy_pass_is_timed_again(tiny):
     """A pass inflated by other work (slower than a larger pass) is timed again and its fastest time
     kept; so is the one-token pass, which every ratio divides by."""

@@ -69,6 +69,17 @@ def of(model: torch.nn.Module) -> "FastForward | None":
     return kept[0]
 
 
+def in_force(model: torch.nn.Module) -> bool:
+    """Whether `model`'s passes run our fast forward: the decision in force, read without `of`'s
+    check of every weight's identity (the next pass makes it, and decides again after an edited
+    weight). For what is asked every Step, not before a pass:
+    pricing a run (pricing/costs.py), where that check cost milliseconds a Step under a class."""
+    kept = _BUILT.get(model)
+    if kept is not None and kept[1] == _stamp(model):
+        return kept[0] is not None
+    return of(model) is not None
+
+
 def _decided(kept: tuple | None, model: torch.nn.Module) -> bool:
     """Whether `kept` (what _BUILT holds for `model`) still answers for the model as it is now."""
     return kept is not None and kept[1] == _stamp(model) and (kept[0] is None or kept[0].current())

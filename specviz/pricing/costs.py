@@ -68,7 +68,7 @@ _LOCK = threading.Lock()
 def cache_key(model: LoadedModel, prefix_len: int) -> str:
     dtype = str(model.dtype).removeprefix("torch.")
     # our fast forward changes what a pass costs (fastpath.py), so profiles timed without it do not apply
-    fast = ["fast-forward"] if fastpath.of(model.model) is not None else []
+    fast = ["fast-forward"] if fastpath.in_force(model.model) else []
     tuned = "+".join(speedups.applied(model.model) + fast) or "stock"
     return (f"{model.name}|{model.device}|{dtype}|{tuned}|torch {torch.__version__}|"
             f"{hardware(model.device)}|prefix {prefix_len}")
