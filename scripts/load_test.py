@@ -6,13 +6,16 @@
 
 Each session is its own Gradio session (its own run), and all of them start each round of Steps
 at the same moment. Prints the errors, p50/p95/max seconds per Step, Steps per second over the
-whole test, and, with --pid (the app's process id; found by port when left out and psutil can),
+whole test, the tokens the Steps committed per second (read from each session's metrics panel: a
+Step is one cycle, and how many tokens a cycle commits depends on what the planner sent, which
+changes with the load, so Steps per second alone is not the hall's throughput), and, with --pid (the app's process id; found by port when left out and psutil can),
 the app's resident memory right afterwards and 10 s later (freed memory given back). Settings are the
 page's defaults unless given.
 """
 from __future__ import annotations
 
 import argparse
+import re
 import ssl
 import sys
 import threading
@@ -30,6 +33,17 @@ def percentile(xs: list[float], q: float) -> float:
         return float("nan")
     xs = sorted(xs)
     return xs[min(len(xs) - 1, max(0, round(q / 100 * len(xs) + 0.5) - 1))]
+
+
+# the metrics panel's row (specviz/viz/metrics.py): "new tokens", then the speculative run's count
+_NEW_TOKENS = re.compile(r">new tokens</td><td[^>]*>(\d+)<")
+
+
+def new_tokens(outputs) -> int | None:
+    """The new tokens of the run(s) a Step's outputs show: the speculative count of every metrics
+    panel among them (Side by side has one per column), summed; None when no panel shows one."""
+    counts = [int(m.group(1)) for x in outputs if isinstance(x, str) for m in _NEW_TOKENS.finditer(x)]
+    return sum(counts) if counts else None
 
 
 def app_pid(url: str) -> int | None:
@@ -74,16 +88,20 @@ def run(url: str, sessions: int, steps: int, inputs: dict, api_name: str = "/ste
     clients = [Client(url, verbose=False, ssl_verify=context) for _ in range(sessions)]
     latencies: list[float] = []
     errors: list[str] = []
+    shown = [0] * sessions  # each session's new tokens after its latest Step
+    tokens = [0]  # committed by the test's Steps, all sessions together
     lock = threading.Lock()
     start, cpu = time.perf_counter(), time.process_time()
     for _ in range(steps):
         barrier = threading.Barrier(sessions)
 
-        def press(client) -> None:
+        def press(i: int, client) -> None:
             barrier.wait()
             t0 = time.perf_counter()
+            count = None
             try:
                 out = client.predict(api_name=api_name, **inputs)
+                count = new_tokens(out)
                 # any status box in error (Side by side has one per column, and its lossless line)
                 errs = [str(x) for x in out if isinstance(x, str) and "sv-status-error" in x]
                 failed, status = bool(errs), (errs[0] if errs else str(out[0]))
@@ -91,16 +109,19 @@ def run(url: str, sessions: int, steps: int, inputs: dict, api_name: str = "/ste
                 failed, status = True, f"{type(e).__name__}: {e}"
             with lock:
                 latencies.append(time.perf_counter() - t0)
+                if count is not None:
+                    tokens[0] += max(count - shown[i], 0)
+                    shown[i] = count
                 if failed:
                     errors.append(status[:200])
-        threads = [threading.Thread(target=press, args=(c,)) for c in clients]
+        threads = [threading.Thread(target=press, args=(i, c)) for i, c in enumerate(clients)]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
     wall = time.perf_counter() - start
     return {"steps": len(latencies), "errors": errors, "wall_s": wall, "latencies": latencies,
-            "client_cpu_s": time.process_time() - cpu}
+            "tokens": tokens[0], "client_cpu_s": time.process_time() - cpu}
 
 
 SETTLE_S = 10  # the app gives freed memory back every few seconds (specviz/ui/memory.py)
@@ -110,7 +131,8 @@ def report(result: dict, rss: float | None, settled: float | None = None) -> str
     lat = result["latencies"]
     lines = [f"Steps: {result['steps']}, errors: {len(result['errors'])}",
              f"per Step: p50 {percentile(lat, 50):.2f} s, p95 {percentile(lat, 95):.2f} s, max {max(lat):.2f} s",
-             f"wall {result['wall_s']:.1f} s, {result['steps'] / result['wall_s']:.2f} Steps/s",
+             f"wall {result['wall_s']:.1f} s, {result['steps'] / result['wall_s']:.2f} Steps/s, "
+             f"{result.get('tokens', 0)} tokens committed, {result.get('tokens', 0) / result['wall_s']:.1f} tokens/s",
              # on the app's own machine the clients take CPU from it: say how much
              f"this script's own CPU meanwhile: {result.get('client_cpu_s', float('nan')):.1f} s"]
     if rss is not None:

@@ -40,6 +40,19 @@ def test_six_sessions_step_together_without_errors_and_share_passes(app_url, bun
     result = load_test.run(app_url, sessions=6, steps=2, inputs={"prompt": load_test.DEFAULT_PROMPT})
     assert result["steps"] == 12 and result["errors"] == []
     assert shared.shared_passes > before and shared.most_shared > 1
+    # every Step commits at least one token (a cycle's bonus or replacement), and the first also the prefill's
+    assert result["tokens"] >= 12 + 6
+
+
+def test_the_load_test_reads_a_steps_tokens_from_the_metrics_panel():
+    """load_test.new_tokens reads the speculative run's new-token count from the page's metrics
+    panel (not the AR baseline's beside it), sums the panels of a Side by side press, and says None
+    when the outputs show no panel."""
+    load_test = _load_test()
+    spec, ar = dict(new_tokens=7, tokens_per_s=3.0), dict(new_tokens=19, tokens_per_s=2.0)
+    assert load_test.new_tokens(["<p>status</p>", metrics_html(spec, ar), None]) == 7
+    assert load_test.new_tokens([metrics_html(spec, None), metrics_html(dict(spec, new_tokens=12), ar)]) == 19
+    assert load_test.new_tokens(["<p>status</p>", 3]) is None
 
 
 def test_a_span_knows_the_most_others_that_ran_beside_it():
