@@ -8,9 +8,10 @@ Each session is its own Gradio session (its own run), and all of them start each
 at the same moment. Prints the errors, p50/p95/max seconds per Step, Steps per second over the
 whole test, the tokens the Steps committed per second (read from each session's metrics panel: a
 Step is one cycle, and how many tokens a cycle commits depends on what the planner sent, which
-changes with the load, so Steps per second alone is not the hall's throughput), and, with --pid (the app's process id; found by port when left out and psutil can),
-the app's resident memory right afterwards and 10 s later (freed memory given back). Settings are the
-page's defaults unless given.
+changes with the load, so Steps per second alone is not the hall's throughput), and, with --pid
+(the app's process id; found by port when left out and psutil can), the app's resident memory
+right afterwards and 10 s later (freed memory given back). Settings are the page's defaults
+unless given.
 """
 from __future__ import annotations
 
