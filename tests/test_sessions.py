@@ -148,3 +148,22 @@ def test_a_plots_config_no_longer_searches_for_bokeh(monkeypatch, searches):
     searches.clear()
     gr.Plot().get_config()
     assert "bokeh" not in searches
+
+
+def test_a_lecture_hall_keeps_every_students_run(monkeypatch):
+    """The page's session stores hold a hall of 100 visitors (Decode, and Side by side's two
+    columns each): a hundred sessions pressing in turn, round after round, each find the run they
+    left, not a new one (a pushed-out session starts its run again at its next Step). SPECVIZ_SESSIONS
+    sets the number."""
+    from specviz.ui.limits import Limits
+    from specviz.ui.pair_tab import PAIR_SESSIONS
+    from specviz.ui.state import SESSIONS, SessionStore
+
+    for store, per_visitor in ((SessionStore(capacity=SESSIONS.capacity), 1),
+                               (SessionStore(capacity=PAIR_SESSIONS.capacity), 2)):
+        keys = [f"student-{i}-{c}" for i in range(100) for c in range(per_visitor)]
+        first = [store.get(k) for k in keys]
+        again = [store.get(k) for k in keys]  # the next round, in the same order
+        assert all(a is b for a, b in zip(first, again))
+    monkeypatch.setenv("SPECVIZ_SESSIONS", "300")
+    assert Limits.from_env().sessions == 300

@@ -68,6 +68,10 @@ class Limits:
     # the passes themselves still run one at a time. Timings taken meanwhile say they were under load.
     concurrency: int = 32
     live_runs: int = 110  # SPECVIZ_LIVE_RUNS: runs whose KV caches stay in memory (a lecture hall of 100, and some)
+    # SPECVIZ_SESSIONS: visitors whose runs are kept (a lecture hall of 100, and tabs opened again);
+    # one pushed out by newer ones starts its run again at its next Step. Run states only: their KV
+    # caches are live_runs'. Side by side keeps two a visitor (ui/pair_tab.py).
+    sessions: int = 160
     # SPECVIZ_QUEUE_SIZE: events waiting at once, for every visitor together. A class of 30 pressing
     # Step and Run fits four times over; Gradio on ZeroGPU would otherwise hold one (blocks.queue()).
     queue_size: int = 128
@@ -97,6 +101,7 @@ class Limits:
             queue_size=_int("SPECVIZ_QUEUE_SIZE", cls.queue_size),
             status_update_s=_float("SPECVIZ_STATUS_UPDATE_S", cls.status_update_s),
             live_runs=_int("SPECVIZ_LIVE_RUNS", cls.live_runs),
+            sessions=_int("SPECVIZ_SESSIONS", cls.sessions),
             warm_up=os.environ.get("SPECVIZ_WARM_UP", "1").strip() != "0" and not zero,
             preload=_list("SPECVIZ_PRELOAD", ZERO_GPU_PRELOAD if zero else ()),
         )

@@ -33,7 +33,7 @@ LIMITS = Limits.from_env()
 LIVE.idle_s, LIVE.capacity = LIMITS.cache_idle_s, LIMITS.live_runs
 MODEL_CAPACITY = 3  # models kept in memory; a 7B target plus its draft already fill a small GPU
 AR_CAPACITY = 64  # cached baselines; each is a few hundred kB of trace
-SESSION_CAPACITY = 64  # sessions' run states (no KV caches: those are runstate.LIVE's); closed tabs go on unload
+SESSION_CAPACITY = LIMITS.sessions  # sessions' run states (KV caches are runstate.LIVE's); closed tabs go on unload
 
 
 def price_head(target: models.LoadedModel) -> None:
