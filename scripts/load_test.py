@@ -47,6 +47,12 @@ def new_tokens(outputs) -> int | None:
     return sum(counts) if counts else None
 
 
+def committed(before: int, now: int) -> int:
+    """Tokens a Step committed, from its session's new tokens before and after it: fewer after than
+    before means the session's run started again (a new run's tokens are all new)."""
+    return now - before if now >= before else now
+
+
 def app_pid(url: str) -> int | None:
     """The process listening on the URL's port, if psutil can see it."""
     try:
@@ -111,7 +117,7 @@ def run(url: str, sessions: int, steps: int, inputs: dict, api_name: str = "/ste
             with lock:
                 latencies.append(time.perf_counter() - t0)
                 if count is not None:
-                    tokens[0] += max(count - shown[i], 0)
+                    tokens[0] += committed(shown[i], count)
                     shown[i] = count
                 if failed:
                     errors.append(status[:200])

@@ -55,6 +55,14 @@ def test_the_load_test_reads_a_steps_tokens_from_the_metrics_panel():
     assert load_test.new_tokens(["<p>status</p>", 3]) is None
 
 
+def test_a_run_that_started_again_counts_all_its_tokens():
+    """load_test.committed: a Step adds the growth of its session's new tokens; when the count fell,
+    the session's run started again, and every token of the new run was committed by this Step."""
+    load_test = _load_test()
+    assert load_test.committed(0, 2) == 2 and load_test.committed(5, 7) == 2
+    assert load_test.committed(5, 2) == 2 and load_test.committed(4, 4) == 0
+
+
 def test_a_span_knows_the_most_others_that_ran_beside_it():
     """Activity: a span opened alone and closed alone saw 0 others; spans that overlap each count
     the most others open at any moment of their own life, including ones opened after them."""
