@@ -96,7 +96,7 @@ def run(url: str, sessions: int, steps: int, inputs: dict, api_name: str = "/ste
     latencies: list[float] = []
     errors: list[str] = []
     shown = [0] * sessions  # each session's new tokens after its latest Step
-    tokens = [0]  # committed by the test's Steps, all sessions together
+    tokens = [0, False]  # committed by the test's Steps, all sessions together; any count seen
     lock = threading.Lock()
     start, cpu = time.perf_counter(), time.process_time()
     for _ in range(steps):
@@ -118,7 +118,7 @@ def run(url: str, sessions: int, steps: int, inputs: dict, api_name: str = "/ste
                 latencies.append(time.perf_counter() - t0)
                 if count is not None:
                     tokens[0] += committed(shown[i], count)
-                    shown[i] = count
+                    shown[i], tokens[1] = count, True
                 if failed:
                     errors.append(status[:200])
         threads = [threading.Thread(target=press, args=(i, c)) for i, c in enumerate(clients)]
@@ -128,18 +128,24 @@ def run(url: str, sessions: int, steps: int, inputs: dict, api_name: str = "/ste
             t.join()
     wall = time.perf_counter() - start
     return {"steps": len(latencies), "errors": errors, "wall_s": wall, "latencies": latencies,
-            "tokens": tokens[0], "client_cpu_s": time.process_time() - cpu}
+            "tokens": tokens[0] if tokens[1] else None, "client_cpu_s": time.process_time() - cpu}
 
 
 SETTLE_S = 10  # the app gives freed memory back every few seconds (specviz/ui/memory.py)
+
+
+def _tokens(result: dict) -> str:
+    tokens = result.get("tokens")
+    if tokens is None:  # Side by side's columns show no "new tokens" row
+        return "tokens committed: not shown in this view's outputs"
+    return f"{tokens} tokens committed, {tokens / result['wall_s']:.1f} tokens/s"
 
 
 def report(result: dict, rss: float | None, settled: float | None = None) -> str:
     lat = result["latencies"]
     lines = [f"Steps: {result['steps']}, errors: {len(result['errors'])}",
              f"per Step: p50 {percentile(lat, 50):.2f} s, p95 {percentile(lat, 95):.2f} s, max {max(lat):.2f} s",
-             f"wall {result['wall_s']:.1f} s, {result['steps'] / result['wall_s']:.2f} Steps/s, "
-             f"{result.get('tokens', 0)} tokens committed, {result.get('tokens', 0) / result['wall_s']:.1f} tokens/s",
+             f"wall {result['wall_s']:.1f} s, {result['steps'] / result['wall_s']:.2f} Steps/s, " + _tokens(result),
              # on the app's own machine the clients take CPU from it: say how much
              f"this script's own CPU meanwhile: {result.get('client_cpu_s', float('nan')):.1f} s"]
     if rss is not None:

@@ -57,10 +57,14 @@ def test_the_load_test_reads_a_steps_tokens_from_the_metrics_panel():
 
 def test_a_run_that_started_again_counts_all_its_tokens():
     """load_test.committed: a Step adds the growth of its session's new tokens; when the count fell,
-    the session's run started again, and every token of the new run was committed by this Step."""
+    the session's run started again, and every token of the new run was committed by this Step.
+    The report gives tokens/s, and says so when the view's outputs showed no count, never "0"."""
     load_test = _load_test()
     assert load_test.committed(0, 2) == 2 and load_test.committed(5, 7) == 2
     assert load_test.committed(5, 2) == 2 and load_test.committed(4, 4) == 0
+    steps = dict(steps=4, errors=[], wall_s=2.0, latencies=[1.0] * 4)
+    assert "8 tokens committed, 4.0 tokens/s" in load_test.report(dict(steps, tokens=8), None)
+    assert "not shown" in load_test.report(dict(steps, tokens=None), None)  # a view without the panel
 
 
 def test_a_span_knows_the_most_others_that_ran_beside_it():
