@@ -56,9 +56,17 @@ def test_tree_tokens_follow_per_depth_acceptance():
     assert theory.expected_tokens(0.6, 7) == pytest.approx(chain)
 
 
-def _cycle(index: int, depths: list[int], draft_s: float = 0.0, verify_s: float = 0.0) -> CycleTrace:
+def _cycle(index: int, depths: list[int], draft_s: float = 0.0, verify_s: float = 0.0, committed: int = 1,
+           other_s: float = 0.0) -> CycleTrace:
     nodes = [NodeTrace(index=i, token=0, text="", parent=-1, depth=d) for i, d in enumerate(depths)]
-    return CycleTrace(index=index, k=max(depths, default=1), nodes=nodes, draft_s=draft_s, verify_s=verify_s)
+    return CycleTrace(index=index, k=max(depths, default=1), nodes=nodes, draft_s=draft_s, verify_s=verify_s,
+                      other_s=other_s, committed=[0] * committed)
+
+
+def model_form(acceptance, k, c, v, o, o_ar):
+    """The model of speed at a fixed K, written out by hand: (1 + Σ_{d≤K} Π α_i)(1 + o_AR) / (K·c + v + o)."""
+    tokens = 1 + sum(math.prod(acceptance[:d]) for d in range(1, min(k, len(acceptance)) + 1))
+    return tokens * (1 + o_ar) / (k * c + v + o)
 
 
 def test_draft_cost_is_seconds_per_draft_step_over_a_target_step():
@@ -91,27 +99,29 @@ def test_chain_run_is_analysed_at_its_own_alpha_and_costs():
     assert a.kind == "chain" and a.k == 3 and a.c == theory.draft_cost(run, ar)
     assert a.alpha == run.metrics["acceptance_rate"] and a.measured > 0
     assert [k for k, _ in a.curve] == list(theory.K_RANGE) and a.best in a.curve
-    def drafts(k):  # a pass of K drafts holds K + 1 tokens
-        return prof(k + 1)
-
-    assert a.predicted == pytest.approx(closed_form(a.alpha, 3, a.c, drafts))
+    x = theory.inputs_of(run, ar)
+    assert not a.planned and a.predicted == pytest.approx(
+        model_form(a.acceptance, 3, a.c, prof(4), x.overhead, x.ar_overhead))  # a pass of K drafts: K + 1 tokens
 
 
 def test_analysis_reads_v_of_k_plus_one_from_the_cost_profile():
-    """S(K) takes a verify pass of K drafts at n = K + 1 tokens of the cost profile: with v set by hand
-    (1 at n = 1, 2 at n = 5, 5 at n = 17), v_k at K = 4 is v(5) = 2 and every point of the curve is
-    the closed form with v_K = v(K + 1); a profile shifted by one token would give other values."""
-    ar = RunTrace("ar", cycles=[_cycle(i, [], verify_s=0.05) for i in range(4)])
-    run = RunTrace("draft", cycles=[_cycle(0, [1, 2, 3, 4], 0.02, 0.1), _cycle(1, [1, 2, 3, 4], 0.02, 0.1)],
-                   settings={"k": 4}, metrics={"acceptance_rate": 0.5, "tokens_per_s": 10.0})
+    """The model takes a verify pass of K drafts at n = K + 1 tokens of the cost profile: with v set by
+    hand (1 at n = 1, 2 at n = 5, 5 at n = 17), v_k at K = 4 is v(5) = 2 and every point of the curve
+    is the model written out by hand with v(K + 1) and the overheads set by hand (o = 0.2 per cycle,
+    o_AR = 0.1 per token); a profile shifted by one token would give other values."""
+    ar = RunTrace("ar", cycles=[_cycle(i, [], verify_s=0.05, other_s=0.005) for i in range(4)])
+    run = RunTrace("draft", cycles=[_cycle(0, [1, 2, 3, 4], 0.02, 0.1, 3, 0.01),
+                                    _cycle(1, [1, 2, 3, 4], 0.02, 0.1, 2, 0.01)],
+                   settings={"k": 4}, metrics={"acceptance_rate": 0.5, "acceptance_by_position": [0.5] * 4})
     prof = profile({1: 1.0, 5: 2.0, 17: 5.0})
     a = theory.analyse(run, ar, prof)
     assert a.kind == "chain" and a.v_k == pytest.approx(2.0) and a.c == pytest.approx(0.1)
-    assert a.predicted == pytest.approx(closed_form(0.5, 4, 0.1, lambda k: 2.0))
+    assert a.predicted == pytest.approx(model_form([0.5] * 4, 4, 0.1, 2.0, 0.2, 0.1))
     def by_hand(k):  # v(K + 1) on the two straight segments of that profile
         return 1 + k / 4 if k + 1 <= 5 else 2 + 3 * (k + 1 - 5) / 12
 
-    assert a.curve == [(k, pytest.approx(closed_form(0.5, k, 0.1, by_hand))) for k in theory.K_RANGE]
+    assert a.curve == [(k, pytest.approx(model_form([0.5] * 4, k, 0.1, by_hand(k), 0.2, 0.1)))
+                       for k in theory.K_RANGE]
 
 
 def test_tree_analysis_uses_per_depth_acceptance():

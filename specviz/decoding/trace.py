@@ -11,6 +11,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from specviz.decoding import speed
+
 # Status of a draft node after verification.
 ACCEPTED, REJECTED, NOT_REACHED = "accepted", "rejected", "not_reached"
 # Origin of a committed token.
@@ -179,20 +181,11 @@ def summarize(cycles: list[CycleTrace], new_tokens: int, decode_s: float, prefil
     empty (rebuild_s). tokens_per_s is the tokens those cycles committed per decode second,
     so the first token, which the prefill chose, is not counted in it.
 
-    mean_accepted_tokens is tokens committed per verify cycle (accepted drafts plus the
-    one the target adds); acceptance_rate α is accepted / (accepted + rejections), the
-    per-position acceptance probability of Leviathan et al.
+    α, τ (mean_accepted_tokens), the by-depth curves and what was sent are defined once, in
+    decoding/speed.py, and counted there.
     """
     spec = [c for c in cycles if c.nodes]
     accepted = sum(c.n_accepted for c in spec)
-    rejections = sum(1 for c in spec if c.rejected is not None)
-    reached = accepted + rejections
-    by_pos: dict[int, list[int]] = {}
-    for c in spec:
-        for d in range(1, c.n_accepted + 1):
-            by_pos.setdefault(d, [0, 0])[0] += 1
-        for d in range(1, c.n_accepted + 1 + (c.rejected is not None)):
-            by_pos.setdefault(d, [0, 0])[1] += 1
     hits = [c.retrieval_hit for c in cycles if c.retrieval_hit is not None]
     committed = sum(len(c.committed) for c in cycles)
     served = [c.served for c in cycles if c.served]
@@ -204,9 +197,7 @@ def summarize(cycles: list[CycleTrace], new_tokens: int, decode_s: float, prefil
         "rebuilds": rebuilds,
         "tokens_per_s": committed / decode_s if decode_s > 0 else 0.0,
         "cycles": len(cycles),
-        "mean_accepted_tokens": committed / len(cycles) if cycles else 0.0,
-        "acceptance_rate": accepted / reached if reached else 0.0,
-        "acceptance_by_position": [by_pos[d][0] / by_pos[d][1] for d in sorted(by_pos)],
+        **speed.counts(cycles),  # acceptance_rate α, mean_accepted_tokens τ, by depth, sent
         "drafted_tokens": sum(c.drafted for c in cycles),
         "accepted_tokens": accepted,
         "retrieval_success": sum(hits) / len(hits) if hits else None,

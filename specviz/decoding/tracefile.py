@@ -99,9 +99,10 @@ RATE = Num(0.0, 1.0 + 1e-6, null=True)
 METRICS = Obj({**{key: (COUNT, False) for key in (
     "new_tokens", "prefill_s", "decode_s", "rebuild_s", "rebuilds", "tokens_per_s", "cycles", "mean_accepted_tokens",
     "drafted_tokens", "accepted_tokens", "draft_s", "verify_s", "other_s", "cycles_concurrent", "most_concurrent",
-    "shared_passes", "most_shared", "served_requests", "served_prompt_tokens", "served_cached_tokens")},
-    "acceptance_rate": (RATE, False), "retrieval_success": (RATE, False),
-    "acceptance_by_position": (ListOf(RATE, MAX_K), False),
+    "shared_passes", "most_shared", "served_requests", "served_prompt_tokens", "served_cached_tokens",
+    "sent_per_cycle")},
+    "acceptance_rate": (RATE, False), "retrieval_success": (RATE, False), "cycles_sent_share": (RATE, False),
+    "acceptance_by_position": (ListOf(RATE, MAX_K), False), "reach_by_position": (ListOf(RATE, MAX_K), False),
     "served_by": (Text(200, null=True), False), "served_top_k": (Int(0, MAX_TOKEN_ID, null=True), False)},
     extra=64)
 SETTINGS = Obj({"target": (Text(200, null=True), False), "draft": (Text(200, null=True), False),

@@ -16,9 +16,11 @@ here times a model. No UI libraries here.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Callable
 
+from specviz.decoding import speed
 from specviz.decoding.trace import RunTrace
 
 K_RANGE = range(1, 17)  # the K axis of the curve: past 16 a small model's verify pass only grows
@@ -112,64 +114,169 @@ def nodes_up_to(run: RunTrace, depth: int) -> float:
     return sum(counts) / len(counts)
 
 
+# -- from the paper to the measurement ----------------------------------------------------------------
+MODEL_DRAFTS = ("draft", "head", "layerskip")  # drafting costs a call per depth: K·c; others cost D whatever K
+
+
+@dataclass
+class Bar:
+    """One step of the waterfall: what it replaced, S after it, and one sentence saying by how much."""
+    name: str
+    value: float
+    sentence: str
+
+
+def _mean_depth(run: RunTrace) -> float:
+    return sum(speed.draft_calls(c) if c.nodes else 0 for c in run.cycles) / max(len(run.cycles), 1)
+
+
+def waterfall(run: RunTrace, ar: RunTrace) -> list[Bar]:
+    """From Leviathan et al.'s S(K) at the run's α, K and c to the measured speedup, one replacement
+    a bar. The last bar is τ · (1 + o_AR) / (D + V + o), which is the measured tokens/s ratio by
+    construction (decoding/speed.py), so no gap is left to call noise."""
+    m, cost = run.metrics or {}, speed.costs(run, ar)
+    alpha = float(m.get("acceptance_rate") or speed.counts(run.cycles)["acceptance_rate"])
+    k = int(run.settings.get("k") or max(c.k for c in run.cycles))
+    e_k = expected_tokens(alpha, k)
+    paper = e_k / (k * cost.c + 1)
+    e_sent = sum(expected_tokens(alpha, speed.draft_calls(c) if c.nodes else 0) for c in run.cycles) / cost.cycles
+    sent_share = sum(1 for c in run.cycles if c.nodes) / cost.cycles
+    sized = e_sent / (k * cost.c + 1)
+    accepted = cost.tau / (k * cost.c + 1)
+    verified = cost.tau / (k * cost.c + cost.verify)
+    drafted = cost.tau / (cost.draft + cost.verify)
+    final = cost.tau * (1 + cost.ar_overhead) / (cost.draft + cost.verify + cost.overhead)
+    depth = _mean_depth(run)
+    bars = [
+        Bar("paper S(K)", paper, f"Leviathan et al.'s S(K) = (1 − α^(K+1)) / ((1 − α)(K·c + 1)) at this run's "
+            f"α = {alpha:.2f}, K = {k} and c = {cost.c:.3f}: every cycle drafts K tokens, a verify pass costs one "
+            f"plain pass and nothing else takes time, so {e_k:.2f} tokens a cycle for {k * cost.c + 1:.2f} passes."),
+        Bar("sizes sent", sized, f"The run's cycles went {depth:.1f} deep on average, not {k}, and "
+            f"{1 - sent_share:.0%} sent nothing: at the same α a cycle commits {e_sent:.2f} tokens instead of "
+            f"{e_k:.2f} ({_pct(sized, paper)})."),
+        Bar("acceptance as measured", accepted, f"Acceptance was not one constant α at every depth: the cycles "
+            f"committed τ = {cost.tau:.2f} tokens each, not {e_sent:.2f} ({_pct(accepted, sized)})."),
+        Bar("verify cost v(n)", verified, f"A verify pass cost {cost.verify:.2f} one-token passes on average over "
+            f"the sizes sent (the run's own v(n)), not 1 ({_pct(verified, accepted)})."),
+        Bar("draft cost c", drafted, f"Drafting took {cost.draft:.2f} one-token passes a cycle, not "
+            f"K·c = {k * cost.c:.2f} ({_pct(drafted, verified)})."),
+        Bar("overhead", final, f"Each cycle also spent {cost.overhead:.2f} passes outside the model passes "
+            f"(acceptance, sampling, rollback, bookkeeping), against {cost.ar_overhead:.2f} per plain token: "
+            f"{final:.2f}×, the measured speedup ({_pct(final, drafted)}).{_concurrent(cost)}"),
+    ]
+    return bars
+
+
+def _pct(after: float, before: float) -> str:
+    if before <= 0:
+        return "from nothing"
+    change = after / before - 1
+    return "no change" if abs(change) < 0.005 else f"{change:+.0%}"
+
+
+def _concurrent(cost: speed.Costs) -> str:
+    """Timings taken beside other runs: said only when the run's own counter shows them."""
+    if not cost.concurrent:
+        return ""
+    return (f" {cost.concurrent} of its {cost.cycles} cycles ran beside other runs' cycles, so their times "
+            "include waiting for the CPU: measure again alone to remove that.")
+
+
+# -- a prediction made before the run -------------------------------------------------------------------
+@dataclass
+class Inputs:
+    """What the model of speed needs before a run: per-depth acceptance, the costs in one-token
+    passes, and whether drafting costs a call per depth (model drafts) or one price whatever K."""
+    acceptance: list[float]
+    c: float
+    draft: float  # drafting per cycle for drafts whose cost does not grow with K (retrieval)
+    overhead: float
+    ar_overhead: float
+    per_call: bool
+    nodes: Callable[[int], float] = lambda k: float(k)  # draft tokens sent when the draft goes k deep
+
+
+def predict_at(x: Inputs, v: PassCost, k: int) -> float:
+    """S at a fixed K: 1 + Σ_{d≤K} Π α_i tokens for one cycle's drafting, a pass over its nodes and
+    the newest token, and its overhead, over a plain token's pass and overhead."""
+    if k == 0:
+        return (1 + x.ar_overhead) / (1 + x.overhead)
+    drafting = k * x.c if x.per_call else x.draft
+    return expected_tokens_by_depth(x.acceptance, k) * (1 + x.ar_overhead) / (drafting + v(x.nodes(k) + 1) + x.overhead)
+
+
+def predict(x: Inputs, v: PassCost, ks=K_RANGE) -> tuple[list[tuple[int, float]], tuple[int, float]]:
+    """(S for every fixed K, the planner's pick): with fixed estimates the planner sends the depth that
+    gives most tokens per unit of time, or nothing (K = 0), which is the best of the curve and a plain step."""
+    curve = [(k, predict_at(x, v, k)) for k in ks]
+    return curve, max([(0, predict_at(x, v, 0))] + curve, key=lambda point: point[1])
+
+
+def inputs_of(run: RunTrace, ar: RunTrace) -> Inputs:
+    """The model's inputs as a run measured them (the advisor's survey measures the same once)."""
+    cost = speed.costs(run, ar)
+    spec = max(sum(1 for c in run.cycles if c.nodes), 1)
+    tree = is_tree(run)
+    return Inputs(acceptance=list((run.metrics or {}).get("acceptance_by_position") or []), c=cost.c,
+                  draft=cost.draft * cost.cycles / spec, overhead=cost.overhead, ar_overhead=cost.ar_overhead,
+                  per_call=run.method in MODEL_DRAFTS,
+                  nodes=(lambda k: nodes_up_to(run, k)) if tree else (lambda k: float(k)))
+
+
 # -- the whole comparison ---------------------------------------------------------------------------
 @dataclass
 class Analysis:
-    """One run set against the theory: its measured point, the predicted curve and the best K."""
+    """One run set against the theory: its measured point, the predicted curve, the best K and the
+    waterfall from the paper's S(K) to the measurement."""
     kind: str  # "chain" (S(K) as written) or "tree" (tokens per cycle from per-depth acceptance)
     method: str
     k: int  # the run's K (a tree's depth limit)
-    alpha: float  # per-position acceptance rate of the run
-    acceptance: list[float]  # a_d per depth
+    alpha: float  # α, decoding/speed.py
+    acceptance: list[float]  # α_d per depth, conditional
     expected_len: float  # expected accepted draft tokens per cycle at the run's K
     c: float
     v_k: float  # v(n) of the run's verify pass, n = its draft tokens + 1, from the cost profile
     v_run: float | None  # the same factor read off the run's own verify passes
     verify_tokens: float  # draft tokens per verify pass in the run (K for a chain)
-    predicted: float  # S at the run's K
+    predicted: float  # the model's S for this run: at its K, or the planner's pick when it planned
     measured: float | None  # the run's tokens/s over the AR run's
     overhead_share: float  # of the run's decode time, outside drafting and verifying
     curve: list[tuple[int, float]] = field(default_factory=list)
     best: tuple[int, float] = (1, 0.0)
-
-
-def _chain_curve(alpha: float, c: float, v: PassCost, ks) -> list[tuple[int, float]]:
-    return [(k, speedup(alpha, k, c, lambda drafts: v(drafts + 1))) for k in ks]
-
-
-def _tree_curve(run: RunTrace, acceptance: list[float], c: float, v: PassCost, ks) -> list[tuple[int, float]]:
-    return [(k, expected_tokens_by_depth(acceptance, k) / (k * c + v(nodes_up_to(run, k) + 1))) for k in ks]
+    tau: float | None = None  # τ, tokens committed per cycle
+    planned: bool = False  # the run's planner chose what to send ("K auto")
+    auto: tuple[int, float] | None = None  # the model's pick for K auto (0: plain steps)
+    waterfall: list[dict] = field(default_factory=list)  # Bar as dicts: name, value, sentence
+    concurrent: int = 0  # cycles timed beside other runs' cycles
 
 
 def analyse(run: RunTrace, ar: RunTrace, v: PassCost, ks=K_RANGE) -> Analysis:
-    """Measure α (or per-depth acceptance) and c from the traces and put the run on the curve.
+    """Measure α (or per-depth acceptance) and the costs from the traces, put the run on the model's
+    curve, and walk the waterfall from the paper's S(K) to the measured speedup.
 
     `v` is the target's cost profile, v(n) for a pass over n tokens (costs.profile, or what
     planner.verify_cost gives): a verify pass of K drafts costs v(K+1), a tree's v(its nodes + 1).
     """
     if not _spec_cycles(run):
-        raise ValueError("This run drafted nothing, so there is no α to measure: pick a run with a proposer.")
+        raise ValueError("This run drafted nothing, so there is no α to measure: pick a run with a proposer, "
+                         "or give it more new tokens so that the planner sends a draft.")
     m = run.metrics
+    cost = speed.costs(run, ar)
     k = int(run.settings.get("k") or max(c.k for c in run.cycles))
     acceptance = list(m.get("acceptance_by_position") or [])
     alpha = float(m.get("acceptance_rate") or 0.0)
-    c = draft_cost(run, ar)
+    x = inputs_of(run, ar)
+    curve, auto = predict(x, v, ks)
     tree = is_tree(run)
-    if tree:
-        curve = _tree_curve(run, acceptance, c, v, ks)
-        verify_tokens = nodes_up_to(run, k)
-        expected = expected_tokens_by_depth(acceptance, k) - 1
-    else:
-        curve = _chain_curve(alpha, c, v, ks)
-        verify_tokens, expected = float(k), expected_tokens(alpha, k) - 1
-    v_k = v(verify_tokens + 1)  # the pass holds the drafts and the newest committed token
-    predicted = (expected + 1) / (k * c + v_k)
-    ar_rate = ar.metrics.get("tokens_per_s") or 0.0
+    verify_tokens = nodes_up_to(run, k) if tree else float(k)
+    expected = (expected_tokens_by_depth(acceptance, k) if tree else expected_tokens(alpha, k)) - 1
+    planned = bool(run.settings.get("plan", False))
+    predicted = auto[1] if planned else predict_at(x, v, k)
     decode_s = m.get("decode_s") or 0.0
     other = decode_s - (m.get("draft_s") or 0.0) - (m.get("verify_s") or 0.0)
     return Analysis(kind="tree" if tree else "chain", method=run.method, k=k, alpha=alpha, acceptance=acceptance,
-                    expected_len=expected, c=c, v_k=v_k, v_run=run_verify_factor(run, ar),
-                    verify_tokens=verify_tokens, predicted=predicted,
-                    measured=m["tokens_per_s"] / ar_rate if ar_rate else None,
+                    expected_len=expected, c=cost.c, v_k=v(verify_tokens + 1), v_run=run_verify_factor(run, ar),
+                    verify_tokens=verify_tokens, predicted=predicted, measured=cost.speedup,
                     overhead_share=max(other, 0.0) / decode_s if decode_s > 0 else 0.0,
-                    curve=curve, best=best_k(curve))
+                    curve=curve, best=best_k(curve), tau=cost.tau, planned=planned, auto=auto,
+                    waterfall=[dataclasses.asdict(b) for b in waterfall(run, ar)], concurrent=cost.concurrent)
