@@ -15,6 +15,7 @@ import sys
 from typing import Callable
 
 from specviz.cli_args import _Parser, _positive_int, _temperature, _top_p, fail
+from specviz.decoding.speed import label
 
 # Mirrors specviz.proposers.METHODS; spelled out so a bad argument fails before torch loads.
 METHODS = ("ar", "draft", "layerskip", "pld", "logitspec", "head")
@@ -200,9 +201,10 @@ def metrics_line(metrics: dict, method: str) -> str:
     parts = [f"{m.get('tokens_per_s', 0.0):.1f} tokens/s",
              f"{m.get('new_tokens', 0)} tokens in {m.get('decode_s', 0.0):.2f} s",
              f"{m.get('cycles', 0)} cycles",
-             f"mean accepted tokens {m.get('mean_accepted_tokens', 0.0):.2f}"]
+             f"{label('mean_accepted_tokens')} {m.get('mean_accepted_tokens', 0.0):.2f}"]
     drafted = m.get("drafted_tokens")
-    parts.append(f"α {m.get('acceptance_rate', 0.0):.2f}" if drafted else "α n/a (nothing drafted)")
+    alpha = label("acceptance_rate")
+    parts.append(f"{alpha} {m.get('acceptance_rate', 0.0):.2f}" if drafted else f"{alpha} n/a (nothing drafted)")
     return f"{method}: " + " · ".join(parts)
 
 

@@ -114,8 +114,8 @@ def test_metrics_line_shows_alpha_only_when_something_was_drafted():
     base = dict(tokens_per_s=12.5, new_tokens=10, decode_s=0.8, cycles=4, mean_accepted_tokens=2.5)
     spec = cli.metrics_line({**base, "acceptance_rate": 0.75, "drafted_tokens": 8}, "pld")
     plain = cli.metrics_line({**base, "acceptance_rate": 0.0, "drafted_tokens": 0}, "ar")
-    assert "12.5 tokens/s" in spec and "4 cycles" in spec and "2.50" in spec and "α 0.75" in spec
-    assert "α n/a" in plain
+    assert "12.5 tokens/s" in spec and "4 cycles" in spec and "2.50" in spec and "α (acceptance rate) 0.75" in spec
+    assert "α (acceptance rate) n/a" in plain
 
 
 @pytest.mark.bundled

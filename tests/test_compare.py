@@ -50,9 +50,10 @@ def test_three_configurations_give_three_rows_all_lossless(app_url):
     assert [x.split(" ")[0] for x in bars["x"]] == ["#1", "#2", "#3"] and all(y > 0 for y in bars["y"])
     choices = [c[1] if isinstance(c, (list, tuple)) else c for c in out["source"]["choices"]]
     assert choices[:3] == ["0", "1", "2"]
-    status, _figure, html, cost = client.predict("0", api_name="/theory")
+    status, _figure, html, cost, _waterfall, steps = client.predict("0", api_name="/theory")
     assert "sv-status-ok" in status, status
-    assert "theory predicts" in html and "best K" in html
+    assert "sv-waterfall" in steps and "paper S(K)" in steps  # the waterfall from the paper to the run
+    assert "the model predicts" in html and "best fixed K" in html
     assert json.loads(cost["plot"])["data"][0]["name"] == "measured v(n)"  # the target's cost profile
 
 
@@ -125,20 +126,24 @@ def test_comparison_continues_after_a_failing_row():
     assert second["error"] is None and second["lossless"] is True and second["speedup"] > 0
 
 
-def test_theory_sentence_names_the_cause_that_applies():
-    """The sentence quotes α, the verify cost and the best K; a point below the curve is blamed on
-    costlier verify passes when the run's own v says so, and on overhead otherwise."""
+def test_theory_sentence_explains_a_miss_from_the_waterfall_never_from_noise():
+    """The sentence gives the prediction, the measurement and the miss, and the best fixed K; a miss
+    over 20 % names the waterfall step that moved S the most (here the verify cost), a small miss names
+    none, and no sentence blames noise."""
     from specviz.measure.theory import Analysis
     from specviz.viz.compare_figures import theory_sentence
 
+    steps = [dict(name="paper S(K)", value=2.0, sentence="start."), dict(name="verify cost v(n)", value=1.3,
+             sentence="A verify pass cost 1.80 one-token passes."), dict(name="overhead", value=1.2, sentence="end.")]
     base = dict(kind="chain", method="pld", k=4, alpha=0.75, acceptance=[0.75] * 4, expected_len=2.05, c=0.0,
                 v_k=1.2, v_run=1.8, verify_tokens=4.0, predicted=2.0, measured=1.2, overhead_share=0.2,
-                curve=[(4, 2.0), (6, 2.2)], best=(6, 2.2))
+                curve=[(4, 2.0), (6, 2.2)], best=(6, 2.2), waterfall=steps)
     text = theory_sentence(Analysis(**base))
-    assert "α = 0.75" in text and "5 tokens costs 1.20×" in text and "best K is 6" in text
-    assert "lower because its verify passes cost 1.80×" in text
-    assert "outside the model passes" in theory_sentence(Analysis(**{**base, "v_run": 1.2}))
-    assert "close to it" in theory_sentence(Analysis(**{**base, "measured": 1.95}))
+    assert "predicts 2.00× at K = 4" in text and "measured 1.20× (-40%)" in text and "best fixed K is 6" in text
+    assert "'verify cost v(n)': A verify pass cost 1.80" in text
+    close = theory_sentence(Analysis(**{**base, "measured": 1.95}))
+    assert "(-3%)" in close and "moved it most" not in close  # 1.95 / 2.00 − 1 = −2.5 %, rounded to even
+    assert not any("noise" in theory_sentence(Analysis(**{**base, "measured": m})) for m in (0.5, 1.95, 3.0))
 
 
 def test_a_row_that_sent_no_draft_says_why():

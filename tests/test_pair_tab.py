@@ -276,3 +276,23 @@ def test_run_both_from_nothing_decodes_both_to_the_end(bundled):
     frames = [out(f) for f in pair_tab.run(req, None, **side_values(a, dict(a, k=5), max_new_tokens=8))]
     assert "Both runs finished" in frames[-1]["pair_status"], frames[-1]["pair_status"]
     assert all(s.state.done and len(s.state.origins) == 8 for s in pair_tab.sessions(req))
+
+
+def test_race_leaves_prefill_out_of_both_sides():
+    """The race chart starts both runs' lines at 0 s after their own prefill, so a side whose prefill
+    was copied from the other (prefill_s near 0) gains no head start, and the axis says so; the race
+    clock, the leader and the end are read on that same decode clock."""
+    from specviz.decoding.trace import CycleTrace
+
+    def run(prefill_s: float, ends: list[float]) -> RunTrace:
+        cycles = [CycleTrace(index=i, k=2, elapsed_s=prefill_s + t, total_tokens=2 + 2 * i) for i, t in enumerate(ends)]
+        return RunTrace("pld", token_ids=[1] * (2 * len(ends) + 1), cycles=cycles, prefill_s=prefill_s)
+
+    made, copied = run(0.22, [0.1, 0.2]), run(0.0, [0.1, 0.3])  # B copied A's prefill
+    a, b = pv.Side(made, None, "t", True, "A"), pv.Side(copied, None, "t", True, "B")
+    fig = pv.race_figure(a, b)
+    assert [list(t.x)[0] for t in fig.data[:2]] == [0.0, 0.0]
+    assert list(fig.data[0].x) == pytest.approx([0.0, 0.1, 0.2])
+    assert "prefill left out of both sides" in fig.layout.xaxis.title.text
+    assert pv.race_end(a, b) == pytest.approx(0.3) and pv.cycles_by(made, 0.15) == 1
+    assert "A leads, 4 tokens to 2" in pv.leader(a, b, 0.25)

@@ -383,7 +383,7 @@ def test_acceptance_figure_bars_and_alpha():
     """One bar per draft position and a line at the overall α."""
     fig = acceptance_figure(run_of([chain_reject()]))
     assert list(fig.data[0].y) == [0.9, 0.7, 0.4]
-    assert fig.data[1].name == "overall α = 0.75"
+    assert fig.data[1].name == "α (acceptance rate) = 0.75"  # the glossary's label (decoding/speed.py)
     assert acceptance_figure(RunTrace(method="ar")).layout.annotations
 
 

@@ -21,6 +21,7 @@ from typing import Callable
 
 import torch
 
+from specviz.decoding import speed
 from specviz.decoding.engine import generate
 from specviz.decoding.planner import verify_cost
 from specviz.decoding.served import served_plain
@@ -241,7 +242,8 @@ def summary_markdown(report: dict) -> str:
              + ", ".join(f"{k}={report['settings'].get(k)}" for k in ("target", "max_new_tokens", "repeats",
                                                                      "temperature", "top_p", "k", "lookup_k")),
              "", "| variant | tok/s (median) | × HF plain (geomean) | worst prompt | × HF prompt lookup | "
-             "mean accepted tokens | α | retrieval success | identical to HF |",
+             f"{speed.label('mean_accepted_tokens')} | {speed.label('acceptance_rate')} | retrieval success | "
+             "identical to HF |",
              "|---|---|---|---|---|---|---|---|---|"]
     n = len(report["results"])
     fmt = lambda x, f="{:.2f}": "–" if x is None else f.format(x)
@@ -277,7 +279,7 @@ def summary_markdown(report: dict) -> str:
                   f"{p['ms_per_verify_pass']:.1f} | {p['tokens_per_verify_pass']:.2f} |" for v, p in prof]
     pos = [(v, s["acceptance_by_position"]) for v, s in report["summary"].items() if s.get("acceptance_by_position")]
     if pos:
-        lines += ["", "α by draft position (1, 2, …; mean over prompts):", ""]
+        lines += ["", f"{speed.label('acceptance_by_position')}, d = 1, 2, … (mean over prompts):", ""]
         lines += [f"- {v}: " + ", ".join(f"{a:.2f}" for a in xs[:8]) for v, xs in pos]
     return "\n".join(lines) + "\n"
 

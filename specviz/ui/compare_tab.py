@@ -161,11 +161,12 @@ def explain(source: str, request: gr.Request, progress=gr.Progress()):
         prof = work.verify_cost(spec)
         analysis = theory.analyse(run, ar, prof)
     except Exception as e:  # noqa: BLE001 -- a failed measurement must not take the page down
-        return _error(e), gr.skip(), gr.skip(), gr.skip()
+        return _error(e), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
     note = (f"v(n) is the curve the planner uses for {spec} ({prof.dtype}, {prof.device}): "
-            f"{cviz.cost_source(prof)}; α and c from the run's trace.")
+            f"{cviz.cost_source(prof)}; α, c and the overhead from the run's trace.")
     return (status_html(note, "ok"), cviz.theory_figure(analysis), cviz.theory_html(analysis),
-            cviz.cost_figure(prof, analysis.verify_tokens + 1))
+            cviz.cost_figure(prof, analysis.verify_tokens + 1), cviz.waterfall_figure(analysis),
+            cviz.waterfall_html(analysis))
 
 
 def batch(target: str, k: int, refresh: bool, request: gr.Request, progress=gr.Progress()):
@@ -223,6 +224,9 @@ def _theory_tab() -> dict:
     with gr.Row(equal_height=False):
         t["theory_plot"] = gr.Plot(first["theory_plot"], show_label=False, elem_id="sv-theory-plot")
         t["theory_html"] = gr.HTML(first["theory_html"], elem_id="sv-theory-html")
+    with gr.Row(equal_height=False):
+        t["waterfall_plot"] = gr.Plot(first["waterfall_plot"], show_label=False, elem_id="sv-waterfall-plot")
+        t["waterfall_html"] = gr.HTML(first["waterfall_html"], elem_id="sv-waterfall-html")
     gr.HTML('<h3 class="sv-h">Cost of a target pass on this hardware</h3>')
     t["cost_plot"] = gr.Plot(first["cost_plot"], show_label=False, elem_id="sv-cost-plot")
     gr.HTML(cviz.cost_caption_html(), elem_id="sv-cost-caption")
@@ -250,7 +254,8 @@ def build_compare_tabs(decode: dict) -> dict:
     run = c["go"].click(compare, inputs=inputs, outputs=[c["status"], c["table"], c["chart"], t["source"]],
                         api_name="compare", show_progress_on=[c["status"]], **decode)
     c["stop"].click(stop, outputs=c["status"], cancels=[run], api_name="compare_stop", show_progress="hidden")
-    theory_out = [t["theory_status"], t["theory_plot"], t["theory_html"], t["cost_plot"]]
+    theory_out = [t["theory_status"], t["theory_plot"], t["theory_html"], t["cost_plot"], t["waterfall_plot"],
+                  t["waterfall_html"]]
     why = t["explain"].click(explain, inputs=t["source"], outputs=theory_out, api_name="theory",
                              show_progress_on=[t["theory_status"]], **decode)
     measure = t["measure"].click(batch, inputs=[t["target"], t["k"], t["refresh"]],

@@ -57,11 +57,13 @@ def theory_values() -> dict:
     try:
         source, analysis = data["theory"]["source"], _analysis(data["theory"]["analysis"])
     except (KeyError, TypeError, ValueError):
-        return {"theory_status": "", "theory_plot": None, "theory_html": ""}
+        return {"theory_status": "", "theory_plot": None, "theory_html": "", "waterfall_plot": None,
+                "waterfall_html": ""}
     note = (f"{_when(data)}: {source}, with that machine's cost profile v(n) (below). Press 'Put it on the "
             "theory curve' to do it for a run measured here.")
     return {"theory_status": status_html(note, "info"), "theory_plot": cviz.theory_figure(analysis),
-            "theory_html": cviz.theory_html(analysis)}
+            "theory_html": cviz.theory_html(analysis), "waterfall_plot": cviz.waterfall_figure(analysis),
+            "waterfall_html": cviz.waterfall_html(analysis)}
 
 
 def cost_values() -> dict:

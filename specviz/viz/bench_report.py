@@ -5,6 +5,8 @@ import html
 
 import plotly.graph_objects as go
 
+from specviz.decoding.speed import label
+
 
 def speedup_figure(report: dict) -> go.Figure:
     prompts = list(report["results"])
@@ -31,7 +33,8 @@ def report_html(report: dict) -> str:
                       s.get("identical_to_hf")))
         + "</tr>" for v, s in report["summary"].items())
     head = "".join(f"<th>{h}</th>" for h in ("variant", "tok/s", "× HF", "worst × HF", "× HF PLD",
-                                              "mean accepted", "α", "identical to HF"))
+                                              label("mean_accepted_tokens"), label("acceptance_rate"),
+                                              "identical to HF"))
     machine = html.escape(", ".join(f"{k}: {v}" for k, v in report["machine"].items()))
     return ("<!doctype html><meta charset='utf-8'><title>SpecViz bench</title>"
             f"<h1>SpecViz bench</h1><p>{machine}</p><table border='1' cellpadding='4'>"

@@ -7,10 +7,12 @@ token texts come from models, so all of them are escaped.
 """
 from __future__ import annotations
 
+import textwrap
 from typing import TYPE_CHECKING
 
 import plotly.graph_objects as go
 
+from specviz.decoding import speed
 from specviz.pricing.cost_profile import as_planned
 from specviz.viz.style import BLUE, GREEN, GREY, ORANGE, VERMILLION, base_layout, esc, esc_plot, note_figure, num, quote
 
@@ -19,8 +21,8 @@ if TYPE_CHECKING:  # data types only: the modules that make them time models (tr
     from specviz.measure.theory import Analysis
     from specviz.pricing.cost_profile import CostProfile
 
-TABLE_HEAD = ("#", "configuration", "tokens/s", "× AR", "mean accepted tokens", "α", "cycles", "wall s",
-              "output check")
+TABLE_HEAD = ("#", "configuration", "tokens/s", "× AR", speed.label("mean_accepted_tokens"),
+              speed.label("acceptance_rate"), "cycles", "wall s", "output check")
 
 
 # -- the table -----------------------------------------------------------------------------------
@@ -116,75 +118,118 @@ def speedup_figure(rows: list[dict]) -> go.Figure:
 
 
 # -- theory ---------------------------------------------------------------------------------------
+def predict_at_k(a: Analysis) -> float:
+    """The curve's value at the run's K (the run's K may lie off the curve's axis)."""
+    return dict(a.curve).get(a.k, a.predicted)
+
+
 def theory_figure(a: Analysis) -> go.Figure:
-    """S(K) predicted for K = 1…16, with the run's measured point, its prediction and the best K."""
+    """S(K) predicted for K = 1…16 by the model of speed, with the run's measured point, the prediction
+    at its K, the planner's pick when it planned, and the best fixed K."""
     ks, ss = zip(*a.curve)
     axis = "tree depth K" if a.kind == "tree" else "K (draft tokens per cycle)"
     fig = go.Figure(go.Scatter(x=ks, y=ss, mode="lines+markers", name="predicted S(K)", line_color=BLUE,
                                hovertemplate="K=%{x}: %{y:.2f}× predicted<extra></extra>"))
-    fig.add_scatter(x=[a.k], y=[a.predicted], mode="markers", name=f"predicted at K={a.k}",
+    fig.add_scatter(x=[a.k], y=[predict_at_k(a)], mode="markers", name=f"predicted at K={a.k}",
                     marker=dict(symbol="circle-open", size=14, color=BLUE, line_width=2))
     if a.measured is not None:
         fig.add_scatter(x=[a.k], y=[a.measured], mode="markers", name="measured",
                         marker=dict(symbol="star", size=16, color=VERMILLION),
                         hovertemplate="measured: %{y:.2f}×<extra></extra>")
+    if a.planned and a.auto:
+        fig.add_scatter(x=[max(a.auto[0], 0.5)], y=[a.auto[1]], mode="markers", name="K auto (the planner's pick)",
+                        marker=dict(symbol="square-open", size=13, color=ORANGE, line_width=2),
+                        hovertemplate="K auto: %{y:.2f}× predicted<extra></extra>")
     fig.add_scatter(x=[a.best[0]], y=[a.best[1]], mode="markers+text", name=f"best K={a.best[0]}",
                     marker=dict(symbol="diamond", size=13, color=GREEN), text=[f"best K={a.best[0]}"],
                     textposition="top center")
     fig.add_hline(y=1.0, line_dash="dot", line_color=GREY, annotation_text="plain decoding")
-    title = f"Theory against measurement: {esc_plot(a.method)}, " + (
-        f"E[accepted] = {a.expected_len:.2f}" if a.kind == "tree" else f"α = {a.alpha:.2f}") + f", c = {num(a.c)}"
+    title = f"Model against measurement: {esc_plot(a.method)}, α = {a.alpha:.2f}, c = {num(a.c)}"
     base_layout(fig, title, axis, "speedup over plain decoding (×)")
     fig.update_yaxes(rangemode="tozero")
     return fig
 
 
-def _why_off(a: Analysis) -> str:
-    """Why the measured point sits off the curve, or that it does not."""
-    if a.measured is None:
+MISS_EXPLAINED = 0.20  # a prediction further off than this names the waterfall step that moved most
+
+
+def miss(a: Analysis) -> float | None:
+    """measured ÷ predicted − 1: how far the run landed from the model's prediction."""
+    if a.measured is None or a.predicted <= 0:
+        return None
+    return a.measured / a.predicted - 1
+
+
+def _largest_step(a: Analysis) -> str:
+    """The waterfall step that moved S the most, in words (the first bar is where it starts)."""
+    steps = [(abs(after["value"] / before["value"] - 1) if before["value"] > 0 else 0.0, after)
+             for before, after in zip(a.waterfall, a.waterfall[1:])]
+    if not steps:
         return ""
-    ratio = a.measured / a.predicted if a.predicted > 0 else 1.0
-    if 0.9 <= ratio <= 1.1:
-        return f" and the run measured {a.measured:.2f}×, close to it"
-    lower = ratio < 0.9
-    v_gap = a.v_run is not None and (a.v_run > 1.1 * a.v_k if lower else a.v_run < a.v_k / 1.1)
-    if v_gap:  # the timed v and the run's own verify passes disagree: that alone moves the point
-        cause = f"its verify passes cost {a.v_run:.2f}× a step in the run rather than the {a.v_k:.2f}× timed alone"
-    elif lower:
-        cause = (f"{a.overhead_share:.0%} of its time went to work outside the model passes (acceptance, "
-                 "rollback, prefill), which the formula leaves out")
-    else:
-        cause = "timings on a shared machine are noisy"
-    return f" and the run measured {a.measured:.2f}×, {'lower' if lower else 'higher'} because {cause}"
+    _, step = max(steps, key=lambda s: s[0])
+    return f" The step that moved it most is '{step['name']}': {step['sentence']}"
 
 
 def theory_sentence(a: Analysis) -> str:
-    """One sentence: why the measured point sits where it does, and what K theory would pick."""
-    if a.kind == "tree":
-        gain = (f"Per-depth acceptance gives an expected accepted length of {a.expected_len:.2f} tokens per cycle, "
-                f"while verifying the tree's {a.verify_tokens:.0f} nodes costs {a.v_k:.2f}× a plain step")
+    """What the model of speed predicted for this run, what it measured, and where the gap comes from."""
+    what = (f"the planner's pick (K auto: {'plain steps' if a.auto and a.auto[0] == 0 else f'depth {a.auto[0]}'})"
+            if a.planned and a.auto else f"K = {a.k}")
+    text = (f"From {speed.label('acceptance_by_position')}, c = {num(a.c)}, the cost profile's v(n) and the "
+            f"measured overhead per cycle, the model predicts {a.predicted:.2f}× at {what}")
+    off = miss(a)
+    if off is None:
+        text += "."
     else:
-        gain = (f"With α = {a.alpha:.2f}, a cycle of K = {a.k} commits {a.expected_len + 1:.2f} tokens on average, "
-                f"while a verify pass of {a.k + 1} tokens costs {a.v_k:.2f}× a plain step")
-    draft = f" and drafting adds {a.k} × {num(a.c)}" if a.c >= 0.005 else " and drafting costs almost nothing"
-    best = ("; no K beats plain decoding here, since every cycle costs more than the tokens it wins"
-            if a.best[1] < 1 else f"; the best K is {a.best[0]}, at {a.best[1]:.2f}×")
-    return f"{gain}{draft}, so theory predicts {a.predicted:.2f}× at K = {a.k}{_why_off(a)}{best}."
+        text += f"; the run measured {a.measured:.2f}× ({off:+.0%})."
+        if abs(off) > MISS_EXPLAINED:
+            text += _largest_step(a)
+    best = (" No fixed K beats plain decoding here: every cycle costs more than the tokens it wins."
+            if a.best[1] < 1 else f" The best fixed K is {a.best[0]}, at {a.best[1]:.2f}×.")
+    return text + best
 
 
 def theory_html(a: Analysis) -> str:
-    """The measured quantities in a small table, then the sentence."""
-    first = (("expected accepted length", f"{a.expected_len:.2f}") if a.kind == "tree"
-             else ("α (acceptance per position)", num(a.alpha)))
-    items = [first, ("c (draft call / target step)", num(a.c)),
-             (f"v: pass of {a.verify_tokens + 1:.0f} tokens / one token (timed)", num(a.v_k)),
+    """The measured quantities in a small table, labelled as the glossary names them, then the sentence."""
+    items = [(speed.label("acceptance_rate"), num(a.alpha)),
+             (speed.label("mean_accepted_tokens"), num(a.tau)),
+             (speed.label("c"), num(a.c)),
+             (f"{speed.label('v(n)')}, n = {a.verify_tokens + 1:.0f} (cost profile)", num(a.v_k)),
              ("v in the run's own verify passes", num(a.v_run)),
-             (f"predicted S at K = {a.k}", f"{num(a.predicted)}×"),
+             ("predicted S" + (" (K auto)" if a.planned else f" at K = {a.k}"), f"{num(a.predicted)}×"),
              ("measured speedup", "–" if a.measured is None else f"{num(a.measured)}×"),
-             ("best K (predicted)", f"{a.best[0]} ({num(a.best[1])}×)")]
+             ("best fixed K (predicted)", f"{a.best[0]} ({num(a.best[1])}×)")]
     rows = "".join(f"<tr><th scope='row'>{esc(k)}</th><td>{v}</td></tr>" for k, v in items)
     return (f'<table class="sv-theory-table">{rows}</table>'
             f'<p class="sv-narration sv-theory-why">{esc(theory_sentence(a))}</p>')
+
+
+# -- the waterfall ---------------------------------------------------------------------------------
+def waterfall_figure(a: Analysis) -> go.Figure:
+    """S after each step from the paper's formula to the measurement: grey start, green where a step
+    raised it, vermillion where it lowered it, blue for the measured end; each bar's sentence in its hover."""
+    title = "From the paper's S(K) to the measured speedup"
+    bars = a.waterfall
+    if not bars:
+        return note_figure(title, "This recording has no waterfall: put a run on the curve to draw one.")
+    ys = [b["value"] for b in bars]
+    colours = [GREY] + [GREEN if y >= prev else VERMILLION for prev, y in zip(ys, ys[1:])]
+    colours[-1] = BLUE
+    hover = ["<br>".join(textwrap.wrap(esc_plot(b["sentence"]), 60)) for b in bars]
+    fig = go.Figure(go.Bar(x=[b["name"] for b in bars], y=ys, marker_color=colours, text=[f"{y:.2f}×" for y in ys],
+                           textposition="outside", cliponaxis=False, customdata=hover,
+                           hovertemplate="%{customdata}<extra></extra>"))
+    fig.add_hline(y=1.0, line_dash="dot", line_color=GREY, annotation_text="plain decoding")
+    base_layout(fig, title, "one replacement at a time (hover for what changed)", "speedup over plain decoding (×)")
+    fig.update_yaxes(rangemode="tozero")
+    return fig
+
+
+def waterfall_html(a: Analysis) -> str:
+    """The waterfall's steps as a numbered list: S after each, and the sentence that says what changed."""
+    if not a.waterfall:
+        return ""
+    items = "".join(f"<li><b>{esc(b['name'])}: {b['value']:.2f}×</b> {esc(b['sentence'])}</li>" for b in a.waterfall)
+    return f'<ol class="sv-waterfall">{items}</ol>'
 
 
 # -- the cost profile -------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ Reads the metric dicts of `trace.summarize` (RunTrace.metrics); nothing is re-me
 """
 from __future__ import annotations
 
+from specviz.decoding.speed import label
 from specviz.viz.panels import row, tint
 from specviz.viz.style import BLUE, GREY, PURPLE, SKY, YELLOW, esc
 
@@ -51,8 +52,8 @@ def _speedup_line(spec: dict | None, ar: dict | None) -> str:
 
 def _acceptance(spec: dict) -> str:
     alpha, mean = _get(spec, "acceptance_rate"), _get(spec, "mean_accepted_tokens")
-    parts = [f"mean accepted tokens per cycle: <b>{_fmt(mean, '.2f')}</b>",
-             f"acceptance rate α: <b>{_fmt(alpha, '.2f')}</b>"]
+    parts = [f"{label('mean_accepted_tokens')}: <b>{_fmt(mean, '.2f')}</b> tokens per cycle",
+             f"{label('acceptance_rate')}: <b>{_fmt(alpha, '.2f')}</b>"]
     hit = _get(spec, "retrieval_success")
     if hit is not None:
         parts.append(f"retrieval success: <b>{hit:.0%}</b>")
@@ -62,7 +63,7 @@ def _acceptance(spec: dict) -> str:
 def _by_position(spec: dict) -> str:
     rates = [r for r in (spec.get("acceptance_by_position") or []) if isinstance(r, (int, float))]
     if not rates:
-        return "<div>Acceptance by position: no draft positions judged yet.</div>"
+        return f"<div>{label('acceptance_by_position')}: no draft depth judged yet.</div>"
     lines = []
     for d, r in enumerate(rates[:MAX_POSITIONS], start=1):
         lines.append(f'<div style="display:flex;align-items:center;gap:6px;font-size:12px">'
@@ -72,7 +73,7 @@ def _by_position(spec: dict) -> str:
                      f'<span>{r:.0%}</span></div>')
     more = f'<div style="font-size:12px">… {len(rates) - MAX_POSITIONS} deeper positions</div>' \
         if len(rates) > MAX_POSITIONS else ""
-    return f"<div><div>Acceptance by draft position (accepted ÷ reached):</div>{''.join(lines)}{more}</div>"
+    return f"<div><div>{label('acceptance_by_position')}:</div>{''.join(lines)}{more}</div>"
 
 
 def _time_split(spec: dict) -> str:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
+from specviz.decoding import speed
 from specviz.decoding.trace import RunTrace
 from specviz.viz.metrics import speedup
 from specviz.viz.panels import row
@@ -79,12 +80,8 @@ def _conditional(run: RunTrace) -> list[float]:
 
 
 def _marginal(run: RunTrace) -> list[float]:
-    """P(position i accepted) over the cycles that drafted anything."""
-    drafted = [c for c in run.cycles if c.nodes]
-    if not drafted:
-        return []
-    depth = max(len(c.accepted) for c in drafted)
-    return [sum(1 for c in drafted if len(c.accepted) >= i) / len(drafted) for i in range(1, depth + 1)]
+    """reach_d (decoding/speed.py), from the cycles, so a file from before the metric still shows it."""
+    return speed.by_depth(run.cycles)[1]
 
 
 def _rates(xs: list[float]) -> str:
@@ -106,10 +103,12 @@ def summary_html(a: Side, b: Side) -> str:
     swatch = lambda name: f'<span style="color:{COLOURS[name]}">■</span> {name}'  # noqa: E731
     lines = [(["", swatch("A"), swatch("B")], "th"),
              (["configuration", esc(a.label), esc(b.label)], "td"),
-             (["tokens / cycle"] + cells(lambda s: f"{s.run.metrics.get('mean_accepted_tokens', 0):.2f}"), "td"),
-             (["α (accepted ÷ judged)"] + cells(lambda s: f"{s.run.metrics.get('acceptance_rate', 0):.2f}"), "td"),
-             (["by position, conditional: accepted ÷ reached"] + cells(lambda s: _rates(_conditional(s.run))), "td"),
-             (["by position, marginal: accepted ÷ cycles"] + cells(lambda s: _rates(_marginal(s.run))), "td"),
+             ([speed.label("mean_accepted_tokens")]
+              + cells(lambda s: f"{s.run.metrics.get('mean_accepted_tokens', 0):.2f}"), "td"),
+             ([speed.label("acceptance_rate")]
+              + cells(lambda s: f"{s.run.metrics.get('acceptance_rate', 0):.2f}"), "td"),
+             ([speed.label("acceptance_by_position")] + cells(lambda s: _rates(_conditional(s.run))), "td"),
+             ([speed.label("reach_by_position")] + cells(lambda s: _rates(_marginal(s.run))), "td"),
              (["tokens / s"] + cells(lambda s: f"{s.run.metrics.get('tokens_per_s', 0):.1f}"), "td"),
              (["speedup over its target's plain decoding"] + cells(sp), "td")]
     body = "".join(row(cells_, tag, wrap=True) for cells_, tag in lines)
@@ -122,6 +121,11 @@ def difference_html(d: Difference) -> str:
             f'<b>{badge}</b> {esc(d.sentence)}</div>')
 
 
+# Prefill is left out of both sides: when both columns decode one prompt on one target, the second
+# copies the first's prefill (decoding/prefills.py) and would start the race at 0 s.
+RACE_AXIS = "decode seconds (prefill left out of both sides: one side may copy the other's prefill)"
+
+
 def race_figure(a: Side, b: Side, clock: float | None = None) -> go.Figure:
     """Tokens against wall-clock seconds for both runs and their targets' plain runs; `clock`
     draws the race replay's current second."""
@@ -132,14 +136,14 @@ def race_figure(a: Side, b: Side, clock: float | None = None) -> go.Figure:
     ars_drawn: set[int] = set()
     for name, side in zip(SIDES, (a, b)):
         if side.run is not None:
-            xs, ys = progress(side.run)
+            xs, ys = progress(side.run, prefill=False)
             fig.add_trace(scatter(x=xs, y=ys, mode="lines+markers", line_shape="hv",
                                   name=esc_plot(f"{name}: {side.label}"),
                                   line=dict(color=COLOURS[name], width=2.5), marker=dict(size=5),
                                   hovertemplate=f"%{{x:.2f}} s: %{{y}} tokens<extra>{name}</extra>"))
         if side.ar is not None and id(side.ar) not in ars_drawn:
             ars_drawn.add(id(side.ar))  # one plain line when both sides share a target's baseline
-            xs, ys = progress(side.ar)
+            xs, ys = progress(side.ar, prefill=False)
             who = "both targets" if a.ar is b.ar else f"{name}'s target"
             fig.add_trace(scatter(x=xs, y=ys, mode="lines", line_shape="hv", name=esc_plot(f"plain decoding, {who}"),
                                   line=dict(color=BLACK if a.ar is b.ar else COLOURS[name], width=1.5,
@@ -148,7 +152,7 @@ def race_figure(a: Side, b: Side, clock: float | None = None) -> go.Figure:
     if clock is not None:
         fig.add_trace(scatter(x=[clock, clock], y=[0, _most_tokens(a, b)], mode="lines",
                               name=f"race clock {clock:.2f} s", line=dict(color=YELLOW, width=3), hoverinfo="skip"))
-    base_layout(fig, title, "wall-clock seconds (prefill included)", "tokens generated", legend_above=False)
+    base_layout(fig, title, RACE_AXIS, "tokens generated", legend_above=False)
     fig.update_layout(legend=dict(orientation="v", x=0.02, xanchor="left", y=0.98, yanchor="top",
                                   bgcolor="rgba(255,255,255,0.8)", bordercolor=GREY))
     fig.update_xaxes(rangemode="tozero")
@@ -161,14 +165,20 @@ def _most_tokens(a: Side, b: Side) -> int:
     return max((len(r.token_ids) for r in runs), default=1)
 
 
+def decode_clock(run: RunTrace, cycle) -> float:
+    """Seconds from the end of the run's prefill to the end of `cycle`: the race's clock."""
+    return cycle.elapsed_s - run.prefill_s
+
+
 def race_end(a: Side, b: Side) -> float:
-    """The second at which the slower of the two runs finished."""
-    return max((s.run.cycles[-1].elapsed_s for s in (a, b) if s.run is not None and s.run.cycles), default=0.0)
+    """The decode second at which the slower of the two runs finished."""
+    return max((decode_clock(s.run, s.run.cycles[-1]) for s in (a, b) if s.run is not None and s.run.cycles),
+               default=0.0)
 
 
 def cycles_by(run: RunTrace, second: float) -> int:
-    """How many of the run's cycles had ended by `second` (0: only the prefill, or not even that)."""
-    return sum(1 for c in run.cycles if c.elapsed_s <= second)
+    """How many of the run's cycles had ended `second` decode seconds after its prefill."""
+    return sum(1 for c in run.cycles if decode_clock(run, c) <= second)
 
 
 def leader(a: Side, b: Side, second: float) -> str:
@@ -176,8 +186,8 @@ def leader(a: Side, b: Side, second: float) -> str:
     def tokens(side: Side) -> int:
         if side.run is None:
             return 0
-        done = [c for c in side.run.cycles if c.elapsed_s <= second]
-        return done[-1].total_tokens if done else int(second >= side.run.prefill_s)
+        done = [c for c in side.run.cycles if decode_clock(side.run, c) <= second]
+        return done[-1].total_tokens if done else 1  # the prefill's token is there when the clock starts
     ta, tb = tokens(a), tokens(b)
     if ta == tb:
         return f"At {second:.2f} s both have {ta} tokens."

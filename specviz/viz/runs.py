@@ -3,15 +3,18 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from specviz.decoding.speed import label
 from specviz.decoding.trace import RESAMPLED, CycleTrace, RunTrace
 from specviz.viz.style import BLACK, BLUE, FigureSpec, bar, base_layout, esc_plot, note_figure, scatter
 
 
-def progress(run: RunTrace) -> tuple[list[float], list[int]]:
-    """(seconds, tokens so far): the prefill commits token 1, then each cycle ends a step."""
-    xs, ys = [run.prefill_s], [1 if run.token_ids or run.cycles else 0]
+def progress(run: RunTrace, prefill: bool = True) -> tuple[list[float], list[int]]:
+    """(seconds, tokens so far): the prefill commits token 1, then each cycle ends a step. With
+    `prefill=False` the clock starts after the prefill (decode time only)."""
+    start = 0.0 if prefill else run.prefill_s
+    xs, ys = [run.prefill_s - start], [1 if run.token_ids or run.cycles else 0]
     for c in run.cycles:
-        xs.append(c.elapsed_s)
+        xs.append(c.elapsed_s - start)
         ys.append(c.total_tokens)
     return xs, ys
 
@@ -82,13 +85,14 @@ def acceptance_figure(run: RunTrace) -> go.Figure:
         return note_figure(title, "No draft positions judged yet", "draft position", "acceptance rate")
     positions = list(range(1, len(rates) + 1))
     fig = FigureSpec()
-    fig.add_trace(bar(x=positions, y=rates, name="accepted ÷ reached", marker_color=BLUE,
+    fig.add_trace(bar(x=positions, y=rates, name=esc_plot(label("acceptance_by_position")), marker_color=BLUE,
                          text=[f"{r:.0%}" for r in rates], textposition="outside",
                          hovertemplate="position %{x}: %{y:.0%} accepted<extra></extra>"))
     alpha = (run.metrics or {}).get("acceptance_rate")
     if isinstance(alpha, (int, float)):
         fig.add_trace(scatter(x=[0.5, len(rates) + 0.5], y=[alpha, alpha], mode="lines",
-                                 name=f"overall α = {alpha:.2f}", line=dict(color=BLACK, dash="dot"),
+                                 name=esc_plot(f"{label('acceptance_rate')} = {alpha:.2f}"),
+                                 line=dict(color=BLACK, dash="dot"),
                                  hoverinfo="skip"))
     base_layout(fig, title, "draft position", "acceptance rate")
     fig.update_xaxes(tickmode="linear", dtick=1 if len(rates) <= 16 else 4)
