@@ -238,7 +238,8 @@ def test_theory_handler_returns_the_targets_cost_profile_figure(fake_passes, mon
     if forked:
         zerogpu.use_backend(fork_gpu.GPU)
     try:
-        status, _figure, html, cost, _waterfall, _steps = compare.explain(compare.MAIN_RUN, None, progress=lambda *a, **kw: None)
+        status, _figure, html, cost, _waterfall, _steps = compare.explain(compare.MAIN_RUN, None,
+                                                                          progress=lambda *a, **kw: None)
     finally:
         zerogpu.use_backend(None)
     assert "sv-status-ok" in status and "read from the cache" in status, status
