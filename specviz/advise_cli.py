@@ -29,9 +29,10 @@ def _advise_parser() -> argparse.ArgumentParser:
                  "prompts and this machine: measured once, predicted for every K, then checked "
                  "(specviz/measure/advisor.py).")
     ap.add_argument("--target", default="bundled")
-    ap.add_argument("--candidates", default="pld,logitspec,head,hybrid",
+    ap.add_argument("--candidates", default="auto:hybrid,pld,logitspec,head,hybrid",
                     help="comma-separated: pld, logitspec, head, hybrid, layerskip, layerskip:0-9+20-29 (kept "
-                         "layers), draft:SPEC (default %(default)s)")
+                         "layers), draft:SPEC; auto: before one runs it as SpecViz does by default, its planner "
+                         "choosing K (default %(default)s)")
     ap.add_argument("--prompts", help="JSON list of {prompt} (or of strings); default: the page's example prompts")
     ap.add_argument("--limit", type=_positive_int, help="only the first N prompts")
     ap.add_argument("--k-max", type=_positive_int, default=8, help="the K every candidate is measured at (default 8)")

@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from specviz.decoding import speed
 from specviz.measure import advice
 from specviz.ui import advise_tab
 from specviz.viz import advice_figures as afig
@@ -86,7 +87,8 @@ def test_the_figures_label_conditional_and_marginal_apart_and_mark_checked_point
     p = _profile()
     acc = afig.acceptance_figure(p)
     names = [t.name for t in acc.data]
-    assert names == ["pld, conditional", "pld, marginal", "draft d, conditional", "draft d, marginal"]
+    conditional, marginal = speed.label("acceptance_by_position"), speed.label("reach_by_position")
+    assert names == [f"pld, {conditional}", f"pld, {marginal}", f"draft d, {conditional}", f"draft d, {marginal}"]
     assert [t.line.dash for t in acc.data] == ["solid", "dot", "solid", "dot"]
     curves = afig.curves_figure(p)
     stars = [t for t in curves.data if t.marker.symbol == "star"]

@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def _cycle(depth: int, accepted: int, siblings: int = 0) -> CycleTrace:
     nodes = [NodeTrace(i, 5, "", i - 1, i + 1) for i in range(depth)]
     nodes += [NodeTrace(depth + j, 6, "", -1, 1) for j in range(siblings)]  # extra candidates at depth 1
-    return CycleTrace(index=0, k=depth, nodes=nodes, accepted=list(range(accepted)))
+    return CycleTrace(index=0, k=depth, nodes=nodes, accepted=list(range(accepted)),
+                      rejected=accepted if accepted < depth else None)  # the path ends at its first rejection
 
 
 def test_positions_are_counted_as_reached_and_accepted():
@@ -99,8 +100,8 @@ def test_the_survey_file_gives_back_the_same_advice(survey, tmp_path):
                          capture_output=True, text=True, timeout=300)
     whole = advice.report(survey) + "\n\n" + deploy.report(survey)
     assert out.returncode == 0 and out.stdout.strip() == whole.strip()
-    assert ("conditional: P(accepted at i given i reached)" in out.stdout
-            and "marginal: P(position i accepted)" in out.stdout)
+    assert ("α_d (acceptance at depth d, conditional)" in out.stdout
+            and "reach_d (acceptance at depth d, marginal)" in out.stdout)
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"format": "other"}))
     out = subprocess.run([sys.executable, "-m", "specviz", "advise", "--from", str(bad)], cwd=ROOT,
@@ -168,3 +169,51 @@ def test_a_draft_the_pair_check_blocks_is_left_out_with_the_reason():
     assert "pair check found an error" in survey.refused["draft swapped"]
     text = advice.report(survey)
     assert "draft swapped: The tokenizers differ at 2 of the 40 ids" in text and "id 5 is" in text
+
+
+def test_a_planned_candidate_is_one_point_priced_by_what_its_planner_sent():
+    """'auto:hybrid' is the hybrid as SpecViz runs it (planner on), labelled 'K auto'; its curve is one
+    point at its K limit: (1 + Σ marginal) / (c + s·v(n̄ + 1) + (1 − s)·v(1) + o), worked by hand; no
+    engine deploys it, so Deploy skips it even for a method an engine has ('auto:pld')."""
+    cand = advice.Candidate.parse("auto:hybrid")
+    assert cand == advice.Candidate("hybrid", None, None, True) and cand.label == "hybrid, K auto"
+    v = lambda n: 1.0 + 0.1 * (n - 1)  # noqa: E731
+    m = advice.Measured(cand, 16, 10, [8.0, 4.0], [6.0, 3.0], [1.0, 1.5], 0.05, False, 1.0, overhead=0.1,
+                        sent_share=0.8, sent_nodes=3.0)
+    by_hand = (1 + 0.6 + 0.3) / (0.05 + 0.8 * 1.3 + 0.2 * 1.0 + 0.1)
+    assert advice.curve(m, v) == [(16, pytest.approx(by_hand))]
+    survey = advice.Survey("t", 1, {}, "cpu", 10.0, 0.01, {1: 1.0, 4: 1.3},
+                           measured=[m, advice.Measured(advice.Candidate.parse("auto:pld"), 16, 10, [8.0], [6.0],
+                                                        [1.0], 0.0, False, 1.0, sent_share=0.5, sent_nodes=2.0),
+                                     advice.Measured(advice.Candidate("pld"), 2, 10, [8.0, 4.0], [6.0, 3.0],
+                                                     [1.0, 2.0], 0.0, False, 1.0)])
+    assert [d.candidate for d in deploy.deployments(survey)] == ["pld"] * len(deploy.ENGINES)
+    assert "with K chosen by its planner (at most 16)" in advice.recommendation(survey)
+
+
+def test_a_missed_check_names_the_waterfall_term_that_moved_most():
+    """A check more than 15 % off its prediction says which term of the model of speed moved S the
+    most, with the predicted and measured values; within 15 % it says nothing."""
+    want = advice.Terms(tau=3.0, draft=0.1, verify=1.2, overhead=0.1, ar_tokens_per_s=30.0)
+    slow_pass = advice.Terms(tau=3.0, draft=0.1, verify=1.8, overhead=0.1, ar_tokens_per_s=30.0)
+    assert "the verify pass was 1.80 against the 1.20 predicted" in advice.explained_miss(2.14, 1.50, want, slow_pass)
+    fewer = advice.Terms(tau=2.0, draft=0.1, verify=1.2, overhead=0.1, ar_tokens_per_s=30.0)
+    assert "τ (mean acceptance length) was 2.00 against the 3.00" in advice.explained_miss(2.14, 1.43, want, fewer)
+    plain = advice.Terms(tau=3.0, draft=0.1, verify=1.2, overhead=0.1, ar_tokens_per_s=40.0)
+    assert "plain decoding ran at 40.0 tokens/s" in advice.explained_miss(2.14, 2.86, want, plain)
+    assert advice.explained_miss(2.14, 2.0, want, slow_pass) == ""
+
+
+def test_measure_runs_a_planned_candidate_with_its_planner_and_checks_it():
+    """Measured on a tiny target, 'auto:pld' runs at pld's own K limit with the planner on: its
+    survey entry keeps the share of cycles that sent a draft and their mean nodes, its curve is one
+    point, and its check decodes it the same way."""
+    target = load("tiny-random:vocab=48,layers=2,seed=3")
+    prompts = [[1, 5, 9, 2, 7, 1, 5, 9, 2, 7, 1, 5], [3, 4, 3, 4, 3, 4, 3, 4]]
+    got = advisor.measure(target, [advice.Candidate.parse("auto:pld")], prompts, lambda spec: None,
+                          lambda n: 1.0 + 0.02 * n, k_max=4, max_new_tokens=12, check=1, progress=lambda m: None,
+                          concurrency=())
+    (m,) = got.measured
+    assert m.candidate.planned and m.k_max == 16 and not m.per_call
+    assert 0.0 <= m.sent_share <= 1.0 and (m.sent_nodes is None or m.sent_nodes >= 1)
+    assert len(advice.curve(m, got.v_of)) == 1 and set(got.checks) == {"pld, K auto"}

@@ -40,13 +40,14 @@ def hand_trace() -> list[CycleTrace]:
 
 def test_alpha_tau_and_depth_curves_by_hand_on_a_tree_trace():
     """On the hand-made trace: judged depths 2 + 3 + 1 = 6 of which 1 + 3 + 0 = 4 accepted, so α = 4/6
-    (not accepted ÷ nodes sent, 4/8); α_d = 2/3, 1/2, 1 (judged 3, 2, 1 times); reach_d over the 3
-    cycles that sent = 2/3, 1/3, 1/3; τ = (2 + 4 + 1 + 1) / 4 = 2; 8 nodes sent over 4 cycles, 3 of 4
-    cycles sent any."""
+    (not accepted ÷ nodes sent, 4/8); α_d = 2/3, 1/2, 1 (judged 3, 2, 1 times); reach_d over all 4
+    cycles = 2/4, 1/4, 1/4; τ = (2 + 4 + 1 + 1) / 4 = 2 = 1 + Σ reach_d; 8 nodes sent over 4 cycles,
+    3 of 4 cycles sent any."""
     got = speed.counts(hand_trace())
     assert got["acceptance_rate"] == pytest.approx(4 / 6)
     assert got["acceptance_by_position"] == pytest.approx([2 / 3, 1 / 2, 1.0])
-    assert got["reach_by_position"] == pytest.approx([2 / 3, 1 / 3, 1 / 3])
+    assert got["reach_by_position"] == pytest.approx([2 / 4, 1 / 4, 1 / 4])
+    assert got["mean_accepted_tokens"] == pytest.approx(1 + sum(got["reach_by_position"]))
     assert got["mean_accepted_tokens"] == pytest.approx(2.0)
     assert got["sent_per_cycle"] == pytest.approx(2.0) and got["cycles_sent_share"] == pytest.approx(0.75)
     assert summarize(hand_trace(), 8, 1.0)["acceptance_rate"] == got["acceptance_rate"]  # what a run's metrics keep
@@ -161,3 +162,59 @@ def test_model_inputs_that_cannot_be_used_get_a_sentence():
         c.draft_s = c.verify_s = c.other_s = 0.0
     with pytest.raises(ValueError, match="no timings.*decode it again"):
         theory.analyse(untimed, ar, prof)
+
+
+# -- one set of words -------------------------------------------------------------------------------------
+OLD_LABELS = ["mean accepted tokens", "accepted ÷ reached", "accepted ÷ judged)", "acceptance rate α",
+              "overall α", "tokens / cycle", "expected accepted length", "α (acceptance per position)"]
+
+
+def test_the_readme_glossary_defines_every_word_of_speed_as_the_code_does():
+    """Each term of decoding/speed.py has a row in the README's glossary that reads exactly
+    `| label | definition |`, so the page's labels and the README's definitions cannot drift."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    glossary = readme.split("## Glossary", 1)[1].split("\n## ", 1)[0]
+    missing = [t.label for t in speed.TERMS.values() if f"| {t.label} | {t.means} |" not in glossary]
+    assert missing == []
+
+
+def test_no_view_uses_an_old_label_for_a_word_of_speed():
+    """No module of the package writes α, τ or the by-depth curves under a label the glossary
+    retired (the old ones are listed here); a planted old label is found."""
+    def found(text: str) -> list[str]:
+        return [old for old in OLD_LABELS if old in text]
+
+    hits = {p.relative_to(ROOT).as_posix(): found(p.read_text(encoding="utf-8"))
+            for p in (ROOT / "specviz").rglob("*.py")}
+    assert {p: h for p, h in hits.items() if h} == {}
+    assert found('parts = [f"mean accepted tokens per cycle"]') == ["mean accepted tokens"]
+
+
+def test_every_view_labels_alpha_and_tau_with_the_glossarys_words():
+    """The timing panel, Side by side's summary, Compare's table, the Theory table, the CLI line and
+    the bench report each show α and τ under speed.label's words, and the by-depth curves, where a
+    view shows them, under theirs."""
+    from specviz import cli
+    from specviz.measure.bench import summary_markdown
+    from specviz.viz import compare_figures, metrics, pair_views
+
+    target, _ = pair()
+    run = specviz.generate(target, PROMPT, method="pld", k=4, max_new_tokens=16, chat=False)
+    ar = specviz.generate(target, PROMPT, method="ar", max_new_tokens=16, chat=False)
+    alpha, tau = speed.label("acceptance_rate"), speed.label("mean_accepted_tokens")
+    conditional, marginal = speed.label("acceptance_by_position"), speed.label("reach_by_position")
+    side = pair_views.Side(run, ar, "t", True, "A")
+    analysis = theory.analyse(run, ar, lambda n: 1.0)
+    report = {"machine": {"date": "d", "cpu": "c", "torch": "t", "threads": 1}, "settings": {}, "results": [],
+              "summary": {"pld": {"tokens_per_s_median": 1.0, "acceptance_by_position": [0.5]}}}
+    views = {
+        "timing panel": metrics.metrics_html(run.metrics, ar.metrics),
+        "side by side": pair_views.summary_html(side, side),
+        "compare": compare_figures.compare_table_html([dict(index=1, label="pld", method="pld", speedup=1.2)]),
+        "theory": compare_figures.theory_html(analysis),
+        "cli": cli.metrics_line(run.metrics, "pld"),
+        "bench": summary_markdown(report),
+    }
+    assert [name for name, html in views.items() if alpha not in html or tau not in html] == []
+    assert conditional in views["timing panel"] and conditional in views["bench"]
+    assert conditional in views["side by side"] and marginal in views["side by side"]

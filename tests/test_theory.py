@@ -120,8 +120,8 @@ def test_analysis_reads_v_of_k_plus_one_from_the_cost_profile():
     def by_hand(k):  # v(K + 1) on the two straight segments of that profile
         return 1 + k / 4 if k + 1 <= 5 else 2 + 3 * (k + 1 - 5) / 12
 
-    assert a.curve == [(k, pytest.approx(model_form([0.5] * 4, k, 0.1, by_hand(k), 0.2, 0.1)))
-                       for k in theory.K_RANGE]
+    assert a.curve == [(k, pytest.approx(model_form([0.5] * 16, k, 0.1, by_hand(k), 0.2, 0.1)))
+                       for k in theory.K_RANGE]  # full drafts of K = 4 grow a node a level, at the last α_d
 
 
 def test_tree_analysis_uses_per_depth_acceptance():

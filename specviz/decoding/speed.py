@@ -13,8 +13,8 @@ in turn, so a rejection at depth d means all of them failed). A chain is a tree 
   reaches depth d | it reached d − 1 with a child to judge).
 - α, acceptance rate: Σ accepted ÷ Σ judged over all depths. For a chain this is Leviathan et al.'s
   accepted ÷ judged draft tokens; for a tree it counts depths on the path, never the siblings beside it.
-- reach_d, acceptance at depth d (marginal): cycles whose accepted path reached depth d ÷ cycles that
-  sent a draft (Π of α_i up to d when every cycle sends that deep).
+- reach_d, acceptance at depth d (marginal): cycles whose accepted path reached depth d ÷ all cycles,
+  so that τ = 1 + Σ_d reach_d exactly.
 - τ, mean acceptance length: tokens committed ÷ cycles, the bonus or resampled token included, and
   cycles that sent nothing included (each commits one token). vLLM calls it the mean acceptance length.
 - sent: draft tokens sent to the target per cycle; sent share: cycles that sent any ÷ cycles.
@@ -32,10 +32,9 @@ Pure arithmetic on traces; nothing here times a model.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # trace.summarize imports this module: names only, no import at run time
-    from specviz.decoding.trace import CycleTrace, RunTrace
+# Cycles and runs are decoding/trace.py's CycleTrace and RunTrace; trace.summarize imports this module,
+# so this one names them only in words (no import cycle, not even for type checking).
 
 
 @dataclass(frozen=True)
@@ -56,9 +55,9 @@ TERMS: dict[str, Term] = {t.key or t.symbol: t for t in (
     Term("α", "acceptance rate", "acceptance_rate",
          "accepted ÷ judged draft depths along the accepted path; for a chain, accepted ÷ judged tokens"),
     Term("α_d", "acceptance at depth d, conditional", "acceptance_by_position",
-         "accepted ÷ judged at depth d: P(the path reaches depth d | it reached d − 1 with a child to judge)"),
+         "accepted ÷ judged at depth d: P(the path reaches depth d, given it reached d − 1 with a child to judge)"),
     Term("reach_d", "acceptance at depth d, marginal", "reach_by_position",
-         "cycles whose accepted path reached depth d ÷ cycles that sent a draft"),
+         "cycles whose accepted path reached depth d ÷ all cycles, so τ = 1 + Σ_d reach_d"),
     Term("τ", "mean acceptance length", "mean_accepted_tokens",
          "tokens committed per cycle, the bonus or resampled token and cycles that sent nothing included"),
     Term("", "drafted tokens sent per cycle", "sent_per_cycle",
@@ -79,16 +78,16 @@ def label(key: str) -> str:
 
 
 # -- counting along the accepted path -------------------------------------------------------------------
-def judged_depths(cycle: CycleTrace) -> tuple[int, int]:
+def judged_depths(cycle) -> tuple[int, int]:
     """(accepted, judged) depths of one cycle's path: each accepted depth was judged, and a rejection
     ends the path at one more judged depth."""
     accepted = cycle.n_accepted
     return accepted, accepted + (cycle.rejected is not None)
 
 
-def by_depth(cycles: list[CycleTrace]) -> tuple[list[float], list[float]]:
+def by_depth(cycles: list) -> tuple[list[float], list[float]]:
     """(α_d conditional, reach_d marginal) for d = 1, 2, … up to the deepest judged depth."""
-    spec = [c for c in cycles if c.nodes]
+    spec = [c for c in cycles if c.nodes]  # a cycle that sent nothing judged nothing
     accepted: dict[int, int] = {}
     judged: dict[int, int] = {}
     for c in spec:
@@ -97,10 +96,10 @@ def by_depth(cycles: list[CycleTrace]) -> tuple[list[float], list[float]]:
             judged[d] = judged.get(d, 0) + 1
             accepted[d] = accepted.get(d, 0) + (d <= n_acc)
     depths = sorted(judged)
-    return ([accepted[d] / judged[d] for d in depths], [accepted[d] / len(spec) for d in depths])
+    return ([accepted[d] / judged[d] for d in depths], [accepted[d] / len(cycles) for d in depths])
 
 
-def counts(cycles: list[CycleTrace]) -> dict[str, float]:
+def counts(cycles: list) -> dict[str, float]:
     """α, τ, the by-depth curves, what was sent: the metrics the vocabulary keeps, from cycles alone."""
     spec = [c for c in cycles if c.nodes]
     accepted = sum(judged_depths(c)[0] for c in spec)
@@ -122,7 +121,7 @@ class SpeedInputError(ValueError):
     """A run or baseline that cannot be put on the model of speed; the message says what to do."""
 
 
-def unit_s(ar: RunTrace) -> float:
+def unit_s(ar) -> float:
     """Seconds of one one-token target pass: the AR baseline's verify seconds per token it committed."""
     tokens = sum(len(c.committed) for c in ar.cycles)
     seconds = sum(c.verify_s for c in ar.cycles)
@@ -132,7 +131,7 @@ def unit_s(ar: RunTrace) -> float:
     return seconds / tokens
 
 
-def draft_calls(cycle: CycleTrace) -> int:
+def draft_calls(cycle) -> int:
     """Draft calls that made a cycle's sent draft: its deepest node (K when depths were not kept)."""
     depths = [n.depth for n in cycle.nodes if n is not None]
     return max(depths) if depths else min(cycle.k, len(cycle.nodes))
@@ -153,7 +152,7 @@ class Costs:
     concurrent: int  # cycles of the run timed beside other runs' cycles (cycles_concurrent)
 
 
-def _decode_s(run: RunTrace) -> float:
+def _decode_s(run) -> float:
     """Seconds in cycles: the metrics' decode_s when kept, else the cycles' own split."""
     kept = (run.metrics or {}).get("decode_s")
     if isinstance(kept, (int, float)) and kept > 0:
@@ -161,7 +160,7 @@ def _decode_s(run: RunTrace) -> float:
     return sum(c.draft_s + c.verify_s + c.other_s for c in run.cycles)
 
 
-def costs(run: RunTrace, ar: RunTrace) -> Costs:
+def costs(run, ar) -> Costs:
     """Read D, V, o, c, τ and the measured speedup off a run and its AR baseline."""
     if not run.cycles:
         raise SpeedInputError("This run has no cycles yet: press Step or Run, then explain it.")

@@ -21,6 +21,13 @@ measured drafting per cycle. With pass_share = 1 and o = 0 this is Leviathan et 
 (measure/theory.py). The break-even rate is the constant α at which S at the candidate's best K
 would be 1. v(n) is timed in the same run at the prompts' mean context length.
 
+**K auto.** A planned candidate (`auto:hybrid`) is measured as SpecViz runs it by default: its
+method's K limit, the planner choosing each cycle what to send (decoding/planner.py). Its one point is
+S = (1 + Σ_i marginal_i) / (c + pass_share · (s · v(n̄ + 1) + (1 − s)) + o), with s the share of cycles that
+sent a draft and n̄ the nodes those sent, c its drafting per cycle: the model of speed of
+measure/theory.py with the sizes its planner sent. No engine runs SpecViz's planner, so Deploy writes
+the best fixed-K pick.
+
 **Runs at once (concurrency).** With B runs decoding at once every pass is batched: r_B(n) is a
 pass of n tokens per run at batch B over a one-token pass at batch 1 (timed). Plain decoding makes
 one token per run per pass_share · r_B(1) + (1 − pass_share) plain cycles; a speculative cycle
@@ -35,12 +42,14 @@ and the candidate stops paying at the first B where S_B < 1 at every K.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from specviz.decoding import speed
 from specviz.decoding.schema import SchemaError, check, enforced, parse_json
 from specviz.measure import survey_schema
 from specviz.measure.survey_schema import FORMAT
@@ -49,6 +58,7 @@ from specviz.pricing.cost_profile import interpolate
 from specviz.proposers import REGISTRY, resolve_draft
 
 MISS = 0.15  # a prediction further than this from the measurement is flagged
+AUTO = "auto:"  # a candidate's prefix for SpecViz's planned decoding ("hybrid, K auto")
 CONCURRENCY = (1, 2, 4, 8, 16)  # runs at once for the concurrency prediction (the app's class is ~30)
 
 
@@ -80,11 +90,15 @@ class Candidate:
     method: str
     draft: str | None = None
     layers: list[int] | None = None
+    planned: bool = False  # "K auto": SpecViz's planner chooses what to send each cycle (decoding/planner.py)
 
     @classmethod
     def parse(cls, text: str) -> "Candidate":
-        """'pld', 'logitspec', 'head', 'hybrid', 'layerskip', 'layerskip:0-9+20-29' or 'draft:SPEC'."""
+        """'pld', 'logitspec', 'head', 'hybrid', 'layerskip', 'layerskip:0-9+20-29' or 'draft:SPEC'; with
+        'auto:' before any of them, that method as SpecViz runs it by default, its planner on ('K auto')."""
         text = text.strip()
+        if text.startswith(AUTO):
+            return dataclasses.replace(cls.parse(text[len(AUTO):]), planned=True)
         method, _, rest = text.partition(":")
         if method == "layerskip":
             return cls(method, None, _parse_layers(rest) if rest.strip() else None)
@@ -98,8 +112,10 @@ class Candidate:
     @property
     def label(self) -> str:
         if self.layers:
-            return f"layerskip[{_layers_text(self.layers)}]"
-        return f"draft {self.draft}" if self.method == "draft" else self.method
+            base = f"layerskip[{_layers_text(self.layers)}]"
+        else:
+            base = f"draft {self.draft}" if self.method == "draft" else self.method
+        return f"{base}, K auto" if self.planned else base
 
     @property
     def knobs(self) -> dict:
@@ -119,6 +135,9 @@ class Measured:
     per_call: bool  # whether c is per draft call (a model drafting one level) or per cycle
     tokens_per_s: float
     overhead: float = 0.0  # o: time per cycle outside drafting and the target pass, in plain cycles
+    # a planned candidate (K auto): the share of cycles that sent a draft, and the mean nodes of those
+    sent_share: float | None = None
+    sent_nodes: float | None = None
 
     @property
     def conditional(self) -> list[float]:
@@ -231,7 +250,19 @@ def predicted_speedup(m: Measured, k: int, v: Callable[[float], float], pass_sha
     return tokens_per_cycle(m, k) / _cycle_cost(m, k, v, pass_share)
 
 
+def planned_speedup(m: Measured, v: Callable[[float], float], pass_share: float = 1.0) -> float:
+    """S of a planned candidate (K auto) as its planner sent: 1 + Σ_d reach_d tokens a cycle, for its
+    drafting, its overhead and a pass over the nodes a sending cycle sent (v(1) = 1 for one that sent
+    nothing), the model of speed of measure/theory.py with the sent sizes averaged."""
+    share, nodes = m.sent_share or 0.0, m.sent_nodes or 0.0
+    passes = share * v(nodes + 1) + (1 - share) * v(1)
+    return tokens_per_cycle(m, m.k_max) / (m.c + pass_share * passes + m.overhead)
+
+
 def curve(m: Measured, v: Callable[[float], float], pass_share: float = 1.0) -> list[tuple[int, float]]:
+    """S at every K; a planned candidate has one point, at its K limit, where its planner chose."""
+    if m.candidate.planned:
+        return [(m.k_max, planned_speedup(m, v, pass_share))]
     return [(k, predicted_speedup(m, k, v, pass_share)) for k in range(1, m.k_max + 1)]
 
 
@@ -258,6 +289,8 @@ def concurrent_speedup(m: Measured, k: int, timed: ConcurrencyCost, i: int, pass
     k = min(k, m.k_max)
     r = lambda n: timed.pass_at(i, n) / timed.step_s(0)  # noqa: E731 -- r_B(n)
     plain = pass_share * r(1) + 1.0 - pass_share
+    if m.candidate.planned:  # as its planner sent at batch 1 (the app's planner re-prices at the batch)
+        return planned_speedup(m, r, pass_share) * plain
     return tokens_per_cycle(m, k) * plain / _cycle_cost(m, k, r, pass_share)
 
 
@@ -270,15 +303,63 @@ def under_concurrency(survey: Survey) -> list[tuple[Measured, list[tuple[int, in
     for m in survey.measured:
         points = []
         for i, b in enumerate(survey.concurrency.batch_sizes):
-            k, s = best_k([(k, concurrent_speedup(m, k, survey.concurrency, i, survey.pass_share))
-                           for k in range(1, m.k_max + 1)])
+            ks = [m.k_max] if m.candidate.planned else range(1, m.k_max + 1)
+            k, s = best_k([(k, concurrent_speedup(m, k, survey.concurrency, i, survey.pass_share)) for k in ks])
             points.append((b, k, s))
         out.append((m, points, next((b for b, _, s in points if s < 1.0), None)))
     return out
 
 
+@dataclass
+class Terms:
+    """A cycle's terms of the model of speed, in plain cycles: τ, drafting, the pass, the rest; and the
+    plain decoding speed the speedup is taken against."""
+    tau: float
+    draft: float
+    verify: float
+    overhead: float
+    ar_tokens_per_s: float
+
+
+def predicted_terms(m: Measured, k: int, v: Callable[[float], float], pass_share: float,
+                    ar_tokens_per_s: float) -> Terms:
+    """The terms the survey predicted for `m` at K = k."""
+    if m.candidate.planned:
+        share, nodes = m.sent_share or 0.0, m.sent_nodes or 0.0
+        passes = share * v(nodes + 1) + (1 - share) * v(1)
+        return Terms(tokens_per_cycle(m, m.k_max), m.c, pass_share * passes, m.overhead, ar_tokens_per_s)
+    k = min(k, m.k_max)
+    return Terms(tokens_per_cycle(m, k), _draft_cost(m, k), pass_share * v(_nodes(m, k) + 1), m.overhead,
+                 ar_tokens_per_s)
+
+
+TERM_WORDS = {"tau": "τ (mean acceptance length)", "draft": "drafting", "verify": "the verify pass",
+              "overhead": "the rest of a cycle (overhead)"}
+
+
+def explained_miss(predicted: float, measured: float, want: Terms, got: Terms) -> str:
+    """Why a check missed its prediction by more than MISS, from the waterfall's terms: the term whose
+    change moved S the most, with both values; '' when it did not miss."""
+    if not measured or abs(predicted - measured) <= MISS * measured:
+        return ""
+    cost = want.draft + want.verify + want.overhead
+    effects = {"tau": got.tau / want.tau - 1 if want.tau else 0.0}
+    effects.update({name: -(getattr(got, name) - getattr(want, name)) / cost if cost else 0.0
+                    for name in ("draft", "verify", "overhead")})
+    effects["plain"] = got.ar_tokens_per_s / want.ar_tokens_per_s - 1 if want.ar_tokens_per_s else 0.0
+    name = max(effects, key=lambda n: abs(effects[n]))
+    head = f"predicted {predicted:.2f}× but measured {measured:.2f}×: "
+    if name == "plain":
+        return head + (f"plain decoding ran at {got.ar_tokens_per_s:.1f} tokens/s in the check against "
+                       f"{want.ar_tokens_per_s:.1f} in the survey, which moves every speedup ({effects[name]:+.0%})")
+    return head + (f"{TERM_WORDS[name]} was {getattr(got, name):.2f} against the {getattr(want, name):.2f} "
+                   f"predicted{' plain cycles' if name != 'tau' else ' tokens'} a cycle, the term that moved S most "
+                   f"({effects[name]:+.0%})")
+
+
 def miss_reason(predicted: float, measured: float, m: Measured) -> str:
-    """Why a prediction missed by more than MISS, in a sentence; '' when it did not."""
+    """Why a prediction missed by more than MISS, in a sentence, when the check's terms are not at
+    hand (an older survey); '' when it did not miss."""
     if not measured or abs(predicted - measured) <= MISS * measured:
         return ""
     if predicted > measured:
@@ -296,9 +377,15 @@ def summary(survey: Survey) -> str:
     v = f" v(n): {survey.v_source}." if survey.v_source else ""
     return (f"Target {survey.target}, {survey.prompts} prompts, T = {s.get('temperature')}, top-p = "
             f"{s.get('top_p')}, {s.get('max_new_tokens')} new tokens, measured once at K = {s.get('k_max')} "
-            f"with planning off; {survey.machine}; {survey.measured_at}. Plain decoding: "
+            f"with planning off{_planned_note(survey)}; {survey.machine}; {survey.measured_at}. Plain decoding: "
             f"{survey.ar_tokens_per_s:.1f} tokens/s, {survey.step_s * 1e3:.0f} ms a cycle, "
             f"{survey.pass_share:.0%} of it the target pass.{v}")
+
+
+def _planned_note(survey: Survey) -> str:
+    auto = [m for m in survey.measured if m.candidate.planned]
+    return "" if not auto else (" (" + ", ".join(f"{m.candidate.label} at its K limit {m.k_max}" for m in auto)
+                                + ", planner on)")
 
 
 def recommendation(survey: Survey) -> str:
@@ -308,14 +395,28 @@ def recommendation(survey: Survey) -> str:
         return "No candidate was measured, so there is nothing to recommend."
     m, k, s = rows[0]
     chk = survey.checks.get(m.candidate.label)
-    checked = "" if chk is None else f", measured {chk.measured:.2f}× at K = {chk.k}"
-    text = f"Use {m.candidate.label} at K = {k}: predicted {s:.2f}× plain decoding{checked}."
+    checked = "" if chk is None else f", measured {chk.measured:.2f}×"
+    text = f"Use {m.candidate.label} {at_k(m, k)}: predicted {s:.2f}× plain decoding{checked}."
     if s < 1.0:
-        text = f"Keep plain decoding: the best candidate, {m.candidate.label} at K = {k}, is predicted at {s:.2f}×."
+        text = (f"Keep plain decoding: the best candidate, {m.candidate.label} {at_k(m, k)}, is predicted at "
+                f"{s:.2f}×.")
     if len(rows) > 1:
         m2, k2, s2 = rows[1]
-        text += f" Next: {m2.candidate.label} at K = {k2}, {s2:.2f}×."
+        text += f" Next: {m2.candidate.label} {at_k(m2, k2)}, {s2:.2f}×."
+    deploy = next(((m3, k3) for m3, k3, _ in rows if not m3.candidate.planned), None)
+    if m.candidate.planned and deploy is not None:
+        text += (f" An engine takes a fixed K: the best fixed pick is {deploy[0].candidate.label} at K = {deploy[1]} "
+                 "(Deploy writes it).")
     return text
+
+
+def at_k(m: Measured, k: int) -> str:
+    """'at K = 4', or for a planned candidate 'with K chosen by its planner (at most 16)'."""
+    return f"with K chosen by its planner (at most {m.k_max})" if m.candidate.planned else f"at K = {k}"
+
+
+def k_cell(m: Measured, k: int) -> str:
+    return f"auto (≤ {m.k_max})" if m.candidate.planned else str(k)
 
 
 def findings(survey: Survey) -> list[str]:
@@ -353,12 +454,14 @@ def report(survey: Survey) -> str:
     for i, (m, k, s_k) in enumerate(ranked(survey), 1):
         be = break_even(m, k, survey.v_of, survey.pass_share)
         chk = survey.checks.get(m.candidate.label)
-        checked = "–" if chk is None else f"{chk.measured:.2f}× at K = {chk.k}" + (f" ⚠ {chk.flag}" if chk.flag else "")
+        checked = "–" if chk is None else f"{chk.measured:.2f}× {at_k(m, chk.k)}" + (
+            f" ⚠ {chk.flag}" if chk.flag else "")
         unit = "per draft call" if m.per_call else "per cycle"
-        lines.append(f"| {i} | {m.candidate.label} | {k} | {s_k:.2f}× | {'none' if be is None else f'{be:.2f}'} | "
+        lines.append(f"| {i} | {m.candidate.label} | {k_cell(m, k)} | {s_k:.2f}× | "
+                     f"{'none' if be is None else f'{be:.2f}'} | "
                      f"{m.c:.3f} {unit} | {checked} |")
-    lines += ["", "Acceptance by draft position, measured at K = k_max:", "",
-              "| candidate | conditional: P(accepted at i given i reached) | marginal: P(position i accepted) |",
+    lines += ["", "Acceptance by draft depth, measured at K = k_max:", "",
+              f"| candidate | {speed.label('acceptance_by_position')} | {speed.label('reach_by_position')} |",
               "|---|---|---|"]
     for m in survey.measured:
         lines.append(f"| {m.candidate.label} | {', '.join(f'{x:.2f}' for x in m.conditional)} | "

@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Callable, Iterator
 
+from specviz.decoding import speed
 from specviz.decoding.engine import generate
 from specviz.decoding.trace import RunTrace
 from specviz.measure.advice import (  # noqa: F401
@@ -37,8 +38,11 @@ from specviz.measure.advice import (  # noqa: F401
     ConcurrencyCost,
     Measured,
     Survey,
+    Terms,
+    explained_miss,
     miss_reason,
     predicted_speedup,
+    predicted_terms,
     ranked,
     read,
     report,
@@ -47,22 +51,20 @@ from specviz.measure.advice import (  # noqa: F401
 from specviz.measure.disagreement import disagreement, why_not
 from specviz.measure.pair_check import blocking, pair_check
 from specviz.pricing.timing import pass_times
-from specviz.proposers import proposer_class
+from specviz.proposers import default_k, proposer_class
 
 
 # -- measurement -------------------------------------------------------------------------------------
 def count_positions(runs: list[RunTrace], k_max: int) -> tuple[int, list[float], list[float], list[float]]:
-    """(cycles, reached_i, accepted_i, mean nodes at depth ≤ i) over every cycle of the runs."""
+    """(cycles, reached_i, accepted_i, mean nodes at depth ≤ i) over every cycle of the runs; depth i is
+    reached when the path was judged there (decoding/speed.py), so accepted_i ÷ reached_i is α_i."""
     cycles = [c for run in runs for c in run.cycles]
     reached, accepted = [0.0] * k_max, [0.0] * k_max
     for c in cycles:
-        depths = [n.depth for n in c.nodes]
-        deepest = max(depths, default=0)
-        for i in range(1, min(deepest, k_max) + 1):
-            if c.n_accepted >= i - 1:
-                reached[i - 1] += 1
-            if c.n_accepted >= i:
-                accepted[i - 1] += 1
+        n_accepted, judged = speed.judged_depths(c) if c.nodes else (0, 0)
+        for i in range(1, min(judged, k_max) + 1):
+            reached[i - 1] += 1
+            accepted[i - 1] += i <= n_accepted
     nodes = [statistics.fmean(sum(d <= i for d in (n.depth for n in c.nodes)) for c in cycles) if cycles else 0.0
              for i in range(1, k_max + 1)]
     return len(cycles), reached, accepted, nodes
@@ -161,20 +163,34 @@ def _draft_for(survey: Survey, target, cand: Candidate, get_model) -> Iterator[t
     return draft
 
 
+def planned(cand: Candidate, k: int, common: dict) -> tuple[int, dict]:
+    """(K, decode options) for a candidate: a planned one ("K auto") runs as the API's defaults do, its
+    method's own K limit with the planner on; the others at `k` with planning off."""
+    if cand.planned:
+        return default_k(cand.method), {**common, "plan": True}
+    return k, common
+
+
 def _measure_candidate(survey: Survey, target, draft, cand: Candidate, prompts: list, k_max: int,
                        common: dict) -> list[RunTrace]:
     """Decode the prompts with `cand` at k_max and add what it measured to the survey: the rates
-    by position, and its drafting cost c, per draft call for a model that drafts (else per cycle)."""
+    by position, and its drafting cost c, per draft call for a model that drafts (else per cycle).
+    A planned candidate is measured as it runs (its K limit, planner on); its c is per cycle, and the
+    survey keeps the share of cycles that sent a draft and how many nodes they sent."""
+    k_max, common = planned(cand, k_max, common)
     cand_runs, rate = _decode_all(target, draft, prompts, method=cand.method, k=k_max, knobs=cand.knobs, **common)
     n, reached, accepted, nodes = count_positions(cand_runs, k_max)
-    per_call = bool(proposer_class(cand.method).paid_per_call)
+    per_call = bool(proposer_class(cand.method).paid_per_call) and not cand.planned
     cycles = [c for r in cand_runs for c in r.cycles]
     draft_s = sum(c.draft_s for c in cycles)
     depth = sum(max(nd.depth for nd in c.nodes) for c in cycles if c.nodes)
     unit = depth if per_call else len(cycles)  # per draft call, or per cycle of any kind
     c = draft_s / unit / survey.step_s if unit and survey.step_s else 0.0
     other = statistics.fmean(c.other_s for c in cycles) / survey.step_s if cycles and survey.step_s else 0.0
-    survey.measured.append(Measured(cand, k_max, n, reached, accepted, nodes, c, per_call, rate, other))
+    sending = [len(c.nodes) for c in cycles if c.nodes]
+    share = len(sending) / len(cycles) if cycles and cand.planned else None
+    sent = statistics.fmean(sending) if sending and cand.planned else None
+    survey.measured.append(Measured(cand, k_max, n, reached, accepted, nodes, c, per_call, rate, other, share, sent))
     return cand_runs
 
 
@@ -204,11 +220,25 @@ def _check_best(survey: Survey, target, prompts: list, get_model, check: int,
     for m, k, predicted in ranked(survey)[:check]:
         yield f"checking {m.candidate.label} at K = {k} against plain decoding", survey
         draft = get_model(m.candidate.draft) if m.candidate.draft else None
-        _, rate = _decode_all(target, draft, prompts, method=m.candidate.method, k=k, knobs=m.candidate.knobs,
-                              **common)
+        k_run, options = planned(m.candidate, k, common)
+        runs, rate = _decode_all(target, draft, prompts, method=m.candidate.method, k=k_run, knobs=m.candidate.knobs,
+                                 **options)
         _, ar_again = _decode_all(target, None, prompts, method="ar", **common)
         measured = rate / ar_again if ar_again else 0.0
-        survey.checks[m.candidate.label] = Check(k, predicted, measured, miss_reason(predicted, measured, m))
+        want = predicted_terms(m, k, survey.v_of, survey.pass_share, survey.ar_tokens_per_s)
+        survey.checks[m.candidate.label] = Check(k, predicted, measured,
+                                                 explained_miss(predicted, measured, want, terms_of(runs, survey,
+                                                                                                     ar_again)))
+
+
+def terms_of(runs: list[RunTrace], survey: Survey, ar_tokens_per_s: float) -> Terms:
+    """A check's measured terms per cycle, in the survey's plain cycles."""
+    cycles = [c for r in runs for c in r.cycles]
+    unit = survey.step_s * max(len(cycles), 1)
+    if not cycles or not unit:
+        return Terms(0.0, 0.0, 0.0, 0.0, ar_tokens_per_s)
+    return Terms(sum(len(c.committed) for c in cycles) / len(cycles), sum(c.draft_s for c in cycles) / unit,
+                 sum(c.verify_s for c in cycles) / unit, sum(c.other_s for c in cycles) / unit, ar_tokens_per_s)
 
 
 def measure(target, candidates: list[Candidate], prompts: list, get_model: Callable[[str], object], v,

@@ -219,7 +219,7 @@ def deployments(survey: Survey, target: str | None = None) -> list[Deployment]:
     spec = target or survey.target
     out = []
     for m, k, s in ranked(survey):
-        if m.candidate.method not in DEPLOYABLE:
+        if not deploys(m):
             continue
         for engine in ENGINES:
             options, config, command, note = _WRITERS[engine](m, k, spec, _sampled(survey))
@@ -235,9 +235,14 @@ _WHY = {  # why no engine has it, in a few words
 }
 
 
+def deploys(m: Measured) -> bool:
+    """An engine has the method, at a fixed K: SpecViz's planner ("K auto") is in no engine."""
+    return m.candidate.method in DEPLOYABLE and not m.candidate.planned
+
+
 def best_deployable(survey: Survey) -> tuple[Measured, int, float] | None:
     """The best-ranked candidate an engine has (pld or a draft): (Measured, best K, predicted S), or None."""
-    return next((row for row in ranked(survey) if row[0].candidate.method in DEPLOYABLE), None)
+    return next((row for row in ranked(survey) if deploys(row[0])), None)
 
 
 def not_deployable(survey: Survey) -> list[str]:
@@ -245,10 +250,11 @@ def not_deployable(survey: Survey) -> list[str]:
     best = best_deployable(survey)
     out = []
     for m, k, s in ranked(survey):
-        if m.candidate.method in DEPLOYABLE:
+        if deploys(m):
             continue
-        why = _WHY.get(m.candidate.method, "is SpecViz's own method")
-        text = (f"{m.candidate.label} (predicted {s:.2f}× at K = {k}) {why}, so no engine here "
+        why = ("chooses K every cycle with SpecViz's planner" if m.candidate.planned
+               else _WHY.get(m.candidate.method, "is SpecViz's own method"))
+        text = (f"{m.candidate.label} (predicted {s:.2f}×) {why}, so no engine here "
                 f"({', '.join(ENGINES)}) runs it; ")
         if best is None:
             text += "no measured candidate deploys: add `pld` (or a draft model, `draft:SPEC`) to the candidates."

@@ -25,11 +25,12 @@ _LABEL = Text(200)
 _COST = Num(0.0, 1e6)
 _COUNT = Num(0.0, 1e12)
 _CANDIDATE = Obj({"method": (Text(64), True), "draft": (Text(200, null=True), False),
-                  "layers": (ListOf(Int(0, 4095), 4096, null=True), False)})
+                  "layers": (ListOf(Int(0, 4095), 4096, null=True), False), "planned": (Bool(), False)})
 _MEASURED = Obj({"candidate": (_CANDIDATE, True), "k_max": (Int(1, MAX_K), True), "cycles": (Int(0, 10 ** 12), True),
                  "reached": (ListOf(_COUNT, MAX_K), True), "accepted": (ListOf(_COUNT, MAX_K), True),
                  "nodes_at_depth": (ListOf(Num(0.0, 1e6), MAX_K), True), "c": (_COST, True),
-                 "per_call": (Bool(), True), "tokens_per_s": (_COST, True), "overhead": (_COST, False)})
+                 "per_call": (Bool(), True), "tokens_per_s": (_COST, True), "overhead": (_COST, False),
+                 "sent_share": (Num(0.0, 1.0, null=True), False), "sent_nodes": (Num(0.0, 1e6, null=True), False)})
 _CHECK = Obj({"k": (Int(1, MAX_K), True), "predicted": (_COST, True), "measured": (_COST, True),
               "flag": (Text(2000), False)})
 _FINDING = Obj({"level": (Text(16), False), "message": (Text(2000), True)}, extra=16)

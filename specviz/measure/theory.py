@@ -185,42 +185,73 @@ def _concurrent(cost: speed.Costs) -> str:
 # -- a prediction made before the run -------------------------------------------------------------------
 @dataclass
 class Inputs:
-    """What the model of speed needs before a run: per-depth acceptance, the costs in one-token
-    passes, and whether drafting costs a call per depth (model drafts) or one price whatever K."""
+    """What the model of speed needs. About the text and the draft: per-depth acceptance α_d, and the
+    planner's policy as the drafts it sent (each cycle's node depths; [] for a cycle that sent
+    nothing). About the machine, in one-token passes, measured before the run (a calibration, or the
+    advisor's survey): c per draft call for model drafts, the drafting every cycle pays whatever K
+    (lookups; the hybrid's), and the overheads of a cycle and of a plain token."""
     acceptance: list[float]
+    sent: list[list[int]]
+    full: list[bool]  # per cycle: its draft filled its K, so a larger K would have drafted deeper
     c: float
-    draft: float  # drafting per cycle for drafts whose cost does not grow with K (retrieval)
+    every: float
     overhead: float
     ar_overhead: float
-    per_call: bool
-    nodes: Callable[[int], float] = lambda k: float(k)  # draft tokens sent when the draft goes k deep
+    per_call: bool  # drafting costs a call per depth (a draft model, the head, layer skip)
 
 
-def predict_at(x: Inputs, v: PassCost, k: int) -> float:
-    """S at a fixed K: 1 + Σ_{d≤K} Π α_i tokens for one cycle's drafting, a pass over its nodes and
-    the newest token, and its overhead, over a plain token's pass and overhead."""
-    if k == 0:
-        return (1 + x.ar_overhead) / (1 + x.overhead)
-    drafting = k * x.c if x.per_call else x.draft
-    return expected_tokens_by_depth(x.acceptance, k) * (1 + x.ar_overhead) / (drafting + v(x.nodes(k) + 1) + x.overhead)
+def _cycle_at(x: Inputs, depths: list[int], full: bool, k: int, v: PassCost) -> tuple[float, float]:
+    """(expected tokens, cost) of one cycle whose draft is cut at depth k, or, when it filled its K and
+    k is deeper, grown one node a level to k: 1 + Σ_{d≤depth} Π α_i tokens (a depth never judged takes
+    the deepest α_d measured) for its drafting and a pass over its nodes and the newest token (v(1) = 1
+    when it sent nothing)."""
+    kept = [d for d in depths if d <= k]
+    depth = max(kept, default=0)
+    if full and depths and k > depth:
+        kept, depth = kept + list(range(depth + 1, k + 1)), k
+    drafting = depth * x.c if x.per_call else 0.0
+    acceptance = x.acceptance + x.acceptance[-1:] * max(depth - len(x.acceptance), 0)
+    return expected_tokens_by_depth(acceptance, depth), drafting + (v(len(kept) + 1) if kept else 1.0)
+
+
+def predict_at(x: Inputs, v: PassCost, k: int | None) -> float:
+    """S with every cycle's draft cut at depth k (None: as the planner sent it; 0: plain steps): the
+    cycles' expected tokens over their costs plus overhead, against a plain token's 1 + o_AR."""
+    sent = x.sent or [[]]
+    full = x.full or [False] * len(sent)
+    cycles = [_cycle_at(x, depths, f, max(depths, default=0) if k is None else k, v) for depths, f in zip(sent, full)]
+    tokens = sum(t for t, _ in cycles) / len(cycles)
+    cost = sum(c for _, c in cycles) / len(cycles) + x.every + x.overhead
+    return tokens * (1 + x.ar_overhead) / cost
 
 
 def predict(x: Inputs, v: PassCost, ks=K_RANGE) -> tuple[list[tuple[int, float]], tuple[int, float]]:
-    """(S for every fixed K, the planner's pick): with fixed estimates the planner sends the depth that
-    gives most tokens per unit of time, or nothing (K = 0), which is the best of the curve and a plain step."""
-    curve = [(k, predict_at(x, v, k)) for k in ks]
-    return curve, max([(0, predict_at(x, v, 0))] + curve, key=lambda point: point[1])
+    """(S for every fixed K, S as the planner sent: "K auto", with its deepest draft)."""
+    deepest = max((max(d, default=0) for d in x.sent), default=0)
+    return [(k, predict_at(x, v, k)) for k in ks], (deepest, predict_at(x, v, None))
 
 
-def inputs_of(run: RunTrace, ar: RunTrace) -> Inputs:
-    """The model's inputs as a run measured them (the advisor's survey measures the same once)."""
+def text_inputs(run: RunTrace) -> dict:
+    """What a run says about its text and draft: α_d, and each cycle's sent node depths."""
+    return dict(acceptance=list((run.metrics or {}).get("acceptance_by_position")
+                                or speed.by_depth(run.cycles)[0]),
+                sent=[[n.depth for n in c.nodes if n is not None] or [1] * len(c.nodes) for c in run.cycles],
+                full=[bool(c.nodes) and speed.draft_calls(c) >= c.k for c in run.cycles])
+
+
+def machine_inputs(run: RunTrace, ar: RunTrace) -> dict:
+    """What a run and its baseline say about the machine, in one-token passes: c, drafting per cycle,
+    overheads. Measured once (a calibration run) they predict other runs of the same method."""
     cost = speed.costs(run, ar)
-    spec = max(sum(1 for c in run.cycles if c.nodes), 1)
-    tree = is_tree(run)
-    return Inputs(acceptance=list((run.metrics or {}).get("acceptance_by_position") or []), c=cost.c,
-                  draft=cost.draft * cost.cycles / spec, overhead=cost.overhead, ar_overhead=cost.ar_overhead,
-                  per_call=run.method in MODEL_DRAFTS,
-                  nodes=(lambda k: nodes_up_to(run, k)) if tree else (lambda k: float(k)))
+    per_call = run.method in MODEL_DRAFTS
+    return dict(c=cost.c, every=0.0 if per_call else cost.draft, overhead=cost.overhead,
+                ar_overhead=cost.ar_overhead, per_call=per_call)
+
+
+def inputs_of(run: RunTrace, ar: RunTrace, machine: dict | None = None) -> Inputs:
+    """The model's inputs: the text's from `run`, the machine's from `machine` (a calibration's
+    machine_inputs) or, without one, from the run itself."""
+    return Inputs(**text_inputs(run), **(machine or machine_inputs(run, ar)))
 
 
 # -- the whole comparison ---------------------------------------------------------------------------
@@ -271,7 +302,7 @@ def analyse(run: RunTrace, ar: RunTrace, v: PassCost, ks=K_RANGE) -> Analysis:
     verify_tokens = nodes_up_to(run, k) if tree else float(k)
     expected = (expected_tokens_by_depth(acceptance, k) if tree else expected_tokens(alpha, k)) - 1
     planned = bool(run.settings.get("plan", False))
-    predicted = auto[1] if planned else predict_at(x, v, k)
+    predicted = auto[1] if planned else predict_at(x, v, k)  # without planning every offer was sent, cut at K
     decode_s = m.get("decode_s") or 0.0
     other = decode_s - (m.get("draft_s") or 0.0) - (m.get("verify_s") or 0.0)
     return Analysis(kind="tree" if tree else "chain", method=run.method, k=k, alpha=alpha, acceptance=acceptance,

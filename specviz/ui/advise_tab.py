@@ -24,9 +24,10 @@ from specviz.viz import advice_figures as afig
 from specviz.viz import deploy_figures as dfig
 
 RECORDED = ASSETS / "recorded_advice.json"
-METHODS = [("Hybrid", "hybrid"), ("Prompt lookup", "pld"), ("LogitSpec", "logitspec"),
-           ("Draft head (bundled target)", "head"), ("Layer skip", "layerskip")]
-DEFAULT_METHODS = ["hybrid", "pld", "logitspec", "head", "layerskip"]
+METHODS = [("Hybrid, K auto (SpecViz's planner, as the app runs it)", "auto:hybrid"), ("Hybrid", "hybrid"),
+           ("Prompt lookup", "pld"), ("LogitSpec", "logitspec"), ("Draft head (bundled target)", "head"),
+           ("Layer skip", "layerskip")]
+DEFAULT_METHODS = ["auto:hybrid", "hybrid", "pld", "logitspec", "head", "layerskip"]
 SEPARATOR = "---"  # a line holding only this separates two prompts
 MAX_PROMPTS = 8
 MAX_CANDIDATES = 8

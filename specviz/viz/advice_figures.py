@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from specviz.decoding import speed
 from specviz.measure import advice
 from specviz.viz.style import (
     BLACK,
@@ -26,8 +27,8 @@ from specviz.viz.style import (
 )
 
 PALETTE = (BLUE, ORANGE, GREEN, VERMILLION, PURPLE, SKY, BLACK, YELLOW)  # one per candidate, in order
-CONDITIONAL = "conditional: P(accepted at i | i reached)"
-MARGINAL = "marginal: P(position i accepted)"
+CONDITIONAL = speed.label("acceptance_by_position")  # the glossary's words (decoding/speed.py)
+MARGINAL = speed.label("reach_by_position")
 
 
 def _colours(survey: advice.Survey) -> dict[str, str]:
@@ -110,10 +111,11 @@ def advice_html(survey: advice.Survey) -> str:
     for i, (m, k, s_k) in enumerate(advice.ranked(survey), 1):
         be = advice.break_even(m, k, survey.v_of, survey.pass_share)
         chk = survey.checks.get(m.candidate.label)
-        checked = "–" if chk is None else f"{chk.measured:.2f}× at K = {chk.k}"
+        checked = "–" if chk is None else f"{chk.measured:.2f}× {advice.at_k(m, chk.k)}"
         flag = f'<div class="sv-advice-flag">⚠ {esc(chk.flag)}</div>' if chk is not None and chk.flag else ""
         unit = "per draft call" if m.per_call else "per cycle"
-        rows.append(f"<tr><td>{i}</td><td>{esc(m.candidate.label)}</td><td>{k}</td><td>{s_k:.2f}×</td>"
+        rows.append(f"<tr><td>{i}</td><td>{esc(m.candidate.label)}</td><td>{esc(advice.k_cell(m, k))}</td>"
+                    f"<td>{s_k:.2f}×</td>"
                     f"<td>{'none' if be is None else f'{be:.2f}'}</td><td>{m.c:.3f} {unit}</td>"
                     f"<td>{esc(checked)}{flag}</td></tr>")
     table = ("<table class='sv-advice-table'><thead><tr><th>#</th><th>candidate</th><th>best K</th>"

@@ -147,7 +147,7 @@ def _served_note(spec: dict | None, ar: dict | None) -> str:
 
 
 def metrics_html(spec: dict | None, ar: dict | None) -> str:
-    """tokens/s of both runs, the speedup, mean accepted tokens, α, acceptance by position and
+    """tokens/s of both runs, the speedup, τ, α, α_d by depth and
     the time split. `ar` None reads "AR baseline: not measured yet"."""
     parts = [_speed_table(spec, ar), _speedup_line(spec, ar), _load_note(spec, ar), _served_note(spec, ar)]
     if spec and not ar:

@@ -4,8 +4,8 @@
   badge: same target, greedy on both sides, identical tokens so far);
 - `race_figure`: tokens against wall-clock seconds for A, B and each target's plain decoding, with a
   line at the race clock when a finished pair is replayed on one clock;
-- `summary_html`: each side's speedup, mean accepted tokens, α and acceptance by position, with the
-  conditional rate (accepted ÷ reached) and the marginal rate (accepted ÷ cycles) labelled apart;
+- `summary_html`: each side's speedup, τ, α and acceptance by depth, the conditional α_d and the
+  marginal reach_d labelled apart (decoding/speed.py);
 - `at_time`: a run as it stood at a wall-clock second, for the race replay.
 """
 from __future__ import annotations

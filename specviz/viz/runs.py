@@ -78,7 +78,7 @@ def timeline_figure(spec: RunTrace | None, ar: RunTrace | None) -> go.Figure:
 
 
 def acceptance_figure(run: RunTrace) -> go.Figure:
-    """Acceptance rate at each draft position (accepted ÷ reached), with the overall α."""
+    """α_d at each draft depth (decoding/speed.py), with α across all depths."""
     title = "Acceptance rate by draft position"
     rates = list((run.metrics or {}).get("acceptance_by_position") or [])
     if not rates:
