@@ -99,9 +99,7 @@ def test_chain_run_is_analysed_at_its_own_alpha_and_costs():
     assert a.kind == "chain" and a.k == 3 and a.c == theory.draft_cost(run, ar)
     assert a.alpha == run.metrics["acceptance_rate"] and a.measured > 0
     assert [k for k, _ in a.curve] == list(theory.K_RANGE) and a.best in a.curve
-    x = theory.inputs_of(run, ar)
-    assert not a.planned and a.predicted == pytest.approx(
-        model_form(a.acceptance, 3, a.c, prof(4), x.overhead, x.ar_overhead))  # a pass of K drafts: K + 1 tokens
+    assert not a.planned and a.predicted == pytest.approx(theory.predict_at(theory.inputs_of(run, ar), prof, 3))
 
 
 def test_analysis_reads_v_of_k_plus_one_from_the_cost_profile():
@@ -277,3 +275,20 @@ def test_recorded_cost_panel_is_empty_without_a_recorded_profile(monkeypatch):
     assert recorded.cost_values() == {"cost_plot": None}
     monkeypatch.setattr(recorded, "recorded", lambda: None)
     assert recorded.cost_values() == {"cost_plot": None}
+
+
+def test_the_model_of_speed_worked_by_hand():
+    """predict_at on inputs set by hand, v(n) = 1 + 0.1 (n − 1): two cycles sent a 2-deep chain drafted
+    by a model (reach 0.5, 0.25), one sent nothing. As sent: tokens (1.75 + 1.75 + 1) / 3, costs
+    (1.60 + 1.60 + 1.16) / 3 (drafting 0.01 + 0.1 a level, passes × 1.1, overhead 0.05 + 0.01 a node),
+    times 1.02 for o_AR; cut at K = 1 and grown to K = 3 (the deepest α_d, 0.5, a level), likewise."""
+    x = theory.Inputs(acceptance=[0.5, 0.5], sent=[[1, 2], [1, 2], []], full=[True, True, False], levels=[2, 2, 0],
+                      reach_by_sent_depth={2: [0.5, 0.25]}, draft0=0.01, draft1=0.1, over0=0.05, over1=0.01,
+                      ar_overhead=0.02, v_scale=1.1)
+    v = lambda n: 1 + 0.1 * (n - 1)  # noqa: E731
+    assert theory.predict_at(x, v, None) == pytest.approx(1.5 * 1.02 / (4.36 / 3))
+    assert theory.predict_at(x, v, 2) == pytest.approx(1.5 * 1.02 / (4.36 / 3))
+    assert theory.predict_at(x, v, 1) == pytest.approx(4 * 1.02 / 3.92)
+    assert theory.predict_at(x, v, 3) == pytest.approx(4.75 * 1.02 / 4.8)
+    curve, auto = theory.predict(x, v, ks=range(1, 4))
+    assert [k for k, _ in curve] == [1, 2, 3] and auto == (2, pytest.approx(1.5 * 1.02 / (4.36 / 3)))

@@ -21,7 +21,7 @@ from specviz import cli
 ROOT = Path(__file__).resolve().parents[2]
 RECORDED = ROOT / "assets" / "recorded_advice.json"
 PROMPTS = ROOT.parent / "shared" / "bench" / "prompts.json"
-CANDIDATES = "head,layerskip,layerskip:0-5+24-29,pld,logitspec,hybrid"
+CANDIDATES = "auto:hybrid,head,layerskip,layerskip:0-5+24-29,pld,logitspec,hybrid"
 IDS = ("sum-1", "code-1", "rag-1", "ext-1", "math-1", "chat-1")
 
 

@@ -2,8 +2,9 @@
 
 1. `advise` measures every candidate once at K max, predicts, ranks and checks its top picks.
 2. The same candidates are then decoded at every K from 1 to K max (planning off, as the advisor
-   predicts), repeats in rotated order, with plain decoding between the candidates' sweeps; each
-   configuration's speed is the median over repeats of its tokens ÷ decode seconds over the prompts.
+   predicts; a planned candidate, "K auto", at its own K limit with its planner on), repeats in
+   rotated order, with plain decoding between the candidates' sweeps; each configuration's speed is
+   the median over repeats of its tokens ÷ decode seconds over the prompts.
 3. A noisy sweep's best is flattered by its luckiest repeat, so the `--refine` best configurations
    of the sweep and the advisor's pick are measured `--refine-repeats` more times, rotated, and
    every configuration's speed is then the median over all its repeats.
@@ -31,10 +32,11 @@ from pathlib import Path
 from specviz.decoding import planner
 from specviz.loading.loader import load
 from specviz.measure import advice, advisor
+from specviz.proposers import default_k
 
 ROOT = Path(__file__).resolve().parents[2]
 
-CANDIDATES = "head,layerskip,layerskip:0-5+24-29,pld,logitspec,hybrid"
+CANDIDATES = "auto:hybrid,head,layerskip,layerskip:0-5+24-29,pld,logitspec,hybrid"
 PROMPTS = ROOT.parent / "shared" / "bench" / "prompts.json"
 IDS = "sum-1,code-1,rag-1,ext-1,math-1,chat-1"
 
@@ -53,6 +55,14 @@ def parse_args() -> argparse.Namespace:
     return ap.parse_args()
 
 
+def configs(cand, k_max: int) -> list[tuple[str, int, dict]]:
+    """(key, K, extra options) to sweep for a candidate: K 1…k_max with planning off, or for a planned
+    one ("K auto") its own configuration only, its K limit with the planner on."""
+    if cand.planned:
+        return [(f"{cand.label}|auto", default_k(cand.method), {"plan": True})]
+    return [(f"{cand.label}|{k}", k, {}) for k in range(1, k_max + 1)]
+
+
 def sweep_all(target, cands, prompts, args, common, say) -> tuple[dict[str, list[float]], list[float]]:
     """Every candidate at every K, `args.repeats` times in rotated order, with plain decoding
     before each candidate: (tokens/s per 'label|K', plain tokens/s runs)."""
@@ -63,11 +73,11 @@ def sweep_all(target, cands, prompts, args, common, say) -> tuple[dict[str, list
         for cand in order:
             _, r = advisor._decode_all(target, None, prompts, method="ar", **common)
             ar.append(r)
-            for k in range(1, args.k_max + 1):
-                say(f"sweep {rep + 1}/{args.repeats}: {cand.label} at K = {k}")
+            for key, k, extra in configs(cand, args.k_max):
+                say(f"sweep {rep + 1}/{args.repeats}: {key.replace('|', ' at K = ')}")
                 _, r = advisor._decode_all(target, None, prompts, method=cand.method, k=k, knobs=cand.knobs,
-                                           **common)
-                rates.setdefault(f"{cand.label}|{k}", []).append(r)
+                                           **{**common, **extra})
+                rates.setdefault(key, []).append(r)
     return rates, ar
 
 
@@ -78,9 +88,10 @@ def refine(target, by_key, again, prompts, args, common, rates, ar, say) -> None
         _, r = advisor._decode_all(target, None, prompts, method="ar", **common)
         ar.append(r)
         for key in again[rep % len(again):] + again[: rep % len(again)]:
-            cand, k = by_key[key]
-            say(f"refine {rep + 1}/{args.refine_repeats}: {cand.label} at K = {k}")
-            _, r = advisor._decode_all(target, None, prompts, method=cand.method, k=k, knobs=cand.knobs, **common)
+            cand, k, extra = by_key[key]
+            say(f"refine {rep + 1}/{args.refine_repeats}: {key.replace('|', ' at K = ')}")
+            _, r = advisor._decode_all(target, None, prompts, method=cand.method, k=k, knobs=cand.knobs,
+                                       **{**common, **extra})
             rates[key].append(r)
 
 
@@ -96,12 +107,13 @@ def summary(survey, cands, args, started, sweep, ar_rate, ar, again, data, chk) 
     predicted = {m.candidate.label: (k, s) for m, k, s in advice.ranked(survey)}
     for cand in cands:
         cells = []
-        for k in range(1, args.k_max + 1):
-            key = f"{cand.label}|{k}"
-            cell = f"{sweep[key] / ar_rate:.2f}×"
+        for key, _, _ in configs(cand, args.k_max):
+            cell = f"{sweep[key] / ar_rate:.2f}×" + (" (K auto)" if cand.planned else "")
             cells.append(f"**{cell}**" if key == best_key else cell)
+        cells += ["–"] * (args.k_max - len(cells))
         k, s = predicted.get(cand.label, (None, None))
-        lines.append(f"| {cand.label} | " + " | ".join(cells) + (f" | K={k}, {s:.2f}× |" if k else " | – |"))
+        k_text = "auto" if cand.planned else k
+        lines.append(f"| {cand.label} | " + " | ".join(cells) + (f" | K={k_text}, {s:.2f}× |" if k else " | – |"))
     lines += ["", f"Sweep's best: {best_key.replace('|', ' at K = ')}, {sweep[best_key] / ar_rate:.2f}×. "
               f"Advisor's pick: {pick_key.replace('|', ' at K = ')}, {sweep[pick_key] / ar_rate:.2f}× in the sweep "
               f"= {data['pick_vs_best']:.3f} of the best. Predicted {top_pred:.2f}×; checked "
@@ -128,11 +140,11 @@ def main() -> None:
     common = dict(max_new_tokens=args.max_new_tokens, temperature=0.0, top_p=1.0, seed=0, plan=False, record=False)
     rates, ar = sweep_all(target, cands, prompts, args, common, say)
     top, top_k, top_pred = advice.ranked(survey)[0]
-    pick_key = f"{top.candidate.label}|{top_k}"
+    pick_key = f"{top.candidate.label}|{'auto' if top.candidate.planned else top_k}"
     first = {key: statistics.median(v) for key, v in rates.items()}
     again = sorted(first, key=first.get, reverse=True)[: args.refine]
     again += [pick_key] if pick_key not in again else []
-    by_key = {f"{c.label}|{k}": (c, k) for c in cands for k in range(1, args.k_max + 1)}
+    by_key = {key: (c, k, extra) for c in cands for key, k, extra in configs(c, args.k_max)}
     refine(target, by_key, again, prompts, args, common, rates, ar, say)
     ar_rate = statistics.median(ar)
     sweep = {key: statistics.median(v) for key, v in rates.items()}
