@@ -61,8 +61,29 @@ def test_theory_tab_opens_on_a_recorded_curve_and_batch_effect(page):
     comps, _ = page
     theory = {t["name"]: t for t in plot_data(comps["sv-theory-plot"])}
     assert len(theory["predicted S(K)"]["x"]) >= 8 and theory["measured"]["y"]
-    assert "best K" in comps["sv-theory-html"].value
+    assert "best fixed K" in comps["sv-theory-html"].value
+    steps = plot_data(comps["sv-waterfall-plot"])[0]
+    assert steps["x"][0] == "paper S(K)" and steps["x"][-1] == "overhead"
+    assert "paper S(K)" in comps["sv-waterfall-html"].value
     batch = plot_data(comps["sv-batch-plot"])
     assert batch and len(batch[0]["x"]) >= 4
     for name, button in (("sv-theory-status", "Put it on the theory curve"), ("sv-batch-status", "Measure batch")):
         assert "Recorded on 20" in comps[name].value and button in comps[name].value, name
+
+
+def test_first_paints_show_no_prediction_their_measurement_contradicts():
+    """Issue 51: the Theory tab's recorded prediction is within 20 % of its own measurement, its
+    waterfall ends on that measurement, and the Advise tab's recorded checks are within 20 % of what
+    they predicted."""
+    from specviz.measure import advice
+    from specviz.ui import recorded
+    from specviz.ui.advise_tab import RECORDED
+
+    recorded.recorded.cache_clear()
+    a = recorded.recorded()["theory"]["analysis"]
+    assert abs(a["predicted"] / a["measured"] - 1) <= 0.20, (a["predicted"], a["measured"])
+    assert a["waterfall"][-1]["value"] == pytest.approx(a["measured"], rel=1e-3)
+    survey = advice.read(RECORDED)
+    assert survey.checks and all(abs(c.predicted / c.measured - 1) <= 0.20 for c in survey.checks.values())
+    top = advice.ranked(survey)[0][0]
+    assert top.candidate.planned or any(m.candidate.planned for m in survey.measured)  # the planned hybrid is ranked

@@ -46,9 +46,11 @@ class Lesson:
 
 
 def _s(prompt: str, method: str, **kw) -> RunSettings:
-    """A lesson's settings; K = 4 unless given, as its recording was made (assets/lessons)."""
+    """A lesson's settings; K = 4 unless given, as its recording was made (assets/lessons). Planning
+    is off: a lesson teaches what a fixed K does (with it on, the planner would stop drafting with a
+    draft as costly as the target, and the lesson on agreement would show plain steps)."""
     return RunSettings(prompt=prompt, proposer=method, max_new_tokens=kw.pop("max_new_tokens", TOKENS),
-                       k=kw.pop("k", 4), **kw)
+                       k=kw.pop("k", 4), plan=False, **kw)
 
 
 LESSONS = (

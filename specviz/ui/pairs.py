@@ -23,7 +23,9 @@ class Pair:
     b: str
 
 
-# Runs that no lesson records: the trained head as a draft model on two of the lessons' prompts.
+# Runs that no lesson records: the trained head as a draft model on two of the lessons' prompts, as
+# Decode runs it (planner on); the lessons' runs they are set against keep a fixed K (lessons._s).
+# scripts/assets/make_lesson_traces.py records both sides of every pair in one sitting.
 RECORDED_SIDES = {
     "pair-head-chat": RunSettings(prompt=CHAT, proposer="draft", draft=HEAD_DRAFT, k=4, max_new_tokens=TOKENS),
     "pair-head-summary": RunSettings(prompt=SUMMARY, proposer="draft", draft=HEAD_DRAFT, k=4, max_new_tokens=TOKENS),
@@ -33,7 +35,8 @@ PAIRS = (
     Pair("good-vs-bad", "A good draft against a bad one",
          "The trained head (A) is right about half the time, so most cycles commit two or more tokens; the "
          "untrained layer skip (B) is rarely right, so it pays a draft and a verify pass for about one token. "
-         "Watch the tokens per cycle and the race chart: B falls behind plain decoding.",
+         "Watch the tokens per cycle and the race chart: B falls behind plain decoding. (A runs as Decode does, "
+         "its planner on; B at a fixed K, as its lesson does, so that it shows what a bad draft costs.)",
          "pair-head-chat", "bad-draft"),
     Pair("greedy-vs-sampling", "Greedy against T = 1",
          "The same proposer and K: greedy (A) accepts a draft only when it equals the target's argmax; at T = 1 "
