@@ -4,6 +4,7 @@
     python scripts/screenshot.py --steps 4                          # measure the AR baseline, Step 4 times
     python scripts/screenshot.py --tab Advise --full-page --out assets/screenshot-advise.png
     python scripts/screenshot.py --tab Advise --at "#sv-adv-deploy" --out assets/screenshot-advise-deploy.png
+    python scripts/screenshot.py --query pair=good-vs-bad --at "#sv-pair-status" --out assets/screenshot-pair.png
 
 Needs Debian's chromium at /usr/bin/chromium (or CHROMIUM=/path) and the playwright package;
 the app runs in-process on a free local port with the bundled model.
@@ -35,6 +36,7 @@ def main() -> None:
     parser.add_argument("--full-page", action="store_true", help="the whole page, not only the first screen")
     parser.add_argument("--tab", help="open this tab first (e.g. Advise: its recorded profile, no model runs)")
     parser.add_argument("--at", help="scroll the element this CSS selector picks to the top of the screen first")
+    parser.add_argument("--query", default="", help="query string for the page, e.g. pair=good-vs-bad")
     args = parser.parse_args()
 
     from playwright.sync_api import sync_playwright
@@ -46,7 +48,7 @@ def main() -> None:
         with sync_playwright() as p:
             browser = launch_chromium(p)
             page = browser.new_page(viewport=VIEWPORT)
-            page.goto(url, wait_until="domcontentloaded")
+            page.goto(f"{url}?{args.query}" if args.query else url, wait_until="domcontentloaded")
             page.wait_for_selector("#sv-tree .js-plotly-plot", timeout=60_000)
             if args.steps:
                 page.click("#sv-measure")  # the timing panel then compares with a measured baseline

@@ -415,6 +415,13 @@ def at_k(m: Measured, k: int) -> str:
     return f"with K chosen by its planner (at most {m.k_max})" if m.candidate.planned else f"at K = {k}"
 
 
+def break_even_cell(m: Measured, be: float | None) -> str:
+    """The break-even α as a cell: '–' for a planned candidate, whose planner sends less as α falls."""
+    if m.candidate.planned:
+        return "–"
+    return "none" if be is None else f"{be:.2f}"
+
+
 def k_cell(m: Measured, k: int) -> str:
     return f"auto (≤ {m.k_max})" if m.candidate.planned else str(k)
 
@@ -458,7 +465,7 @@ def report(survey: Survey) -> str:
             f" ⚠ {chk.flag}" if chk.flag else "")
         unit = "per draft call" if m.per_call else "per cycle"
         lines.append(f"| {i} | {m.candidate.label} | {k_cell(m, k)} | {s_k:.2f}× | "
-                     f"{'none' if be is None else f'{be:.2f}'} | "
+                     f"{break_even_cell(m, be)} | "
                      f"{m.c:.3f} {unit} | {checked} |")
     lines += ["", "Acceptance by draft depth, measured at K = k_max:", "",
               f"| candidate | {speed.label('acceptance_by_position')} | {speed.label('reach_by_position')} |",

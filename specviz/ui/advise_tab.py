@@ -34,10 +34,11 @@ MAX_CANDIDATES = 8
 K_MAX_DEFAULT = 8
 MAX_NEW_DEFAULT = 48
 INTRO = ("<p class='sv-cmp-intro'>Every candidate decodes the prompts once at K max with planning off, so each "
-         "draft position is judged; per position the page shows the conditional rate P(accepted at i | i "
-         "reached) and the marginal rate P(position i accepted). From them and the target's measured pass "
-         "costs it predicts the speedup at every K and with several runs at once, ranks the candidates, then "
-         "decodes the best ones for real beside plain decoding and flags a prediction more than 15 % off. "
+         "draft depth is judged, and the page shows per depth α_d (acceptance at depth d, conditional) and "
+         "reach_d (acceptance at depth d, marginal); 'Hybrid, K auto' runs as the app does, its planner choosing "
+         "what to send. From them and the target's measured pass costs it predicts the speedup at every K and "
+         "with several runs at once, ranks the candidates, then decodes the best ones for real beside plain "
+         "decoding and, where a check is more than 15 % off, names the term of the model of speed that moved it. "
          "Separate prompts with "
          f"a line holding only <code>{SEPARATOR}</code>.</p>")
 

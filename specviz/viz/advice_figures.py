@@ -116,7 +116,7 @@ def advice_html(survey: advice.Survey) -> str:
         unit = "per draft call" if m.per_call else "per cycle"
         rows.append(f"<tr><td>{i}</td><td>{esc(m.candidate.label)}</td><td>{esc(advice.k_cell(m, k))}</td>"
                     f"<td>{s_k:.2f}×</td>"
-                    f"<td>{'none' if be is None else f'{be:.2f}'}</td><td>{m.c:.3f} {unit}</td>"
+                    f"<td>{advice.break_even_cell(m, be)}</td><td>{m.c:.3f} {unit}</td>"
                     f"<td>{esc(checked)}{flag}</td></tr>")
     table = ("<table class='sv-advice-table'><thead><tr><th>#</th><th>candidate</th><th>best K</th>"
              "<th>predicted</th><th title='the constant acceptance rate below which plain decoding wins'>"
