@@ -152,7 +152,7 @@ class Costs:
     concurrent: int  # cycles of the run timed beside other runs' cycles (cycles_concurrent)
 
 
-def _decode_s(run) -> float:
+def decode_s(run) -> float:
     """Seconds in cycles: the metrics' decode_s when kept, else the cycles' own split."""
     kept = (run.metrics or {}).get("decode_s")
     if isinstance(kept, (int, float)) and kept > 0:
@@ -165,8 +165,8 @@ def costs(run, ar) -> Costs:
     if not run.cycles:
         raise SpeedInputError("This run has no cycles yet: press Step or Run, then explain it.")
     unit = unit_s(ar)
-    decode_s = _decode_s(run)
-    if decode_s <= 0:
+    seconds = decode_s(run)
+    if seconds <= 0:
         raise SpeedInputError("This trace has no timings (an old export, or a run made with timing off): "
                               "decode it again here to measure it.")
     n = len(run.cycles)
@@ -175,12 +175,12 @@ def costs(run, ar) -> Costs:
     spec = [c for c in run.cycles if c.nodes]
     calls = sum(draft_calls(c) for c in spec)
     ar_tokens = sum(len(c.committed) for c in ar.cycles)
-    ar_decode = _decode_s(ar)
+    ar_decode = decode_s(ar)
     tau = sum(len(c.committed) for c in run.cycles) / n
     ar_verify = sum(c.verify_s for c in ar.cycles)
     return Costs(unit_s=unit, cycles=n, draft=draft_s / n / unit, verify=verify_s / n / unit,
-                 overhead=(decode_s - draft_s - verify_s) / n / unit,  # not clamped: the identity stays exact
+                 overhead=(seconds - draft_s - verify_s) / n / unit,  # not clamped: the identity stays exact
                  ar_overhead=(ar_decode - ar_verify) / ar_verify,
                  c=sum(c.draft_s for c in spec) / calls / unit if calls else 0.0, tau=tau,
-                 speedup=(tau * n / decode_s) / (ar_tokens / ar_decode),
+                 speedup=(tau * n / seconds) / (ar_tokens / ar_decode),
                  concurrent=sum(1 for c in run.cycles if c.concurrent > 0))

@@ -1,18 +1,21 @@
-"""Theory against measurement: Leviathan et al.'s predicted speedup, with the costs measured here.
+"""Theory against measurement, in three parts, all in the words of decoding/speed.py.
 
-    S(K) = (1 − α^(K+1)) / ((1 − α)(K·c + v(K+1)))
+1. Leviathan et al.'s predicted speedup, as the paper writes it (`speedup`, `best_k`):
 
-- α: the probability that a draft token is accepted, per position (RunTrace.metrics["acceptance_rate"]);
-- c: the cost of one draft call over one plain target step, from the run's draft time and the AR run;
-- v(n): the cost of a target pass over n tokens over a one-token pass, so a verify pass of K drafts
-  (plus the newest token) costs v(K+1). The paper takes it as 1; here it is the target's cost
-  profile (costs.profile: timed once per model, device and dtype, then cached), the same curve
-  the planner decides with, because on a CPU or a busy GPU it is not 1.
+       S(K) = (1 − α^(K+1)) / ((1 − α)(K·c + v(K+1)))
 
-The numerator over (1 − α) is the expected number of tokens a cycle commits. For a tree it is
-1 + Σ_d Π_{i≤d} a_i instead, with a_d the trace's acceptance at depth d (a node at that depth on the
-accepted path, given the path reached it). Pure arithmetic on traces and a cost profile; nothing
-here times a model. No UI libraries here.
+   with α the acceptance rate, c a draft call in one-token target passes and v(n) a pass over n
+   tokens (1 in the paper; here the target's cost profile, costs.profile, the planner's curve).
+2. The waterfall (`waterfall`): from that S(K) at the run's α, K and c to the measured speedup,
+   replacing one assumption a bar (the sizes sent, acceptance as measured, the run's verify cost,
+   its drafting, its overhead). The last bar is τ · (1 + o_AR) / (D + V + o), which is the measured
+   tokens/s ratio by construction, so a gap is always a named term.
+3. The model of speed (`Inputs`, `predict_at`, `predict`): the cycles' expected tokens over their
+   costs, from per-depth acceptance, the drafts the planner sent, and the machine's costs measured
+   before the run; S for every fixed K and for "K auto". The Theory tab's curve, and
+   scripts/bench/speed_model.py's check of it.
+
+Pure arithmetic on traces and a cost profile; nothing here times a model. No UI libraries here.
 """
 from __future__ import annotations
 
@@ -193,10 +196,10 @@ class Inputs:
     whole more often than a short one, and a tree's path can stop at a leaf, so the product of one
     α_d curve mis-counts both; an empty map falls back to that product).
 
-    About the machine, in one-token passes, measured before the run (a calibration run, or the
-    advisor's survey): a cycle's drafting, draft0 + draft1 · its depth (model drafts: draft0 = 0 and
-    draft1 = c), its overhead, over0 + over1 · its nodes, a plain token's overhead o_AR, and how
-    decoding's verify passes compare with the cost profile's (v_scale)."""
+    About the machine, in one-token passes, measured before the run (a calibration run): a cycle's
+    drafting, draft0 + draft1 · the levels a model drafted (a draft model or the head: draft0 = 0 and
+    draft1 = c; retrieval alone: draft0, its lookup), its overhead, over0 + over1 · its nodes, a plain
+    token's overhead o_AR, and how decoding's verify passes compare with the cost profile's (v_scale)."""
     acceptance: list[float]
     sent: list[list[int]]
     full: list[bool]
@@ -302,7 +305,7 @@ def machine_inputs(run: RunTrace, ar: RunTrace, v: PassCost | None = None) -> di
         draft0, draft1 = 0.0, cost.c
     else:  # a lookup every cycle, plus a call a level of any model-drafted nodes (the hybrid's head)
         draft0, draft1 = _line([float(model_levels(c)) for c in run.cycles], drafts)
-    decode_s = speed._decode_s(run)
+    decode_s = speed.decode_s(run)
     rest = decode_s - sum(c.draft_s + c.verify_s for c in run.cycles)  # the overhead, as costs() counts it
     others = [c.other_s for c in run.cycles]
     total = sum(others)
