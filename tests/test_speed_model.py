@@ -217,4 +217,6 @@ def test_every_view_labels_alpha_and_tau_with_the_glossarys_words():
     }
     assert [name for name, html in views.items() if alpha not in html or tau not in html] == []
     assert conditional in views["timing panel"] and conditional in views["bench"]
+    assert speed.label("sent_per_cycle") in views["timing panel"] and speed.label("cycles_sent_share") in views[
+        "timing panel"]
     assert conditional in views["side by side"] and marginal in views["side by side"]

@@ -54,6 +54,9 @@ def _acceptance(spec: dict) -> str:
     alpha, mean = _get(spec, "acceptance_rate"), _get(spec, "mean_accepted_tokens")
     parts = [f"{label('mean_accepted_tokens')}: <b>{_fmt(mean, '.2f')}</b> tokens per cycle",
              f"{label('acceptance_rate')}: <b>{_fmt(alpha, '.2f')}</b>"]
+    sent, share = _get(spec, "sent_per_cycle"), _get(spec, "cycles_sent_share")
+    if sent is not None and share is not None:  # runs recorded before these metrics existed have neither
+        parts.append(f"{label('sent_per_cycle')}: <b>{sent:.1f}</b> · {label('cycles_sent_share')}: <b>{share:.0%}</b>")
     hit = _get(spec, "retrieval_success")
     if hit is not None:
         parts.append(f"retrieval success: <b>{hit:.0%}</b>")
