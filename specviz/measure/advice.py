@@ -405,8 +405,8 @@ def recommendation(survey: Survey) -> str:
         text += f" Next: {m2.candidate.label} {at_k(m2, k2)}, {s2:.2f}×."
     deploy = next(((m3, k3) for m3, k3, _ in rows if not m3.candidate.planned), None)
     if m.candidate.planned and deploy is not None:
-        text += (f" An engine takes a fixed K: the best fixed pick is {deploy[0].candidate.label} at K = {deploy[1]} "
-                 "(Deploy writes it).")
+        text += (f" An engine takes a fixed K: the best fixed-K pick is {deploy[0].candidate.label} at K = "
+                 f"{deploy[1]}, and Deploy writes the best one an engine has.")
     return text
 
 

@@ -180,7 +180,8 @@ def theory_sentence(a: Analysis) -> str:
     if off is None:
         text += "."
     else:
-        text += f"; the run measured {a.measured:.2f}× ({off:+.0%})."
+        shown = f"{off:+.0%}" if abs(off) >= 0.005 else "within 1 %"
+        text += f"; the run measured {a.measured:.2f}× ({shown})."
         if abs(off) > MISS_EXPLAINED:
             text += _largest_step(a)
     best = (" No fixed K beats plain decoding here: every cycle costs more than the tokens it wins."
