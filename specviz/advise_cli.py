@@ -77,15 +77,15 @@ def cmd_advise(argv: list[str]) -> int:
     """`python -m specviz advise …` (README, \"Command line\")."""
     args = _advise_parser().parse_args(argv)
     if args.source and not args.check_on:
-        from specviz.measure import advice, deploy  # data only: no model, no torch model code
+        from specviz.measure import advice, advice_report, deploy  # data only: no model, no torch model code
 
         try:
             survey = advice.read(args.source)
         except ValueError as e:
             fail(e)
-        print(advice.report(survey) + "\n\n" + deploy.report(survey))
+        print(advice_report.report(survey) + "\n\n" + deploy.report(survey))
         return 0
-    from specviz.measure import advisor, check_on, deploy
+    from specviz.measure import advice_report, advisor, check_on, deploy
 
     try:
         candidates = [advisor.Candidate.parse(c) for c in args.candidates.split(",") if c.strip()]
@@ -112,7 +112,7 @@ def cmd_advise(argv: list[str]) -> int:
                                 repeats=args.check_repeats, progress=say)
     except (ValueError, ModelLoadError) as e:
         fail(e)
-    text = advisor.report(survey) + "\n\n" + deploy.report(survey)
+    text = advice_report.report(survey) + "\n\n" + deploy.report(survey)
     if args.out:
         out = __import__("pathlib").Path(args.out)
         out.mkdir(parents=True, exist_ok=True)

@@ -45,14 +45,14 @@ def wait_text(page, selector: str, needle: str, timeout: int = WAIT_MS) -> None:
 def test_the_tab_opens_on_the_recorded_profile_before_any_model_loads(page):
     """Without a click beyond the tab: the recorded recommendation, a row per recorded candidate, the
     S(K), acceptance and load figures with a trace per candidate, and still no model in memory."""
-    from specviz.measure import advice
+    from specviz.measure import advice, advice_report
     from specviz.ui import advise_tab
     from specviz.ui.state import MODELS
 
     recorded = advice.read(advise_tab.RECORDED)
     assert "Recorded on" in page.locator("#sv-adv-status").inner_text()
     table = page.locator("#sv-adv-table").inner_text()
-    assert advice.recommendation(recorded) in table
+    assert advice_report.recommendation(recorded) in table
     assert page.locator("#sv-adv-table tbody tr").count() == len(recorded.measured)
     for plot in ("#sv-adv-curves", "#sv-adv-concurrency"):
         assert page.locator(f"{plot} .scatterlayer .trace").count() >= len(recorded.measured)

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from specviz.decoding import speed
-from specviz.measure import advice
+from specviz.measure import advice, advice_report
 from specviz.ui import advise_tab
 from specviz.viz import advice_figures as afig
 
@@ -66,7 +66,7 @@ def test_a_saved_profile_replays_and_a_bad_file_is_refused(tmp_path):
     advice.save(_profile(), path)
     frame = advise_tab.replay(str(path))
     assert "Replayed survey.json" in frame[0] and "no model ran" in frame[0]
-    assert advice.recommendation(_profile()) in frame[1].replace("&#42;", "*")
+    assert advice_report.recommendation(_profile()) in frame[1].replace("&#42;", "*")
     assert all(len(fig.data) >= 2 for fig in frame[2:5])
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps([1, 2]))

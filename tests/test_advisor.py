@@ -15,7 +15,7 @@ import pytest
 
 from specviz.decoding.trace import CycleTrace, NodeTrace, RunTrace
 from specviz.loading.loader import load
-from specviz.measure import advice, advisor, deploy
+from specviz.measure import advice, advice_report, advisor, deploy
 from specviz.measure.theory import speedup
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -98,7 +98,7 @@ def test_the_survey_file_gives_back_the_same_advice(survey, tmp_path):
     assert again == survey
     out = subprocess.run([sys.executable, "-m", "specviz", "advise", "--from", str(path)], cwd=ROOT,
                          capture_output=True, text=True, timeout=300)
-    whole = advice.report(survey) + "\n\n" + deploy.report(survey)
+    whole = advice_report.report(survey) + "\n\n" + deploy.report(survey)
     assert out.returncode == 0 and out.stdout.strip() == whole.strip()
     assert ("α_d (acceptance at depth d, conditional)" in out.stdout
             and "reach_d (acceptance at depth d, marginal)" in out.stdout)
@@ -136,7 +136,7 @@ def test_load_prediction_is_the_batch_one_formula_scaled_by_measured_passes():
     (_, points, stops), = advice.under_concurrency(survey)
     assert [b for b, _, _ in points] == [1, 4, 16] and points[0][2] > 1.0
     assert stops == next(b for b, _, s in points if s < 1.0) == 16
-    assert "stops paying at 16 runs at once" in advice.report(survey)
+    assert "stops paying at 16 runs at once" in advice_report.report(survey)
 
 
 def test_layer_skip_candidates_name_their_layers_and_bad_lists_are_refused():
@@ -167,7 +167,7 @@ def test_a_draft_the_pair_check_blocks_is_left_out_with_the_reason():
                               max_new_tokens=6, check=0, concurrency=(), progress=lambda m: None)
     assert [m.candidate.label for m in survey.measured] == ["pld"]
     assert "pair check found an error" in survey.refused["draft swapped"]
-    text = advice.report(survey)
+    text = advice_report.report(survey)
     assert "draft swapped: The tokenizers differ at 2 of the 40 ids" in text and "id 5 is" in text
 
 
@@ -188,7 +188,7 @@ def test_a_planned_candidate_is_one_point_priced_by_what_its_planner_sent():
                                      advice.Measured(advice.Candidate("pld"), 2, 10, [8.0, 4.0], [6.0, 3.0],
                                                      [1.0, 2.0], 0.0, False, 1.0)])
     assert [d.candidate for d in deploy.deployments(survey)] == ["pld"] * len(deploy.ENGINES)
-    assert "with K chosen by its planner (at most 16)" in advice.recommendation(survey)
+    assert "with K chosen by its planner (at most 16)" in advice_report.recommendation(survey)
 
 
 def test_a_missed_check_names_the_waterfall_term_that_moved_most():

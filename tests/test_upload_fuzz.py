@@ -20,7 +20,7 @@ import pytest
 
 from specviz.decoding import tracefile
 from specviz.decoding.tracefile import TraceFileError
-from specviz.measure import advice
+from specviz.measure import advice, advice_report
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
 SEED = 44
@@ -124,7 +124,7 @@ def draw_profile(survey) -> None:
     from specviz.viz import deploy_figures as dfig
 
     afig.advice_html(survey), afig.curves_figure(survey), afig.acceptance_figure(survey)
-    afig.concurrency_figure(survey), advice.report(survey)
+    afig.concurrency_figure(survey), advice_report.report(survey)
     dfig.intro_html(survey), dfig.concurrency_views(survey), dfig.checks_html(survey)
     for label in dfig.picks(survey) or [None]:
         dfig.pick_views(survey, label)

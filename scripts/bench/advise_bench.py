@@ -31,7 +31,7 @@ from pathlib import Path
 
 from specviz.decoding import planner
 from specviz.loading.loader import load
-from specviz.measure import advice, advisor
+from specviz.measure import advice, advice_report, advisor
 from specviz.proposers import default_k
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -159,7 +159,7 @@ def main() -> None:
     (out / "sweep.json").write_text(json.dumps(data, indent=1), encoding="utf-8")
     lines = summary(survey, cands, args, started, sweep, ar_rate, ar, again, data, chk)
     (out / "summary.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    (out / "advice.md").write_text(advice.report(survey) + "\n", encoding="utf-8")
+    (out / "advice.md").write_text(advice_report.report(survey) + "\n", encoding="utf-8")
     print("\n".join(lines))
 
 

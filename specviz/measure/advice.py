@@ -250,13 +250,17 @@ def predicted_speedup(m: Measured, k: int, v: Callable[[float], float], pass_sha
     return tokens_per_cycle(m, k) / _cycle_cost(m, k, v, pass_share)
 
 
+def _planned_passes(m: Measured, v: Callable[[float], float]) -> float:
+    """A planned candidate's mean pass: over the nodes a sending cycle sent, v(1) for one that sent nothing."""
+    share, nodes = m.sent_share or 0.0, m.sent_nodes or 0.0
+    return share * v(nodes + 1) + (1 - share) * v(1)
+
+
 def planned_speedup(m: Measured, v: Callable[[float], float], pass_share: float = 1.0) -> float:
     """S of a planned candidate (K auto) as its planner sent: 1 + Σ_d reach_d tokens a cycle, for its
-    drafting, its overhead and a pass over the nodes a sending cycle sent (v(1) = 1 for one that sent
-    nothing), the model of speed of measure/theory.py with the sent sizes averaged."""
-    share, nodes = m.sent_share or 0.0, m.sent_nodes or 0.0
-    passes = share * v(nodes + 1) + (1 - share) * v(1)
-    return tokens_per_cycle(m, m.k_max) / (m.c + pass_share * passes + m.overhead)
+    drafting, its overhead and its mean pass, the model of speed of measure/theory.py with the sent
+    sizes averaged."""
+    return tokens_per_cycle(m, m.k_max) / (m.c + pass_share * _planned_passes(m, v) + m.overhead)
 
 
 def curve(m: Measured, v: Callable[[float], float], pass_share: float = 1.0) -> list[tuple[int, float]]:
@@ -325,15 +329,14 @@ def predicted_terms(m: Measured, k: int, v: Callable[[float], float], pass_share
                     ar_tokens_per_s: float) -> Terms:
     """The terms the survey predicted for `m` at K = k."""
     if m.candidate.planned:
-        share, nodes = m.sent_share or 0.0, m.sent_nodes or 0.0
-        passes = share * v(nodes + 1) + (1 - share) * v(1)
-        return Terms(tokens_per_cycle(m, m.k_max), m.c, pass_share * passes, m.overhead, ar_tokens_per_s)
+        return Terms(tokens_per_cycle(m, m.k_max), m.c, pass_share * _planned_passes(m, v), m.overhead,
+                     ar_tokens_per_s)
     k = min(k, m.k_max)
     return Terms(tokens_per_cycle(m, k), _draft_cost(m, k), pass_share * v(_nodes(m, k) + 1), m.overhead,
                  ar_tokens_per_s)
 
 
-TERM_WORDS = {"tau": "τ (mean acceptance length)", "draft": "drafting", "verify": "the verify pass",
+TERM_WORDS = {"tau": speed.label("mean_accepted_tokens"), "draft": "drafting", "verify": "the verify pass",
               "overhead": "the rest of a cycle (overhead)"}
 
 
@@ -368,122 +371,6 @@ def miss_reason(predicted: float, measured: float, m: Measured) -> str:
                 "than the average the formula uses), or its acceptance was lower at this K")
     return (f"predicted {predicted:.2f}× but measured {measured:.2f}×: the passes timed for v(n) cost more than "
             "this run's, or the plain run beside it was slowed by other work on the host")
-
-
-# -- the report ------------------------------------------------------------------------------------
-def summary(survey: Survey) -> str:
-    """One line: what was measured, how, where and when."""
-    s = survey.settings
-    v = f" v(n): {survey.v_source}." if survey.v_source else ""
-    return (f"Target {survey.target}, {survey.prompts} prompts, T = {s.get('temperature')}, top-p = "
-            f"{s.get('top_p')}, {s.get('max_new_tokens')} new tokens, measured once at K = {s.get('k_max')} "
-            f"with planning off{_planned_note(survey)}; {survey.machine}; {survey.measured_at}. Plain decoding: "
-            f"{survey.ar_tokens_per_s:.1f} tokens/s, {survey.step_s * 1e3:.0f} ms a cycle, "
-            f"{survey.pass_share:.0%} of it the target pass.{v}")
-
-
-def _planned_note(survey: Survey) -> str:
-    auto = [m for m in survey.measured if m.candidate.planned]
-    return "" if not auto else (" (" + ", ".join(f"{m.candidate.label} at its K limit {m.k_max}" for m in auto)
-                                + ", planner on)")
-
-
-def recommendation(survey: Survey) -> str:
-    """The advice in a sentence or two: the pick, its K, its predicted (and checked) speedup."""
-    rows = ranked(survey)
-    if not rows:
-        return "No candidate was measured, so there is nothing to recommend."
-    m, k, s = rows[0]
-    chk = survey.checks.get(m.candidate.label)
-    checked = "" if chk is None else f", measured {chk.measured:.2f}×"
-    text = f"Use {m.candidate.label} {at_k(m, k)}: predicted {s:.2f}× plain decoding{checked}."
-    if s < 1.0:
-        text = (f"Keep plain decoding: the best candidate, {m.candidate.label} {at_k(m, k)}, is predicted at "
-                f"{s:.2f}×.")
-    if len(rows) > 1:
-        m2, k2, s2 = rows[1]
-        text += f" Next: {m2.candidate.label} {at_k(m2, k2)}, {s2:.2f}×."
-    deploy = next(((m3, k3) for m3, k3, _ in rows if not m3.candidate.planned), None)
-    if m.candidate.planned and deploy is not None:
-        text += (f" An engine takes a fixed K: the best fixed-K pick is {deploy[0].candidate.label} at K = "
-                 f"{deploy[1]}, and Deploy writes the best one an engine has.")
-    return text
-
-
-def at_k(m: Measured, k: int) -> str:
-    """'at K = 4', or for a planned candidate 'with K chosen by its planner (at most 16)'."""
-    return f"with K chosen by its planner (at most {m.k_max})" if m.candidate.planned else f"at K = {k}"
-
-
-def break_even_cell(m: Measured, be: float | None) -> str:
-    """The break-even α as a cell: '–' for a planned candidate, whose planner sends less as α falls."""
-    if m.candidate.planned:
-        return "–"
-    return "none" if be is None else f"{be:.2f}"
-
-
-def k_cell(m: Measured, k: int) -> str:
-    return f"auto (≤ {m.k_max})" if m.candidate.planned else str(k)
-
-
-def findings(survey: Survey) -> list[str]:
-    """The pair checks and refusals, one sentence each (plain text: the page escapes it)."""
-    out = [f"{label}: {f['message']}" for label, fs in survey.pairs.items() for f in fs if f.get("level") != "ok"]
-    out += [f"{label} was not measured: {why}" for label, why in survey.refused.items()]
-    return out
-
-
-def concurrency_sentences(survey: Survey) -> list[str]:
-    if survey.concurrency is None:
-        return [survey.concurrency_note] if survey.concurrency_note else []
-    top = survey.concurrency.batch_sizes[-1]
-    first = survey.concurrency.batch_sizes[0]
-    return [f"{m.candidate.label} loses to plain decoding at every batch size measured." if b == first else
-            f"{m.candidate.label} stops paying at {b} runs at once." if b is not None else
-            f"{m.candidate.label} still pays at {top} runs at once ({points[-1][2]:.2f}× at K = {points[-1][1]})."
-            for m, points, b in under_concurrency(survey)]
-
-
-def disagreement_sentences(survey: Survey) -> list[str]:
-    if not survey.disagreement:
-        return [survey.disagreement_note] if survey.disagreement_note else []
-    from specviz.measure.disagreement import Disagreement
-
-    return Disagreement.from_dict(survey.disagreement).sentences()
-
-
-def report(survey: Survey) -> str:
-    """The ranked table, per-position rates (conditional and marginal, labelled), load, pair checks,
-    disagreement and the checks, in markdown."""
-    lines = [summary(survey), "", recommendation(survey), "",
-             "| rank | candidate | best K | predicted speedup | break-even α | c | checked: measured speedup |",
-             "|---|---|---|---|---|---|---|"]
-    for i, (m, k, s_k) in enumerate(ranked(survey), 1):
-        be = break_even(m, k, survey.v_of, survey.pass_share)
-        chk = survey.checks.get(m.candidate.label)
-        checked = "–" if chk is None else f"{chk.measured:.2f}× {at_k(m, chk.k)}" + (
-            f" ⚠ {chk.flag}" if chk.flag else "")
-        unit = "per draft call" if m.per_call else "per cycle"
-        lines.append(f"| {i} | {m.candidate.label} | {k_cell(m, k)} | {s_k:.2f}× | "
-                     f"{break_even_cell(m, be)} | "
-                     f"{m.c:.3f} {unit} | {checked} |")
-    lines += ["", "Acceptance by draft depth, measured at K = k_max:", "",
-              f"| candidate | {speed.label('acceptance_by_position')} | {speed.label('reach_by_position')} |",
-              "|---|---|---|"]
-    for m in survey.measured:
-        lines.append(f"| {m.candidate.label} | {', '.join(f'{x:.2f}' for x in m.conditional)} | "
-                     f"{', '.join(f'{x:.2f}' for x in m.marginal)} |")
-    if survey.concurrency is not None:
-        sizes = survey.concurrency.batch_sizes
-        lines += ["", "Predicted speedup with several runs at once (runs decoding at once; best K at each):", "",
-                  "| candidate | " + " | ".join(f"B = {b}" for b in sizes) + " |", "|---" * (len(sizes) + 1) + "|"]
-        for m, points, _ in under_concurrency(survey):
-            lines.append(f"| {m.candidate.label} | " + " | ".join(f"{s:.2f}× (K {k})" for _, k, s in points) + " |")
-    for title, items in (("Runs at once", concurrency_sentences(survey)), ("Pair check", findings(survey)),
-                         ("Where the candidates disagree", disagreement_sentences(survey))):
-        if items:
-            lines += ["", f"{title}:", ""] + [f"- {x}" for x in items]
-    return "\n".join(lines)
 
 
 def save(survey: Survey, path: Path) -> None:

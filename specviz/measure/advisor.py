@@ -45,7 +45,6 @@ from specviz.measure.advice import (  # noqa: F401
     predicted_terms,
     ranked,
     read,
-    report,
     save,
 )
 from specviz.measure.disagreement import disagreement, why_not
@@ -120,7 +119,8 @@ def measure_stages(target, candidates: list[Candidate], prompts: list, get_model
         draft = yield from _draft_for(survey, target, cand, get_model)
         if cand.draft and draft is None:
             continue
-        yield f"measuring {cand.label} at K = {k_max}", survey
+        at = f"with its planner, K up to {default_k(cand.method)}" if cand.planned else f"at K = {k_max}"
+        yield f"measuring {cand.label} {at}", survey
         try:
             runs[cand.label] = _measure_candidate(survey, target, draft, cand, prompts, k_max, common)
         except ValueError as e:  # a method this target refuses (e.g. the head on another model)

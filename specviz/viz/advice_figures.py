@@ -9,7 +9,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from specviz.decoding import speed
-from specviz.measure import advice
+from specviz.measure import advice, advice_report
 from specviz.viz.style import (
     BLACK,
     BLUE,
@@ -111,19 +111,19 @@ def advice_html(survey: advice.Survey) -> str:
     for i, (m, k, s_k) in enumerate(advice.ranked(survey), 1):
         be = advice.break_even(m, k, survey.v_of, survey.pass_share)
         chk = survey.checks.get(m.candidate.label)
-        checked = "–" if chk is None else f"{chk.measured:.2f}× {advice.at_k(m, chk.k)}"
+        checked = "–" if chk is None else f"{chk.measured:.2f}× {advice_report.at_k(m, chk.k)}"
         flag = f'<div class="sv-advice-flag">⚠ {esc(chk.flag)}</div>' if chk is not None and chk.flag else ""
         unit = "per draft call" if m.per_call else "per cycle"
-        rows.append(f"<tr><td>{i}</td><td>{esc(m.candidate.label)}</td><td>{esc(advice.k_cell(m, k))}</td>"
+        rows.append(f"<tr><td>{i}</td><td>{esc(m.candidate.label)}</td><td>{esc(advice_report.k_cell(m, k))}</td>"
                     f"<td>{s_k:.2f}×</td>"
-                    f"<td>{advice.break_even_cell(m, be)}</td><td>{m.c:.3f} {unit}</td>"
+                    f"<td>{advice_report.break_even_cell(m, be)}</td><td>{m.c:.3f} {unit}</td>"
                     f"<td>{esc(checked)}{flag}</td></tr>")
     table = ("<table class='sv-advice-table'><thead><tr><th>#</th><th>candidate</th><th>best K</th>"
              "<th>predicted</th><th title='the constant acceptance rate below which plain decoding wins'>"
              "break-even α</th><th>draft cost c</th><th>checked: measured</th></tr></thead><tbody>"
              + "".join(rows) + "</tbody></table>")
-    return (f'<p class="sv-advice-pick"><strong>{esc(advice.recommendation(survey))}</strong></p>'
-            f'<p class="sv-batch-where">{esc(advice.summary(survey))}</p>{table}'
-            + _list("Pair check", advice.findings(survey))
-            + _list("Runs at once", advice.concurrency_sentences(survey))
-            + _list("Where the candidates disagree", advice.disagreement_sentences(survey)))
+    return (f'<p class="sv-advice-pick"><strong>{esc(advice_report.recommendation(survey))}</strong></p>'
+            f'<p class="sv-batch-where">{esc(advice_report.summary(survey))}</p>{table}'
+            + _list("Pair check", advice_report.findings(survey))
+            + _list("Runs at once", advice_report.concurrency_sentences(survey))
+            + _list("Where the candidates disagree", advice_report.disagreement_sentences(survey)))
