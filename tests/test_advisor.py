@@ -109,15 +109,6 @@ def test_the_survey_file_gives_back_the_same_advice(survey, tmp_path):
     assert out.returncode == 2 and out.stderr.startswith("specviz: error: not a SpecViz advice survey")
 
 
-def test_a_missed_prediction_is_flagged_with_a_reason():
-    """A prediction more than 15 % off the measurement gets a sentence saying which way and why;
-    one within 15 % gets none."""
-    m = advice.Measured(advice.Candidate("pld"), 1, 1, [1], [1], [1], 0.0, False, 1.0)
-    assert advice.miss_reason(1.10, 1.0, m) == ""
-    assert "cycles cost more than the measured ones" in advice.miss_reason(2.0, 1.2, m)
-    assert "passes timed for v(n) cost more" in advice.miss_reason(1.0, 1.5, m)
-
-
 def test_load_prediction_is_the_batch_one_formula_scaled_by_measured_passes():
     """S_B(K) at batch 1 equals S(K) when v(n) is the batch-1 passes over the plain step; at a batch
     where a pass over n tokens costs n plain steps a draft-free candidate with one token per pass

@@ -136,7 +136,7 @@ def test_theory_sentence_explains_a_miss_from_the_waterfall_never_from_noise():
     steps = [dict(name="paper S(K)", value=2.0, sentence="start."), dict(name="verify cost v(n)", value=1.3,
              sentence="A verify pass cost 1.80 one-token passes."), dict(name="overhead", value=1.2, sentence="end.")]
     base = dict(kind="chain", method="pld", k=4, alpha=0.75, acceptance=[0.75] * 4, expected_len=2.05, c=0.0,
-                v_k=1.2, v_run=1.8, verify_tokens=4.0, predicted=2.0, measured=1.2, overhead_share=0.2,
+                v_k=1.2, v_run=1.8, verify_tokens=4.0, predicted=2.0, measured=1.2,
                 curve=[(4, 2.0), (6, 2.2)], best=(6, 2.2), waterfall=steps)
     text = theory_sentence(Analysis(**base))
     assert "predicts 2.00× at K = 4" in text and "measured 1.20× (-40%)" in text and "best fixed K is 6" in text

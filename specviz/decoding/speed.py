@@ -137,6 +137,13 @@ def draft_calls(cycle) -> int:
     return max(depths) if depths else min(cycle.k, len(cycle.nodes))
 
 
+def draft_call_cost(run, unit: float) -> float:
+    """c: drafting seconds per draft call over the cycles that sent a draft, in units of `unit` seconds."""
+    spec = [c for c in run.cycles if c.nodes]
+    calls = sum(draft_calls(c) for c in spec)
+    return sum(c.draft_s for c in spec) / calls / unit if calls else 0.0
+
+
 @dataclass
 class Costs:
     """A run's costs per cycle against its AR baseline, all in one-token passes (the unit, `unit_s`)."""
@@ -172,8 +179,6 @@ def costs(run, ar) -> Costs:
     n = len(run.cycles)
     draft_s = sum(c.draft_s for c in run.cycles)
     verify_s = sum(c.verify_s for c in run.cycles)
-    spec = [c for c in run.cycles if c.nodes]
-    calls = sum(draft_calls(c) for c in spec)
     ar_tokens = sum(len(c.committed) for c in ar.cycles)
     ar_decode = decode_s(ar)
     tau = sum(len(c.committed) for c in run.cycles) / n
@@ -181,6 +186,6 @@ def costs(run, ar) -> Costs:
     return Costs(unit_s=unit, cycles=n, draft=draft_s / n / unit, verify=verify_s / n / unit,
                  overhead=(seconds - draft_s - verify_s) / n / unit,  # not clamped: the identity stays exact
                  ar_overhead=(ar_decode - ar_verify) / ar_verify,
-                 c=sum(c.draft_s for c in spec) / calls / unit if calls else 0.0, tau=tau,
+                 c=draft_call_cost(run, unit), tau=tau,
                  speedup=(tau * n / seconds) / (ar_tokens / ar_decode),
                  concurrent=sum(1 for c in run.cycles if c.concurrent > 0))

@@ -360,18 +360,6 @@ def explained_miss(predicted: float, measured: float, want: Terms, got: Terms) -
                    f"({effects[name]:+.0%})")
 
 
-def miss_reason(predicted: float, measured: float, m: Measured) -> str:
-    """Why a prediction missed by more than MISS, in a sentence, when the check's terms are not at
-    hand (an older survey); '' when it did not miss."""
-    if not measured or abs(predicted - measured) <= MISS * measured:
-        return ""
-    if predicted > measured:
-        return (f"predicted {predicted:.2f}× but measured {measured:.2f}×: this run's cycles cost more than the "
-                "measured ones (other work on the host changes between the two, or the drafts at this K are longer "
-                "than the average the formula uses), or its acceptance was lower at this K")
-    return (f"predicted {predicted:.2f}× but measured {measured:.2f}×: the passes timed for v(n) cost more than "
-            "this run's, or the plain run beside it was slowed by other work on the host")
-
 
 def save(survey: Survey, path: Path) -> None:
     Path(path).write_text(json.dumps(survey.to_dict(), indent=1), encoding="utf-8")

@@ -40,7 +40,6 @@ from specviz.measure.advice import (  # noqa: F401
     Survey,
     Terms,
     explained_miss,
-    miss_reason,
     predicted_speedup,
     predicted_terms,
     ranked,

@@ -66,15 +66,9 @@ def _spec_cycles(run: RunTrace):
     return [c for c in run.cycles if c.nodes]
 
 
-def _depth(cycle) -> int:
-    """How many draft calls made this cycle's draft: its deepest node (K when nodes were not recorded)."""
-    depths = [n.depth for n in cycle.nodes if n is not None]
-    return max(depths) if depths else min(cycle.k, len(cycle.nodes))
-
-
 def is_tree(run: RunTrace) -> bool:
     """True when some cycle drafted more tokens than its depth: siblings were verified together."""
-    return any(len(c.nodes) > _depth(c) for c in _spec_cycles(run))
+    return any(len(c.nodes) > speed.draft_calls(c) for c in _spec_cycles(run))
 
 
 def target_step_s(ar: RunTrace) -> float:
@@ -87,11 +81,7 @@ def target_step_s(ar: RunTrace) -> float:
 
 def draft_cost(run: RunTrace, ar: RunTrace) -> float:
     """c: the run's drafting seconds per draft call, over the AR run's seconds per target step."""
-    spec = _spec_cycles(run)
-    steps = sum(_depth(c) for c in spec)
-    if not steps:
-        return 0.0
-    return sum(c.draft_s for c in spec) / steps / target_step_s(ar)
+    return speed.draft_call_cost(run, target_step_s(ar)) if _spec_cycles(run) else 0.0
 
 
 def run_verify_factor(run: RunTrace, ar: RunTrace) -> float | None:
@@ -113,7 +103,8 @@ def nodes_up_to(run: RunTrace, depth: int) -> float:
         if recorded:
             counts.append(sum(d <= depth for d in recorded))
         else:  # no node depths kept: assume the tree's width is spread evenly over its depth
-            counts.append(len(c.nodes) * min(depth, _depth(c)) / max(_depth(c), 1))
+            calls = speed.draft_calls(c)
+            counts.append(len(c.nodes) * min(depth, calls) / max(calls, 1))
     return sum(counts) / len(counts)
 
 
@@ -341,7 +332,6 @@ class Analysis:
     verify_tokens: float  # draft tokens per verify pass in the run (K for a chain)
     predicted: float  # the model's S for this run: at its K, or the planner's pick when it planned
     measured: float | None  # the run's tokens/s over the AR run's
-    overhead_share: float  # of the run's decode time, outside drafting and verifying
     curve: list[tuple[int, float]] = field(default_factory=list)
     best: tuple[int, float] = (1, 0.0)
     tau: float | None = None  # τ, tokens committed per cycle
@@ -373,11 +363,8 @@ def analyse(run: RunTrace, ar: RunTrace, v: PassCost, ks=K_RANGE) -> Analysis:
     expected = (expected_tokens_by_depth(acceptance, k) if tree else expected_tokens(alpha, k)) - 1
     planned = bool(run.settings.get("plan", False))
     predicted = auto[1] if planned else predict_at(x, v, k)  # without planning every offer was sent, cut at K
-    decode_s = m.get("decode_s") or 0.0
-    other = decode_s - (m.get("draft_s") or 0.0) - (m.get("verify_s") or 0.0)
     return Analysis(kind="tree" if tree else "chain", method=run.method, k=k, alpha=alpha, acceptance=acceptance,
                     expected_len=expected, c=cost.c, v_k=v(verify_tokens + 1), v_run=run_verify_factor(run, ar),
                     verify_tokens=verify_tokens, predicted=predicted, measured=cost.speedup,
-                    overhead_share=max(other, 0.0) / decode_s if decode_s > 0 else 0.0,
                     curve=curve, best=best_k(curve), tau=cost.tau, planned=planned, auto=auto,
                     waterfall=[dataclasses.asdict(b) for b in waterfall(run, ar)], concurrent=cost.concurrent)
