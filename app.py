@@ -5,7 +5,7 @@ Honours GRADIO_SERVER_NAME and GRADIO_SERVER_PORT (HF Spaces sets them).
 import logging
 
 from specviz.ui import build_demo, launch_kwargs
-from specviz.ui.state import LIMITS
+from specviz.ui.runtime.state import LIMITS
 
 # SpecViz's own progress (the warm-up's stages, model loads) in the log, others' at warnings only
 logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s: %(message)s")

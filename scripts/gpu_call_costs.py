@@ -19,9 +19,9 @@ from pathlib import Path
 
 from specviz.decoding.engine import Decoder
 from specviz.pricing.timing import cpu_name
-from specviz.ui import work, zerogpu
-from specviz.ui.settings import RunSettings
-from specviz.ui.state import MODELS
+from specviz.ui.runtime import work, zerogpu
+from specviz.ui.runtime.settings import RunSettings
+from specviz.ui.runtime.state import MODELS
 from tests import fork_gpu
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -132,7 +132,7 @@ def run(url: str, sessions: int, steps: int, inputs: dict, api_name: str = "/ste
             "tokens": tokens[0] if any(shown) else None, "client_cpu_s": time.process_time() - cpu}
 
 
-SETTLE_S = 10  # the app gives freed memory back every few seconds (specviz/ui/memory.py)
+SETTLE_S = 10  # the app gives freed memory back every few seconds (specviz/ui/runtime/memory.py)
 
 
 def _tokens(result: dict) -> str:

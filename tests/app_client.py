@@ -16,7 +16,7 @@ STREAM_TIMEOUT_S = 600  # a cycle can take seconds on a busy 2-core machine
 
 def named(values) -> dict:
     """One frame of the main view's outputs, by name."""
-    from specviz.ui.views import OUTPUTS
+    from specviz.ui.shared.views import OUTPUTS
 
     return dict(zip(OUTPUTS, values))
 
@@ -45,7 +45,7 @@ def wait_for(job, predicate, timeout: float = STREAM_TIMEOUT_S):
 
 
 class HeldRun:
-    """Stands in for specviz.ui.work.run (see the `held_run` fixture): the app's Run then streams
+    """Stands in for specviz.ui.runtime.work.run (see the `held_run` fixture): the app's Run then streams
     one cycle per frame and, after its first frame, waits for `release()` before decoding on.
 
     So a test can Stop a Run that is certainly still going, however fast the machine: nothing is

@@ -77,7 +77,7 @@ def bundled_target():
 def app_url(bundled_target):
     """The app served in-process on a free port, its model pool primed with the session's bundled
     model (so the app and `specviz.generate` use the very same weights); one per test module."""
-    from specviz.ui.state import MODELS
+    from specviz.ui.runtime.state import MODELS
 
     MODELS.put("bundled", bundled_target)
     demo, url = serve()
@@ -89,8 +89,8 @@ def app_url(bundled_target):
 def held_run(monkeypatch):
     """The in-process app's Run streams a cycle per frame and holds after its first frame until the
     test calls `held_run.release()` (tests/app_client.py: HeldRun). The app runs in this process,
-    so patching specviz.ui.work.run reaches the thread that serves the Run."""
-    from specviz.ui import work
+    so patching specviz.ui.runtime.work.run reaches the thread that serves the Run."""
+    from specviz.ui.runtime import work
 
     held = HeldRun(work.run)
     monkeypatch.setattr(work, "run", held)
@@ -108,10 +108,10 @@ def bench_prompts() -> list:
 
 @pytest.fixture
 def forked():
-    """Every GPU call of specviz.ui.work runs in a forked worker (tests/fork_gpu.py, the stand-in for
+    """Every GPU call of specviz.ui.runtime.work runs in a forked worker (tests/fork_gpu.py, the stand-in for
     spaces.GPU) while the test runs; workers start fresh with the test and end with it. Yields the
     stand-in's record of (function name, requested seconds) per call."""
-    from specviz.ui import zerogpu
+    from specviz.ui.runtime import zerogpu
     from tests import fork_gpu
 
     zerogpu.use_backend(fork_gpu.GPU)

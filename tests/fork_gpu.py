@@ -17,7 +17,7 @@ behaves as ZeroGPU does where it matters to the app:
 - as spaces does, a gr.Error comes back as itself, any other exception as a gr.Error naming only
   its class, and a worker that dies as gr.Error("GPU task aborted").
 
-    from specviz.ui import zerogpu
+    from specviz.ui.runtime import zerogpu
     zerogpu.use_backend(fork_gpu.GPU)
 
 `CALLS` records (function name, requested seconds) for every call; `reset()` ends idle workers.

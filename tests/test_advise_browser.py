@@ -46,10 +46,10 @@ def test_the_tab_opens_on_the_recorded_profile_before_any_model_loads(page):
     """Without a click beyond the tab: the recorded recommendation, a row per recorded candidate, the
     S(K), acceptance and load figures with a trace per candidate, and still no model in memory."""
     from specviz.measure import advice, advice_report
-    from specviz.ui import advise_tab
-    from specviz.ui.state import MODELS
+    from specviz.ui import advise
+    from specviz.ui.runtime.state import MODELS
 
-    recorded = advice.read(advise_tab.RECORDED)
+    recorded = advice.read(advise.RECORDED)
     assert "Recorded on" in page.locator("#sv-adv-status").inner_text()
     table = page.locator("#sv-adv-table").inner_text()
     assert advice_report.recommendation(recorded) in table
@@ -64,9 +64,9 @@ def test_a_saved_profile_replays_and_a_bad_file_is_refused(page, tmp_path):
     """Uploading a survey.json repaints the tab from it; a JSON file that is not a survey leaves a
     message naming the problem in the status line."""
     from specviz.measure import advice
-    from specviz.ui import advise_tab
+    from specviz.ui import advise
 
-    survey = advice.read(advise_tab.RECORDED)
+    survey = advice.read(advise.RECORDED)
     survey.measured = survey.measured[:2]
     survey.checks = {}
     good = tmp_path / "two.json"
@@ -108,9 +108,9 @@ def test_the_deploy_section_shows_the_recorded_vllm_configuration_with_a_copy_bu
     a code box with a copy button that copies exactly that configuration, and the command that starts
     vLLM with it in the box below."""
     from specviz.measure import advice, deploy
-    from specviz.ui import advise_tab
+    from specviz.ui import advise
 
-    pick = next(d for d in deploy.deployments(advice.read(advise_tab.RECORDED)) if d.engine == "vLLM")
+    pick = next(d for d in deploy.deployments(advice.read(advise.RECORDED)) if d.engine == "vLLM")
     box = page.locator("#sv-adv-config-vllm")
     box.scroll_into_view_if_needed()
     wait_text(page, "#sv-adv-config-vllm", pick.config)
@@ -128,10 +128,10 @@ def test_an_uploaded_survey_with_an_engine_check_shows_predicted_against_measure
     measured table, with its predicted and measured speedups and the machine it ran on."""
     from specviz.measure import advice
     from specviz.measure.engine_check import EngineCheck
-    from specviz.ui import advise_tab
+    from specviz.ui import advise
 
     wait_text(page, "#sv-adv-checks", "--check-on vllm,hf")
-    survey = advice.read(advise_tab.RECORDED)
+    survey = advice.read(advise.RECORDED)
     survey.engine_checks.append(EngineCheck("vLLM", "pld", 5, '{"method": "ngram"}', "test box (4 cores)",
                                             "2026-12-05 03:00 UTC", concurrency=1, prompts=6, predicted=1.43,
                                             measured=1.21, predicted_marginal=[0.6, 0.4],

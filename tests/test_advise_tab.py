@@ -1,4 +1,4 @@
-"""The Advise tab's handlers (specviz/ui/advise_tab.py) and drawing (specviz/viz/advice_figures.py),
+"""The Advise tab's handlers (specviz/ui/advise.py) and drawing (specviz/viz/advice_figures.py),
 without a browser: prompts and candidates parsed, bad input answered with a message, a survey
 replayed without a model, and model-made or typed text escaped."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from specviz.decoding import speed
 from specviz.measure import advice, advice_report
-from specviz.ui import advise_tab
+from specviz.ui import advise
 from specviz.viz import advice_figures as afig
 
 NO_PROGRESS = lambda *a, **k: None  # noqa: E731 -- the handlers' gr.Progress outside an event
@@ -34,27 +34,27 @@ def _html(frame: tuple) -> str:
 def test_prompts_split_on_separator_lines_and_keep_their_own_lines():
     """A line holding only '---' separates prompts; lines inside a prompt stay, blank prompts go."""
     text = "first line\nsecond line\n---\n\n---\nanother\n --- \nlast"
-    assert advise_tab.parse_prompts(text) == ["first line\nsecond line", "another", "last"]
-    assert advise_tab.parse_prompts("   ") == []
+    assert advise.parse_prompts(text) == ["first line\nsecond line", "another", "last"]
+    assert advise.parse_prompts("   ") == []
 
 
 def test_candidates_come_from_the_ticks_and_the_draft_box_and_none_is_refused():
     """Ticked methods and comma-separated draft specs become candidates; none at all is refused."""
-    cands = advise_tab.candidates_of(["pld", "head"], "bundled, other/model")
+    cands = advise.candidates_of(["pld", "head"], "bundled, other/model")
     assert [c.label for c in cands] == ["pld", "head", "draft bundled", "draft other/model"]
     with pytest.raises(ValueError, match="at least one"):
-        advise_tab.candidates_of([], " ")
+        advise.candidates_of([], " ")
 
 
 @pytest.mark.parametrize("prompts, k_max, needle", [
     ("", 4, "prompt"),
-    ("\n---\n".join(f"p{i}" for i in range(advise_tab.MAX_PROMPTS + 1)), 4, "at most"),
+    ("\n---\n".join(f"p{i}" for i in range(advise.MAX_PROMPTS + 1)), 4, "at most"),
     ("hello", 10_000, "limit"),
 ])
 def test_bad_input_gets_a_message_and_no_model_runs(prompts, k_max, needle):
     """An empty prompt box, too many prompts or a K over the server's cap end the event with one
     error message naming the problem; no model is loaded for it."""
-    frames = list(advise_tab.run_advice("bundled", ["pld"], "", prompts, k_max, 8, 0.0, 1.0, 0, False, None,
+    frames = list(advise.run_advice("bundled", ["pld"], "", prompts, k_max, 8, 0.0, 1.0, 0, False, None,
                                         NO_PROGRESS))
     assert len(frames) == 1 and "sv-status-error" in frames[0][0] and needle in frames[0][0].lower()
 
@@ -64,13 +64,13 @@ def test_a_saved_profile_replays_and_a_bad_file_is_refused(tmp_path):
     a profile gets its reason in the status line and clears nothing it cannot replace."""
     path = tmp_path / "survey.json"
     advice.save(_profile(), path)
-    frame = advise_tab.replay(str(path))
+    frame = advise.replay(str(path))
     assert "Replayed survey.json" in frame[0] and "no model ran" in frame[0]
     assert advice_report.recommendation(_profile()) in frame[1].replace("&#42;", "*")
     assert all(len(fig.data) >= 2 for fig in frame[2:5])
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps([1, 2]))
-    frame = advise_tab.replay(str(bad))
+    frame = advise.replay(str(bad))
     assert "sv-status-error" in frame[0] and "not a SpecViz advice survey" in frame[0]
 
 
@@ -106,9 +106,9 @@ def _painted(survey: advice.Survey, tmp_path, name: str = "survey.json") -> dict
     """The tab's outputs, by name, after replaying `survey` from a file as a visitor would."""
     path = tmp_path / name
     advice.save(survey, path)
-    frame = advise_tab.replay(str(path))
-    assert len(frame) == advise_tab.N_OUTPUTS and "sv-status-ok" in frame[0], frame[0]
-    return dict(zip(advise_tab.OUTPUT_NAMES, frame))
+    frame = advise.replay(str(path))
+    assert len(frame) == advise.N_OUTPUTS and "sv-status-ok" in frame[0], frame[0]
+    return dict(zip(advise.OUTPUT_NAMES, frame))
 
 
 def _html_of(out: dict) -> str:
@@ -140,7 +140,7 @@ def test_each_deployable_pick_shows_its_configuration_and_command_for_every_engi
     rows = deploy.deployments(survey)
     assert out["pick"]["choices"] == ["pld", "draft d"] and out["pick"]["visible"]
     for label in ("pld", "draft d"):
-        views = dict(zip(advise_tab.OUTPUT_NAMES[8:20], advise_tab.show_pick(out["survey"], label)))
+        views = dict(zip(advise.OUTPUT_NAMES[8:20], advise.show_pick(out["survey"], label)))
         if label == "pld":
             assert views == {k: out[k] for k in views}  # the painted tab shows the best one
         for d in (d for d in rows if d.candidate == label):
@@ -156,8 +156,8 @@ def test_the_recorded_survey_says_what_does_not_deploy_and_k_by_requests_at_once
     by requests-at-once table, and vLLM's command with that schedule in a copyable box."""
     from specviz.measure import deploy
 
-    survey = advise_tab._recorded()
-    out = dict(zip(advise_tab.OUTPUT_NAMES, advise_tab.first_values()))
+    survey = advise._recorded()
+    out = dict(zip(advise.OUTPUT_NAMES, advise.first_values()))
     sentences = deploy.not_deployable(survey)
     assert sentences and all(afig.esc(s) in out["deploy"] for s in sentences)
     assert "<table" in out["by_batch"] and "requests at once" in out["by_batch"]
@@ -170,7 +170,7 @@ def test_a_survey_with_an_engine_check_shows_predicted_against_measured(tmp_path
     """A survey that holds a check on vLLM replays with a table row for it: engine, configuration,
     requests at once, prompts, predicted and measured, acceptance by position on both sides, the
     machine it ran on and its flag; the line saying how to run a check is gone."""
-    out = _painted(_with_check(advise_tab._recorded()), tmp_path)
+    out = _painted(_with_check(advise._recorded()), tmp_path)
     checks = out["checks"]
     assert checks.count("<tr>") == 2 and "no check on an engine" not in checks
     row = checks.split("<tbody>")[1]
@@ -178,7 +178,7 @@ def test_a_survey_with_an_engine_check_shows_predicted_against_measured(tmp_path
                    "1.21×", "0.60, 0.40 / 0.50, 0.30", "test box (4 cores)", "2026-12-05 03:00 UTC",
                    "vLLM accepted less"):
         assert needle in row, needle
-    assert afig.esc(advise_tab._recorded().machine) in checks  # where the survey's acceptance came from
+    assert afig.esc(advise._recorded().machine) in checks  # where the survey's acceptance came from
 
 
 def test_hostile_text_in_a_survey_is_escaped_in_the_deploy_section(tmp_path):
@@ -189,7 +189,7 @@ def test_hostile_text_in_a_survey_is_escaped_in_the_deploy_section(tmp_path):
                          machine=HOSTILE, candidate=f"draft {HOSTILE}")
     survey.machine = f"<i>{HOSTILE}</i>"
     out = _painted(survey, tmp_path)
-    views = dict(zip(advise_tab.OUTPUT_NAMES[8:20], advise_tab.show_pick(out["survey"], f"draft {HOSTILE}")))
+    views = dict(zip(advise.OUTPUT_NAMES[8:20], advise.show_pick(out["survey"], f"draft {HOSTILE}")))
     html = _html_of(out) + "".join(v for k, v in views.items() if k.startswith("info:"))
     assert "<img" not in html and "<script" not in html and "<b>" not in html and "<i>" not in html
     assert "&lt;img" in html and "&lt;script&gt;" in out["checks"] and "&lt;i&gt;" in out["deploy"]
@@ -202,8 +202,8 @@ def test_the_tab_wires_every_painted_value_to_a_component():
     import gradio as gr
 
     with gr.Blocks() as demo:
-        advise_tab.build_advise_tab({}, ["a", "b", "c"])
+        advise.build({}, ["a", "b", "c"])
     fns = {fn.api_name: fn for fn in demo.fns.values()}
-    assert len(fns["advise"].outputs) == len(fns["advise_replay"].outputs) == advise_tab.N_OUTPUTS
-    pick = next(fn for fn in demo.fns.values() if fn.fn is advise_tab.show_pick)
-    assert len(pick.outputs) == 3 * len(advise_tab.ENGINES)
+    assert len(fns["advise"].outputs) == len(fns["advise_replay"].outputs) == advise.N_OUTPUTS
+    pick = next(fn for fn in demo.fns.values() if fn.fn is advise.show_pick)
+    assert len(pick.outputs) == 3 * len(advise.ENGINES)

@@ -40,8 +40,8 @@ def test_step_runs_one_cycle_each(client):
 def test_run_streams_cycles_and_matches_generate(client, bundled_target, method, temperature):
     """Run streams frames with cycle data, ends with specviz.generate's exact text, and measures
     the AR baseline once (a second Run of the same settings reuses it)."""
-    from specviz.ui.settings import from_inputs
-    from specviz.ui.state import BASELINES
+    from specviz.ui.runtime.settings import from_inputs
+    from specviz.ui.runtime.state import BASELINES
 
     kw = dict(SHORT, method=method, temperature=temperature, seed=3)
     job = client.submit(api_name="/run", **kw)
@@ -171,9 +171,9 @@ def test_default_run_is_the_hybrid(client, bundled_target):
     job = client.submit(api_name="/run", prompt=PROMPT, max_new_tokens=24)
     job.result(timeout=STREAM_TIMEOUT_S)
     final = named(job.outputs()[-1])
-    from specviz.ui.layout import initial_settings
+    from specviz.ui.shared.recordings import example_settings
 
-    s = initial_settings()  # what the page's controls start on: the example run's settings
+    s = example_settings()  # what the page's controls start on: the example run's settings
     assert s.method == "hybrid"
     expected = specviz.generate(bundled_target, PROMPT, method="hybrid", k=s.k, temperature=s.temperature,
                                 top_p=s.top_p, seed=s.seed, max_new_tokens=24)

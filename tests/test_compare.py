@@ -168,7 +168,7 @@ def test_the_recorded_compare_rows_explain_a_row_that_sent_nothing():
     drafted nothing explains itself in the table it opens on."""
     import json
 
-    from specviz.ui.recorded import RECORDED
+    from specviz.ui.shared.recordings import RECORDED
     from specviz.viz.compare_figures import compare_table_html, nothing_sent
     rows = json.loads(RECORDED.read_text(encoding="utf-8"))["compare"]["rows"]
     spec = [r for r in rows if r["method"] != "ar"]

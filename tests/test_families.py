@@ -339,7 +339,7 @@ def test_every_preset_family_has_twin_tests():
     """Every target and draft the picker offers belongs to a family tested here; a preset added
     from a new family fails this test until that family gets a twin."""
     from specviz.proposers import HEAD_DRAFT
-    from specviz.ui.presets import BUNDLED_DRAFTS, DRAFT_FAMILIES, TARGETS
+    from specviz.ui.runtime.presets import BUNDLED_DRAFTS, DRAFT_FAMILIES, TARGETS
 
     specs = [spec for _, spec in TARGETS + BUNDLED_DRAFTS if spec != HEAD_DRAFT]
     specs += [spec for _, drafts in DRAFT_FAMILIES for _, spec in drafts]

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.slow  # building the whole page takes seconds on 2 shar
 def page():
     """The built page's components by elem_id, and the example run it opens on."""
     from specviz.ui import build_demo
-    from specviz.ui.views import example
+    from specviz.ui.shared.views import example
 
     demo = build_demo()
     comps = {b.elem_id: b for b in demo.blocks.values() if getattr(b, "elem_id", None)}
@@ -76,11 +76,11 @@ def test_first_paints_show_no_prediction_their_measurement_contradicts():
     waterfall ends on that measurement, and the Advise tab's recorded checks are within 20 % of what
     they predicted."""
     from specviz.measure import advice
-    from specviz.ui import recorded
-    from specviz.ui.advise_tab import RECORDED
+    from specviz.ui.advise import RECORDED
+    from specviz.ui.shared import recordings
 
-    recorded.recorded.cache_clear()
-    a = recorded.recorded()["theory"]["analysis"]
+    recordings.recorded.cache_clear()
+    a = recordings.recorded()["theory"]["analysis"]
     assert abs(a["predicted"] / a["measured"] - 1) <= 0.20, (a["predicted"], a["measured"])
     assert a["waterfall"][-1]["value"] == pytest.approx(a["measured"], rel=1e-3)
     survey = advice.read(RECORDED)

@@ -43,7 +43,7 @@ def open_tab(page, name: str) -> None:
 def test_first_paint_shows_a_rejection_with_its_residual(page):
     """Without any click the page shows the example's chosen cycle: the slider on it, the narration
     naming an acceptance, a rejection and a resample, and the residual's bars with the drawn one."""
-    from specviz.ui.views import example, index_on_screen
+    from specviz.ui.shared.views import example, index_on_screen
 
     shown = index_on_screen(example()[0], None)
     assert page.locator("#sv-cycle input[type=range]").input_value() == str(shown)

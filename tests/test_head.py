@@ -224,8 +224,8 @@ def test_head_greedy_equals_plain_greedy(bundled_target, k):
 def test_head_is_the_bundled_targets_default_draft():
     """The draft picker offers the head first for the bundled target only, and the app's default
     settings for the draft-model method run method 'head' without loading a draft model."""
-    from specviz.ui.presets import draft_choices
-    from specviz.ui.settings import from_inputs
+    from specviz.ui.runtime.presets import draft_choices
+    from specviz.ui.runtime.settings import from_inputs
 
     assert draft_choices("bundled")[0][1] == "head"
     assert "head" not in [v for _, v in draft_choices("HuggingFaceTB/SmolLM2-360M-Instruct")]
@@ -290,7 +290,7 @@ def test_the_app_prices_the_head_when_it_loads_the_bundled_model(bundled_target,
     """The app's model pool builds the trained head when it loads the bundled model (which times
     the head's step once, so the first hybrid Step need not), not when it loads another model; and
     a head that cannot be built does not fail the load (the Step that asks for it says why)."""
-    from specviz.ui import state
+    from specviz.ui.runtime import state
 
     built, real = [], HeadProposer.build.__func__
 

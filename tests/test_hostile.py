@@ -63,7 +63,7 @@ CASES = [  # (id, change to the SHORT settings, expected text in the status, or 
 
 @pytest.fixture(scope="module")
 def offline_app(app_url, bundled_target):
-    from specviz.ui.state import MODELS
+    from specviz.ui.runtime.state import MODELS
 
     # a tiny target with the bundled tokenizer, so the bundled model is a (larger) valid draft
     MODELS.put(BIG_TARGET, tiny_random(vocab_size=bundled_target.vocab_size, tokenizer=bundled_target.tokenizer,
@@ -183,7 +183,7 @@ def test_stop_mid_run_leaves_consistent_caches(app_url, held_run):
     """After Stop in the middle of a Run the session steps again at once, and the target cache
     parked for its run holds exactly its committed tokens but the newest. (`held_run` keeps the Run
     going until the Stop has arrived, so it is stopped mid-run on any machine.)"""
-    from specviz.ui.state import SESSIONS
+    from specviz.ui.runtime.state import SESSIONS
 
     client = gradio_client.Client(app_url, verbose=False)
     kw = dict(prompt="Tell me a long story about a lighthouse keeper.", method="pld", max_new_tokens=200)

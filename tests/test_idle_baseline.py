@@ -6,9 +6,10 @@ from types import SimpleNamespace
 import pytest
 
 from specviz.decoding.activity import ACTIVITY
-from specviz.ui import callbacks, views
-from specviz.ui.settings import from_inputs
-from specviz.ui.state import BASELINES, MODELS
+from specviz.ui.decode import handlers
+from specviz.ui.runtime.settings import from_inputs
+from specviz.ui.runtime.state import BASELINES, MODELS
+from specviz.ui.shared import views
 from specviz.viz.metrics import metrics_html
 
 NOTHING = views.as_tuple(views.only())  # a frame that leaves every output as it is
@@ -25,7 +26,7 @@ def bundled(bundled_target):
 def _stepped(name: str, prompt: str):
     request = SimpleNamespace(session_hash=name)
     values = dict(VALUES, prompt=prompt)
-    callbacks.step(request, None, **values)
+    handlers.step(request, None, **values)
     return request, values, from_inputs(values).ar_key()
 
 
@@ -36,11 +37,11 @@ def test_a_step_alone_gets_its_baseline_measured_without_a_click(bundled):
     measures nothing again (one frame that leaves every output as it is)."""
     request, values, key = _stepped("idle-alone", "Name three rivers of Europe, one per line.")
     assert BASELINES.get(key) is None
-    frames = [dict(zip(views.OUTPUTS, f)) for f in callbacks.baseline_if_idle(request, None, **values)]
+    frames = [dict(zip(views.OUTPUTS, f)) for f in handlers.baseline_if_idle(request, None, **values)]
     assert BASELINES.get(key) is not None and len(BASELINES.get(key).token_ids) == 8
     assert "measured while the app was idle" in frames[-1]["status"]
     assert "Speedup:" in frames[-1]["metrics"] and "not measured yet" not in frames[-1]["metrics"]
-    assert list(callbacks.baseline_if_idle(request, None, **values)) == [NOTHING]
+    assert list(handlers.baseline_if_idle(request, None, **values)) == [NOTHING]
 
 
 @pytest.mark.bundled
@@ -51,13 +52,13 @@ def test_no_baseline_is_measured_while_another_run_decodes(bundled, monkeypatch)
     request, values, key = _stepped("idle-busy", "Write two short lines about the sea.")
     span = ACTIVITY.begin()
     try:
-        assert list(callbacks.baseline_if_idle(request, None, **values)) == [NOTHING]
+        assert list(handlers.baseline_if_idle(request, None, **values)) == [NOTHING]
     finally:
         ACTIVITY.end(span)
     assert BASELINES.get(key) is None
     answers = iter([False])  # idle when asked first, then someone starts decoding
     monkeypatch.setattr(ACTIVITY, "busy", lambda: next(answers, True))
-    frames = [dict(zip(views.OUTPUTS, f)) for f in callbacks.baseline_if_idle(request, None, **values)]
+    frames = [dict(zip(views.OUTPUTS, f)) for f in handlers.baseline_if_idle(request, None, **values)]
     assert BASELINES.get(key) is None
     assert "left for later" in frames[-1]["status"] and "Measure AR baseline" in frames[-1]["status"]
 

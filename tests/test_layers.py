@@ -180,10 +180,11 @@ def test_the_walker_catches_upward_imports_in_any_form(tmp_path):
     """A decoding module that imports viz relatively, ui absolutely, or cli inside a function is
     reported three times; its imports of models, proposers and of its own layer are not."""
     fake = tmp_path / "fake.py"
-    fake.write_text("from ..viz import tree_figure\nimport specviz.ui.state\nfrom ..models import kvcache\n"
+    fake.write_text("from ..viz import tree_figure\nimport specviz.ui.runtime.state\nfrom ..models import kvcache\n"
                     "from . import trace\nfrom specviz.proposers import base\ndef f():\n    from specviz import cli\n")
     found = upward_imports(fake, "specviz.decoding.fake")
-    assert [f.split(" imports ")[1] for f in found] == ["specviz.viz.tree_figure", "specviz.ui.state", "specviz.cli"]
+    assert [f.split(" imports ")[1] for f in found] == [
+        "specviz.viz.tree_figure", "specviz.ui.runtime.state", "specviz.cli"]
 
 
 def test_each_folder_imports_only_what_it_sits_on(tmp_path):
@@ -224,6 +225,57 @@ def test_no_two_modules_import_each_other():
     graph = import_graph(PACKAGE)
     assert len(graph) > 40
     assert import_cycles(graph) == []
+
+
+# Inside ui, one module or folder per tab. Tabs share only `shared` (the run logic, the inputs, the
+# views) and `runtime` (the server side, which imports nothing else of ui); only the page puts the
+# tabs together, so what crosses tabs is wired there.
+UI_TABS = ("decode", "learn", "side_by_side", "compare", "theory", "advise")
+UI_MAY_IMPORT = {"runtime": ("runtime",), "shared": ("shared", "runtime"),
+                 **{tab: (tab, "shared", "runtime") for tab in UI_TABS},
+                 "page": (*UI_TABS, "shared", "runtime"), "__init__": ("page",)}
+
+
+def ui_part(module: str) -> str | None:
+    """The tab, `shared`, `runtime`, `page` or `__init__` a module of specviz.ui belongs to (None outside ui)."""
+    parts = module.split(".")
+    if parts[:2] != ["specviz", "ui"]:
+        return None
+    return parts[2] if len(parts) > 2 else "__init__"
+
+
+def ui_crossings(path: Path, module: str) -> list[str]:
+    mine = ui_part(module)
+    allowed = UI_MAY_IMPORT.get(mine, ())
+    return [f"{module}:{line} imports {target}" for line, target in imported_modules(path, module)
+            if ui_part(target) is not None and ui_part(target) not in allowed]
+
+
+def test_ui_is_one_module_or_folder_per_tab_and_a_runtime():
+    """Listing specviz/ui shows the six tabs, the shared run logic, the runtime and the page, and
+    nothing else; no tab imports another tab, the runtime imports nothing above it, and `shared`
+    imports no tab."""
+    ui = PACKAGE / "ui"
+    entries = {p.stem for p in ui.iterdir() if p.suffix == ".py" or (p / "__init__.py").exists()}
+    assert entries == set(UI_MAY_IMPORT)
+    modules = sorted(ui.rglob("*.py"))
+    assert len(modules) > 20
+    assert [c for path in modules for c in ui_crossings(path, module_name(path))] == []
+
+
+def test_the_ui_check_catches_a_tab_importing_another(tmp_path):
+    """A Side by side module importing Decode's handlers, a runtime module importing the shared views
+    and a shared module importing a tab are each reported; a tab importing shared and runtime is not."""
+    fake = tmp_path / "fake.py"
+    fake.write_text("from specviz.ui.decode import handlers\nfrom specviz.ui.shared import run\n")
+    assert [c.split(" imports ")[1] for c in ui_crossings(fake, "specviz.ui.side_by_side.fake")] == [
+        "specviz.ui.decode.handlers"]
+    fake.write_text("from specviz.ui.shared import views\n")
+    assert ui_crossings(fake, "specviz.ui.runtime.fake") != []
+    fake.write_text("from specviz.ui import compare\n")
+    assert ui_crossings(fake, "specviz.ui.shared.fake") != []
+    fake.write_text("from specviz.ui.runtime.state import session_of\nfrom specviz.ui.shared import views\n")
+    assert ui_crossings(fake, "specviz.ui.theory") == []
 
 
 def _plant(root: Path, files: dict[str, str]) -> Path:

@@ -102,7 +102,9 @@ def test_a_lesson_loads_and_plays(app_tab):
     """One click on a lesson fills the settings and prompt, shows its paragraph, and plays its
     recorded cycles to the end, with no model loaded."""
     page = app_tab
-    from specviz.ui.lessons import CHAT
+    from specviz.ui.shared.recordings import example_prompt
+
+    CHAT = example_prompt("Chat")
 
     page.click("#sv-lesson-bad-draft")
     wait_text(page, "#sv-status", "Played all")

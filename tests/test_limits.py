@@ -1,7 +1,7 @@
 """Deployment limits: hostile model specs are refused and env vars set the caps."""
 import pytest
 
-from specviz.ui.limits import Limits, check_model_spec, check_run_settings, count_params_from_config
+from specviz.ui.runtime.limits import Limits, check_model_spec, check_run_settings, count_params_from_config
 
 
 @pytest.mark.parametrize("spec", ["../../etc/passwd", "/etc", "~/secrets", "a;rm -rf /", "$(reboot)",
@@ -49,14 +49,15 @@ def test_queue_positions_go_out_on_a_timer_unless_asked_for_on_every_start(monke
     """By default the page's queue sends waiting visitors their position once a second, not each
     time any event starts (Gradio's "auto"); SPECVIZ_STATUS_UPDATE_S=0 (or less) asks for "auto", and a
     value that is not a number is refused with the variable's name."""
-    from specviz.ui import layout, state
+    from specviz.ui import page
+    from specviz.ui.runtime import state
 
-    demo = layout.build_demo()
+    demo = page.build_demo()
     assert demo._queue.live_updates is False and demo._queue.update_intervals == 1.0
     for auto in ("0", "-1"):
         monkeypatch.setenv("SPECVIZ_STATUS_UPDATE_S", auto)
         monkeypatch.setattr(state, "LIMITS", Limits.from_env())
-        assert layout.build_demo()._queue.live_updates is True
+        assert page.build_demo()._queue.live_updates is True
     monkeypatch.setenv("SPECVIZ_STATUS_UPDATE_S", "often")
     with pytest.raises(ValueError, match="SPECVIZ_STATUS_UPDATE_S"):
         Limits.from_env()

@@ -28,7 +28,7 @@ def test_a_shared_link_opens_a_ready_made_pair_without_a_model(chromium):
     """?pair=greedy-vs-sampling selects the tab and paints both recordings, the race chart and the
     first difference (sampling), in an app that has loaded no model."""
     from specviz.browser import serve
-    from specviz.ui.state import MODELS
+    from specviz.ui.runtime.state import MODELS
 
     demo, url = serve()
     try:

@@ -8,9 +8,12 @@ from types import SimpleNamespace
 import pytest
 
 from specviz.decoding.trace import RunTrace
-from specviz.ui import callbacks, pair_sources, pair_tab
-from specviz.ui.pairs import BY_KEY, PAIRS, pair_traces
-from specviz.ui.state import MODELS
+from specviz.ui.decode import handlers as decode
+from specviz.ui.runtime.state import MODELS, session_of
+from specviz.ui.shared.run import on_screen
+from specviz.ui.side_by_side import handlers as columns
+from specviz.ui.side_by_side import sources as pair_sources
+from specviz.ui.side_by_side.pairs import BY_KEY, PAIRS, pair_traces
 from specviz.viz import pair_views as pv
 
 TIMING = {"draft_s", "verify_s", "other_s", "elapsed_s", "verify_pass_s", "concurrent", "shared_by"}
@@ -21,7 +24,7 @@ def request(name: str, **query):
 
 
 def out(values: tuple) -> dict:
-    return dict(zip(pair_tab.OUTPUTS, values))
+    return dict(zip(columns.OUTPUTS, values))
 
 
 def side_values(a: dict, b: dict, **shared) -> dict:
@@ -87,7 +90,7 @@ def test_a_shared_link_opens_the_pair_and_an_unknown_one_gets_a_message():
     values = pair_sources.from_link(request("link-bad", pair="<b>nope</b>"))
     status = out(values[2:])["pair_status"]
     assert "sv-status-warn" in status and "good-vs-bad" in status and "<b>" not in status
-    assert all(isinstance(v, type(pair_tab.gr.skip())) for v in pair_sources.from_link(request("plain"))[:2])
+    assert all(isinstance(v, type(columns.gr.skip())) for v in pair_sources.from_link(request("plain"))[:2])
 
 
 @pytest.fixture
@@ -108,15 +111,15 @@ def test_each_column_is_the_run_decode_makes(temperature, bundled):
     values = side_values(a, b)
     req = request(f"columns-{temperature}")
     for _ in range(4):
-        shown = out(pair_tab.step(req, None, **values))
+        shown = out(columns.step(req, None, **values))
     assert "sv-status-ok" in shown["a_status"] and "sv-status-ok" in shown["b_status"], shown
-    col_a, col_b = pair_tab.sessions(req)
+    col_a, col_b = columns.columns(req)
     for name, own, column in (("a", a, col_a), ("b", b, col_b)):
         alone = SimpleNamespace(session_hash=f"test-pair-decode-{name}-{temperature}")
         decode_values = {**own, "prompt": values["prompt"], "max_new_tokens": 12, "chat": True}
         for _ in range(4):
-            callbacks.step(alone, None, **decode_values)
-        decode_run = callbacks.session_of(alone).run()
+            decode.step(alone, None, **decode_values)
+        decode_run = session_of(alone).run()
         pair_run = column.run()
         assert pair_run.token_ids == decode_run.token_ids and len(pair_run.cycles) == 4
         assert untimed(pair_run) == untimed(decode_run)
@@ -130,19 +133,19 @@ def test_one_column_error_keeps_the_other_columns_run(bundled):
     b = dict(a, k=10_000)
     req = request("one-bad")
     for _ in range(2):
-        shown = out(pair_tab.step(req, None, **side_values(a, b)))
+        shown = out(columns.step(req, None, **side_values(a, b)))
     assert "sv-status-error" in shown["b_status"] and "K" in shown["b_status"]
     assert "sv-status-ok" in shown["a_status"]
-    assert len(pair_tab.sessions(req)[0].run().cycles) == 2
+    assert len(columns.columns(req)[0].run().cycles) == 2
 
 
 def test_race_replays_both_runs_on_one_clock():
     """Race sends frames whose texts grow with the clock and ends on both whole runs, saying who led."""
     req = request("race")
     pair_sources.open_pair("good-vs-bad", req)
-    pair_tab.RACE_S = 0.0
-    frames = [out(f) for f in pair_tab.race(req)]
-    assert len(frames) == pair_tab.RACE_FRAMES + 1
+    columns.RACE_S = 0.0
+    frames = [out(f) for f in columns.race(req)]
+    assert len(frames) == columns.RACE_FRAMES + 1
     assert "Race over" in frames[-1]["pair_status"] and ("leads" in frames[-1]["pair_status"]
                                                           or "both have" in frames[-1]["pair_status"])
     lengths = [f["a_text"].count("<span") for f in frames[:-1]]
@@ -167,18 +170,18 @@ def test_step_and_run_under_forked_workers_match_one_process(bundled, forked, te
     a = dict(b, method="draft", draft="head", k=3) if temperature == 0 else dict(b, k=2, seed=2)
     values = side_values(a, b, max_new_tokens=10)
     req = request(f"forked-{temperature}")
-    pair_tab.step(req, None, **values)
-    frames = [out(f) for f in pair_tab.run(req, None, **values)]
+    columns.step(req, None, **values)
+    frames = [out(f) for f in columns.run(req, None, **values)]
     assert "sv-status-ok" in frames[-1]["pair_status"], frames[-1]["pair_status"]
-    forked_runs = [s.run() for s in pair_tab.sessions(req)]
+    forked_runs = [s.run() for s in columns.columns(req)]
     assert {name for name, _ in forked} >= {"step"}
 
-    from specviz.ui import zerogpu
+    from specviz.ui.runtime import zerogpu
     zerogpu.use_backend(None)  # the same, in this process
     req = request(f"in-process-{temperature}")
-    pair_tab.step(req, None, **values)
-    list(pair_tab.run(req, None, **values))
-    for mine, theirs in zip(forked_runs, (s.run() for s in pair_tab.sessions(req))):
+    columns.step(req, None, **values)
+    list(columns.run(req, None, **values))
+    for mine, theirs in zip(forked_runs, (s.run() for s in columns.columns(req))):
         assert mine.token_ids == theirs.token_ids and len(mine.token_ids) >= 10
         assert mine.origins == theirs.origins
         assert [(c.committed, c.origins) for c in mine.cycles] == [(c.committed, c.origins) for c in theirs.cycles]
@@ -200,11 +203,11 @@ def test_export_both_replays_both_and_each_side_is_a_decode_trace(tmp_path):
     again = request("export-again")
     shown = out(pair_sources.replay_pair(path, again))
     assert "sv-status-ok" in shown["pair_status"]
-    before, after = pair_tab.sessions(req), pair_tab.sessions(again)
+    before, after = columns.columns(req), columns.columns(again)
     for x, y in zip(before, after):
-        assert callbacks.on_screen(x)[0] == callbacks.on_screen(y)[0]
+        assert on_screen(x)[0] == on_screen(y)[0]
     doc = json.loads(open(path, encoding="utf-8").read())
-    assert tracefile.loads(json.dumps(doc["a"])).run == callbacks.on_screen(before[0])[0]
+    assert tracefile.loads(json.dumps(doc["a"])).run == on_screen(before[0])[0]
     with pytest.raises(tracefile.TraceFileError, match="Side by side tab"):
         tracefile.loads(json.dumps(doc))
     doc["b"]["run"]["cycles"][0]["nodes"] = [{"index": 0, "token": 1, "text": "a", "parent": -1, "depth": 9}] \
@@ -218,18 +221,18 @@ def test_export_both_replays_both_and_each_side_is_a_decode_trace(tmp_path):
 def test_two_compare_rows_open_as_a_and_b():
     """Compare's rows 1 and 4 become A's and B's configurations (the trained head as the picker's
     draft model), with Compare's prompt and this tab selected; a missing row gets a message."""
-    from specviz.ui.compare_tab import DEFAULT_ROWS
+    from specviz.ui.compare import DEFAULT_ROWS
 
     rows = DEFAULT_ROWS + [["bundled", "draft", "head", 3, 0.7]]
     got = pair_sources.from_compare(rows, 2, 5, "Why is the sky blue?", 20, True)
     assert got[0].selected == "pair" and "sv-status-ok" in got[-1]
-    values = dict(zip(pair_tab.INPUTS, got[1:-1]))
+    values = dict(zip(columns.INPUTS, got[1:-1]))
     assert (values["a_method"], values["a_k"], values["a_temperature"]) == ("pld", 16, 0.0)
     assert (values["b_method"], values["b_draft"], values["b_k"], values["b_temperature"]) == ("draft", "head", 3, 0.7)
     assert values["prompt"] == "Why is the sky blue?" and values["max_new_tokens"] == 20
     got = pair_sources.from_compare(rows, 1, 9, "x", 20, True)
     assert "sv-status-error" in got[-1] and "no row 9" in got[-1]
-    assert all(isinstance(v, type(pair_tab.gr.skip())) for v in got[:-1])
+    assert all(isinstance(v, type(columns.gr.skip())) for v in got[:-1])
 
 
 @pytest.mark.bundled
@@ -249,9 +252,9 @@ def test_bad_input_in_b_gets_a_message_and_a_keeps_its_run(bundled, bad, expecte
     a = dict(target="bundled", method="pld", k=3, temperature=0.0, top_p=1.0, seed=0, adaptive_k=False)
     req = request(f"bad-{expected[:10]}")
     for _ in range(2):
-        shown = out(pair_tab.step(req, None, **side_values(a, dict(a, **bad))))
+        shown = out(columns.step(req, None, **side_values(a, dict(a, **bad))))
     assert "sv-status-error" in shown["b_status"] and expected in shown["b_status"], shown["b_status"]
-    assert "sv-status-ok" in shown["a_status"] and len(pair_tab.sessions(req)[0].run().cycles) == 2
+    assert "sv-status-ok" in shown["a_status"] and len(columns.columns(req)[0].run().cycles) == 2
 
 
 @pytest.mark.bundled
@@ -260,10 +263,10 @@ def test_a_too_long_prompt_gets_a_message_in_both_columns_and_keeps_their_runs(b
     already there stay."""
     a = dict(target="bundled", method="pld", k=3, temperature=0.0, top_p=1.0, seed=0, adaptive_k=False)
     req = request("too-long")
-    pair_tab.step(req, None, **side_values(a, a))
-    shown = out(pair_tab.step(req, None, **side_values(a, a, prompt="word " * 40_000)))
+    columns.step(req, None, **side_values(a, a))
+    shown = out(columns.step(req, None, **side_values(a, a, prompt="word " * 40_000)))
     assert "sv-status-error" in shown["a_status"] and "sv-status-error" in shown["b_status"]
-    assert all(len(s.run().cycles) == 1 for s in pair_tab.sessions(req))
+    assert all(len(s.run().cycles) == 1 for s in columns.columns(req))
 
 
 @pytest.mark.bundled
@@ -273,9 +276,9 @@ def test_run_both_from_nothing_decodes_both_to_the_end(bundled):
     a = dict(target="bundled", method="pld", k=3, temperature=0.0, top_p=1.0, seed=0, adaptive_k=False)
     req = request("run-fresh")
     pair_sources.open_pair("good-vs-bad", req)
-    frames = [out(f) for f in pair_tab.run(req, None, **side_values(a, dict(a, k=5), max_new_tokens=8))]
+    frames = [out(f) for f in columns.run(req, None, **side_values(a, dict(a, k=5), max_new_tokens=8))]
     assert "Both runs finished" in frames[-1]["pair_status"], frames[-1]["pair_status"]
-    assert all(s.state.done and len(s.state.origins) == 8 for s in pair_tab.sessions(req))
+    assert all(s.state.done and len(s.state.origins) == 8 for s in columns.columns(req))
 
 
 def test_race_leaves_prefill_out_of_both_sides():

@@ -122,18 +122,19 @@ def test_example_prompts_prefilled_at_start_up_are_copied_by_the_first_step(bund
     (prefill_shared), and a second warm-up computes nothing."""
     import dataclasses
 
-    from specviz.ui import callbacks, layout, work
-    from specviz.ui.state import MODELS
-    from specviz.ui.warmup import prefill_examples
+    from specviz.ui.runtime import work
+    from specviz.ui.runtime.state import MODELS
+    from specviz.ui.runtime.warmup import prefill_examples
+    from specviz.ui.shared import recordings, run
 
     MODELS.put("bundled", bundled_target)
-    settings = dataclasses.replace(layout.initial_settings(), max_new_tokens=4)
-    prompts = [e["prompt"] for e in layout.load_examples()][:2]
+    settings = dataclasses.replace(recordings.example_settings(), max_new_tokens=4)
+    prompts = [e["prompt"] for e in recordings.examples()][:2]
     assert prefill_examples(settings, prompts) == 2
     assert prefill_examples(settings, prompts) == 0
     s = dataclasses.replace(settings, prompt=prompts[1])
     start = specviz.decoding.engine.new_state(bundled_target, s.prompt, s.decode())
-    later = work.step(callbacks.specs(s), start)
+    later = work.step(run.specs(s), start)
     assert later.prefill_shared and later.origins
 
 

@@ -16,8 +16,8 @@ import torch
 from specviz.drafting.sampling import Sampling
 from specviz.passes.kvcache import TokenCache, cache_len, copy_cache, keep_path, rollback, undo_pass
 from specviz.served.remote import LOGIT_FLOOR, ServerError, VllmServer, parse_spec, rows_to_logits
-from specviz.ui.errors import RUN_HINT, message
-from specviz.ui.limits import Limits, check_model_spec, served_targets
+from specviz.ui.runtime.limits import Limits, check_model_spec, served_targets
+from specviz.ui.shared.guard import RUN_HINT, message
 
 
 class _Fake(BaseHTTPRequestHandler):
@@ -205,7 +205,7 @@ def test_vllms_speculation_counters_are_read_from_recorded_metrics():
 
 def test_the_status_says_the_hybrid_runs_without_the_head_on_a_served_target():
     """The status line of a hybrid run on a vLLM target says the head is left out, not '+ head'."""
-    from specviz.ui.settings import RunSettings
+    from specviz.ui.runtime.settings import RunSettings
 
     text = RunSettings(target="vllm:http://127.0.0.1:8000|bundled", proposer="hybrid").describe()
     assert "without the head" in text

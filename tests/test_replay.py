@@ -30,7 +30,7 @@ gr = pytest.importorskip("gradio")
 def runs() -> list[RunTrace]:
     """The shipped example (a greedy LogitSpec tree) and a tiny-model run sampled with a stochastic
     draft, so p, q, r and residuals are all non-trivial."""
-    from specviz.ui import views
+    from specviz.ui.shared import views
 
     target, draft = pair(noise=0.5)
     sampled = specviz.generate(target, [1, 5, 9, 2, 7], method="draft", draft=draft, k=3, temperature=1.0,
@@ -71,20 +71,21 @@ def test_a_bare_run_trace_replays_too(runs):
 def test_replay_callback_shows_every_cycle_as_recorded(runs, tmp_path):
     """Uploading an exported file puts it in every view; the slider then shows each cycle with the
     narration the original run had; Export writes the same run back out."""
-    from specviz.ui import callbacks, replay, views
+    from specviz.ui.decode import export, handlers
+    from specviz.ui.shared import views
 
     run = runs[1]
     path = tmp_path / "sampled.json"
     path.write_text(tracefile.dumps(run), encoding="utf-8")
     req = request("ok")
-    out = dict(zip(views.OUTPUTS, replay.replay_upload(str(path), req)))
+    out = dict(zip(views.OUTPUTS, export.replay_upload(str(path), req)))
     assert "sv-status-ok" in out["status"] and "Replaying sampled.json" in out["status"]
     assert out["narration"] == views.narration_html(narrate(run.cycles[-1]))
     for i, cycle in enumerate(run.cycles):
-        shown = dict(zip(views.OUTPUTS, callbacks.show_cycle(i, req)))
+        shown = dict(zip(views.OUTPUTS, handlers.show_cycle(i, req)))
         assert shown["narration"] == views.narration_html(narrate(cycle))
         assert shown["cache"] == cache_html(cycle)
-    file_update, status = replay.export_run(req)
+    file_update, status = export.export_run(req)
     assert "Exported" in status
     assert tracefile.read(file_update["value"]).run == run
 
@@ -108,11 +109,12 @@ BAD = [
 def test_a_bad_file_gives_a_clear_message_and_keeps_the_screen(name, content, message, tmp_path):
     """Each kind of bad file is refused with a status message naming the file and the problem,
     and no view is replaced."""
-    from specviz.ui import replay, views
+    from specviz.ui.decode import export
+    from specviz.ui.shared import views
 
     path = tmp_path / name
     path.write_bytes(content)
-    out = dict(zip(views.OUTPUTS, replay.replay_upload(str(path), request("bad"))))
+    out = dict(zip(views.OUTPUTS, export.replay_upload(str(path), request("bad"))))
     assert "sv-status-error" in out["status"], out["status"]
     assert f"Could not replay {name}" in out["status"]
     assert message in out["status"].replace("&#x27;", "'").replace("&quot;", '"'), out["status"]
@@ -136,7 +138,8 @@ def test_every_lesson_recording_replays_with_its_settings():
     """Each lesson variant ships a recording made with its own settings and prompt; greedy ones
     match their AR baseline token for token; the LogitSpec rescue ends on a cycle whose accepted
     path starts on a next-next candidate branch."""
-    from specviz.ui.lessons import LESSONS, lesson_trace
+    from specviz.ui.decode.lessons import LESSONS
+    from specviz.ui.shared.recordings import lesson_trace
 
     for lesson in LESSONS:
         for v in lesson.variants:
@@ -157,16 +160,17 @@ def test_every_lesson_recording_replays_with_its_settings():
 def test_a_lesson_loads_its_settings_and_plays_every_cycle(monkeypatch):
     """Clicking a lesson sets the configuration inputs and the paragraph in its first frame, then
     plays the recorded cycles in order (at most PLAY_FRAMES frames), ending on the last cycle."""
-    from specviz.ui import lessons, replay, views
+    from specviz.ui.decode import lessons
+    from specviz.ui.shared import recordings, replay, views
 
     monkeypatch.setattr(replay, "FRAME_S", 0.0)
     keys = ["method", "k", "prompt", "layerskip_layers"]
     frames = list(lessons.play("k-too-large", None, keys, request("lesson")))
-    trace = lessons.lesson_trace("k-too-large")
+    trace = recordings.lesson_trace("k-too-large")
     assert len(frames) == min(len(trace.run.cycles), replay.PLAY_FRAMES)
     n = len(views.OUTPUTS)
     first = frames[0]
-    assert first[n:n + 3] == ("layerskip", 12, lessons.SUMMARY)
+    assert first[n:n + 3] == ("layerskip", 12, recordings.example_prompt("Summarise"))
     assert "K too large" in first[n + 5]
     last = dict(zip(views.OUTPUTS, frames[-1]))
     assert last["narration"] == views.narration_html(narrate(trace.run.cycles[-1]))

@@ -6,7 +6,8 @@ from types import SimpleNamespace
 import pytest
 from gradio import state_holder
 
-from specviz.ui import build_demo, sessions
+from specviz.ui import build_demo
+from specviz.ui.runtime import lazy_state
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +66,7 @@ def test_a_page_blocks_config_is_rendered_once_and_each_visitor_gets_a_copy(demo
     """A page block's config is rendered for the first visitor that needs it and copied for the next
     (none rendered again); a value one visitor's session sets reaches neither the next visitor nor
     the page; a block that is not the page's own (an update's replacement) is rendered as itself."""
-    monkeypatch.setattr(sessions, "_PRISTINE", {})
+    monkeypatch.setattr(lazy_state, "_PRISTINE", {})
     textbox = next(k for k, b in demo.blocks.items() if type(b).__name__ == "Textbox")
     page_value = demo.default_config.config_for_block(textbox, [], demo.blocks[textbox])["props"].get("value")
     counted.clear()
@@ -77,7 +78,7 @@ def test_a_page_blocks_config_is_rendered_once_and_each_visitor_gets_a_copy(demo
     second[textbox] = demo.blocks[textbox]
     assert counted == [textbox]  # copied, not rendered again
     assert second.config_values[textbox]["props"].get("value") == page_value != "the first visitor's prompt"
-    assert sessions._PRISTINE[textbox][1]["props"].get("value") == page_value
+    assert lazy_state._PRISTINE[textbox][1]["props"].get("value") == page_value
     replaced = type(demo.blocks[textbox])(value="replaced", label="other")
     assert second.blocks_config.config_for_block(textbox, [], replaced)["props"]["value"] == "replaced"
     assert counted == [textbox, textbox]
@@ -91,7 +92,7 @@ def test_another_gradio_shape_is_left_alone(monkeypatch, caplog):
             self.blocks = blocks
 
     monkeypatch.setattr(state_holder, "SessionState", Other)
-    assert sessions.lazy_sessions() is False
+    assert lazy_state.lazy_sessions() is False
     assert state_holder.SessionState is Other
     assert "changed shape" in caplog.text
 
@@ -123,7 +124,7 @@ def test_an_absent_library_marked_absent_fails_to_import_without_a_search(monkey
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module(absent)
     assert absent in searches  # unmarked, a failed import searches
-    assert sessions.skip_absent_imports((absent, installed)) == [absent]
+    assert lazy_state.skip_absent_imports((absent, installed)) == [absent]
     searches.clear()
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module(absent)
@@ -144,7 +145,7 @@ def test_a_plots_config_no_longer_searches_for_bokeh(monkeypatch, searches):
     searches.clear()
     gr.Plot().get_config()
     assert "bokeh" in searches
-    sessions.skip_absent_imports()
+    lazy_state.skip_absent_imports()
     searches.clear()
     gr.Plot().get_config()
     assert "bokeh" not in searches
@@ -155,9 +156,9 @@ def test_a_lecture_hall_keeps_every_students_run(monkeypatch):
     columns each): a hundred sessions pressing in turn, round after round, each find the run they
     left, not a new one (a pushed-out session starts its run again at its next Step). SPECVIZ_SESSIONS
     sets the number."""
-    from specviz.ui.limits import Limits
-    from specviz.ui.pair_tab import PAIR_SESSIONS
-    from specviz.ui.state import SESSIONS, SessionStore
+    from specviz.ui.runtime.limits import Limits
+    from specviz.ui.runtime.state import SESSIONS, SessionStore
+    from specviz.ui.side_by_side.handlers import PAIR_SESSIONS
 
     for store, per_visitor in ((SessionStore(capacity=SESSIONS.capacity), 1),
                                (SessionStore(capacity=PAIR_SESSIONS.capacity), 2)):

@@ -7,7 +7,7 @@ from specviz.decoding.engine import Decoder
 from specviz.decoding.settings import DecodeSettings
 from specviz.measure.comparison import Config, Shared
 from specviz.proposers import DEFAULT_K
-from specviz.ui.settings import RunSettings, from_inputs
+from specviz.ui.runtime.settings import RunSettings, from_inputs
 
 
 def test_k_none_takes_the_methods_own_default():

@@ -220,9 +220,9 @@ def test_theory_handler_returns_the_targets_cost_profile_figure(fake_passes, mon
     (planner.verify_cost), through work.verify_cost, also when that runs in a forked worker and its
     result comes back pickled: its fourth output is that profile's figure, with the run's verify pass
     on it, the analysis's v_k is the profile's v(K+1), and the status says where the profile came from."""
-    from specviz.ui import compare_tab as compare
-    from specviz.ui import zerogpu
-    from specviz.ui.state import MODELS
+    from specviz.ui import theory
+    from specviz.ui.runtime import zerogpu
+    from specviz.ui.runtime.state import MODELS
     from tests import fork_gpu
 
     target, _ = pair()
@@ -232,11 +232,11 @@ def test_theory_handler_returns_the_targets_cost_profile_figure(fake_passes, mon
     MODELS.put(spec, target)
     run = specviz.generate(target, PROMPT, method="pld", k=3, max_new_tokens=16, chat=False, plan=False)
     ar = specviz.generate(target, PROMPT, method="ar", max_new_tokens=16, chat=False)
-    monkeypatch.setattr(compare, "_main_run", lambda request: (spec, run, ar))
+    monkeypatch.setattr(theory, "_main_run", lambda request: (spec, run, ar))
     if forked:
         zerogpu.use_backend(fork_gpu.GPU)
     try:
-        status, _figure, html, cost, _waterfall, _steps = compare.explain(compare.MAIN_RUN, None,
+        status, _figure, html, cost, _waterfall, _steps = theory.explain(theory.MAIN_RUN, None,
                                                                           progress=lambda *a, **kw: None)
     finally:
         zerogpu.use_backend(None)
@@ -252,13 +252,13 @@ def test_theory_handler_returns_the_targets_cost_profile_figure(fake_passes, mon
 def test_recorded_cost_profile_loads_and_is_the_one_the_recorded_theory_used():
     """The Theory tab opens on the recorded cost profile: the figure has the recorded points, and the
     recorded S(K) analysis took its v from that same profile (v_k = v(verify tokens + 1))."""
-    from specviz.ui import recorded
+    from specviz.ui.shared import recordings
 
-    recorded.recorded.cache_clear()
-    data = recorded.recorded()
+    recordings.recorded.cache_clear()
+    data = recordings.recorded()
     prof = CostProfile.from_dict(data["cost_profile"])
     assert prof is not None and prof.v[1] == 1.0 and max(prof.v) == 64
-    fig = recorded.cost_values()["cost_plot"]
+    fig = recordings.cost_values()["cost_plot"]
     measured = plot_traces(fig)["measured v(n)"]
     assert list(measured.x) == sorted(prof.v) and list(measured.y) == [prof.v[n] for n in sorted(prof.v)]
     assert prof.model in fig.layout.title.text and prof.hardware in fig.layout.title.text
@@ -269,12 +269,12 @@ def test_recorded_cost_profile_loads_and_is_the_one_the_recorded_theory_used():
 
 def test_recorded_cost_panel_is_empty_without_a_recorded_profile(monkeypatch):
     """A recorded file without a usable cost profile opens the panel empty instead of failing."""
-    from specviz.ui import recorded
+    from specviz.ui.shared import recordings
 
-    monkeypatch.setattr(recorded, "recorded", lambda: {"cost_profile": {"v": "not a dict"}})
-    assert recorded.cost_values() == {"cost_plot": None}
-    monkeypatch.setattr(recorded, "recorded", lambda: None)
-    assert recorded.cost_values() == {"cost_plot": None}
+    monkeypatch.setattr(recordings, "recorded", lambda: {"cost_profile": {"v": "not a dict"}})
+    assert recordings.cost_values() == {"cost_plot": None}
+    monkeypatch.setattr(recordings, "recorded", lambda: None)
+    assert recordings.cost_values() == {"cost_plot": None}
 
 
 def test_the_model_of_speed_worked_by_hand():

@@ -9,16 +9,17 @@ from types import SimpleNamespace
 import pytest
 
 from specviz.loading.loader import ModelLoadError, tiny_random
-from specviz.ui import callbacks, errors, views, work
-from specviz.ui import compare_tab as compare
-from specviz.ui.state import MODELS, SESSIONS, session_of
+from specviz.ui import compare, theory
+from specviz.ui.runtime import work
+from specviz.ui.runtime.state import MODELS, SESSIONS, session_of
+from specviz.ui.shared import guard, views
 
 HOSTILE = '<img src=x onerror="alert(1)"> $x$'
 
 
 def main_view_status(exc: Exception) -> str:
     """The status box the main view shows when a handler raises `exc`."""
-    @callbacks.guarded
+    @guard.guarded(views.OUTPUTS, guard.RUN_HINT)
     def handler():
         raise exc
         yield  # a generator, as every guarded handler is
@@ -33,7 +34,7 @@ def tab_status(exc: Exception, monkeypatch) -> str:
 
     MODELS.put("tiny-errors", tiny_random())
     monkeypatch.setattr(work, "batch", fail)
-    status, *_ = compare.batch("tiny-errors", 2, False, SimpleNamespace(session_hash="errors"),
+    status, *_ = theory.batch("tiny-errors", 2, False, SimpleNamespace(session_hash="errors"),
                                progress=lambda *a, **kw: None)
     return status
 
@@ -52,9 +53,9 @@ def test_unexpected_errors_get_one_message_with_the_hint_of_where_they_happened(
     """Any other error becomes 'Something went wrong (type: text).' plus what to do next: Reset in the
     main view, try again in a tab; its text is escaped and its traceback is logged."""
     exc = RuntimeError(HOSTILE)
-    with caplog.at_level(logging.ERROR, logger=errors.__name__):
+    with caplog.at_level(logging.ERROR, logger=guard.__name__):
         main, tab = main_view_status(exc), tab_status(exc, monkeypatch)
-    for status, hint in ((main, errors.RUN_HINT), (tab, errors.TAB_HINT)):
+    for status, hint in ((main, guard.RUN_HINT), (tab, guard.TAB_HINT)):
         assert "Something went wrong (RuntimeError: &lt;img src=x" in status and "<img" not in status
         assert hint in status
     assert "press Reset" in main and "press Reset" not in tab
@@ -70,9 +71,9 @@ def test_compare_results_and_stop_live_in_the_session():
     session_of(mine).comparison = marker
     assert SESSIONS.get("cmp-a").comparison is marker and SESSIONS.get("cmp-b").comparison is None
     compare.stop(mine)
-    assert SESSIONS.get("cmp-a").compare_stop.is_set() and not SESSIONS.get("cmp-a").stop.is_set()
-    assert not SESSIONS.get("cmp-b").compare_stop.is_set()
+    assert SESSIONS.get("cmp-a").measure_stop.is_set() and not SESSIONS.get("cmp-a").stop.is_set()
+    assert not SESSIONS.get("cmp-b").measure_stop.is_set()
     SESSIONS.drop("cmp-a")
     with pytest.raises(ValueError, match="no measured run"):
-        compare._compare_run(mine, "0")
+        theory._compare_run(mine, "0")
     assert session_of(other).comparison is None

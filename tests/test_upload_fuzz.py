@@ -98,7 +98,7 @@ def draw_trace(trace, cycles=None) -> None:
     """Every view of the Decode tab, as the slider, Run (played frames) and Explain this cycle draw
     them: the cycle views and Explain's steps at each cycle in `cycles` (default: all), the run
     views at the run as it stood after each of them, and the whole run at its last cycle."""
-    from specviz.ui import views
+    from specviz.ui.shared import views
     from specviz.viz.explain_steps import explain_html, explain_steps, explained_views
 
     run, ar = trace.run, trace.ar
@@ -322,19 +322,20 @@ def test_the_slider_and_explain_say_what_they_cannot_draw(tmp_path, monkeypatch)
     sentence in Explain's panel, never an exception out of the handler."""
     from types import SimpleNamespace
 
-    from specviz.ui import callbacks, explain, replay, views
+    from specviz.ui.decode import explain, export, handlers
+    from specviz.ui.shared import views
 
     path = tmp_path / "example.json"
     path.write_text((ASSETS / "example_trace.json").read_text(encoding="utf-8"), encoding="utf-8")
     req = SimpleNamespace(session_hash="test-upload-fuzz-slider")
-    out = dict(zip(views.OUTPUTS, replay.replay_upload(str(path), req)))
+    out = dict(zip(views.OUTPUTS, export.replay_upload(str(path), req)))
     assert "sv-status-ok" in out["status"]
 
     def broken(*a, **k):
         raise ArithmeticError("a view that cannot draw this")
     monkeypatch.setattr(views.viz, "tree_figure", broken)
     monkeypatch.setattr(explain, "explained_views", broken)
-    shown = dict(zip(views.OUTPUTS, callbacks.show_cycle(3, req)))
+    shown = dict(zip(views.OUTPUTS, handlers.show_cycle(3, req)))
     assert "sv-status-error" in shown["status"] and "Cycle 3 cannot be drawn" in shown["status"]
     panel = explain.start(req)[0]
     assert "cannot be explained" in panel and "ArithmeticError" in panel
@@ -343,13 +344,13 @@ def test_the_slider_and_explain_say_what_they_cannot_draw(tmp_path, monkeypatch)
 def test_an_advice_upload_that_is_not_a_profile_gets_a_message(tmp_path):
     """The Advise tab's replay answers a nested bomb and a damaged profile with an error status
     naming the file, never an exception."""
-    from specviz.ui import advise_tab
+    from specviz.ui import advise
 
     for name, text in (("deep.json", "[" * 100_000 + "]" * 100_000),
                        ("bomb.json", PROFILE_BOMBS["2,000,000 positions"](_base_profile()))):
         path = tmp_path / name
         path.write_text(text, encoding="utf-8")
-        status = advise_tab.replay(str(path))[0]
+        status = advise.replay(str(path))[0]
         assert "sv-status-error" in status and f"Could not replay {name}" in status, status
 
 

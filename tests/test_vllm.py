@@ -195,14 +195,15 @@ def test_the_app_steps_and_runs_a_served_target(app_url, bundled_server, monkeyp
     own decoding as the AR baseline, and picking the trained head gives the refusal message, after
     which the session still steps."""
     gradio_client = pytest.importorskip("gradio_client")
-    from specviz.ui import callbacks, state
-    from specviz.ui.limits import Limits
+    from specviz.ui.runtime import state
+    from specviz.ui.runtime.limits import Limits
+    from specviz.ui.shared import run as shared_run
     from tests.app_client import PROMPT, STREAM_TIMEOUT_S, call, named
 
     spec = f"vllm:{bundled_server.url}|bundled"
     limits = Limits(allowed_models=frozenset({spec}))
     monkeypatch.setattr(state, "LIMITS", limits)
-    monkeypatch.setattr(callbacks, "LIMITS", limits)
+    monkeypatch.setattr(shared_run, "LIMITS", limits)
     client = gradio_client.Client(app_url, verbose=False)
     kw = dict(prompt=PROMPT, target=spec, method="pld", k=4, max_new_tokens=16, temperature=0.0, top_p=1.0)
     job = client.submit(api_name="/run", **kw)
@@ -316,13 +317,15 @@ def test_side_by_side_steps_a_served_target_beside_an_in_process_one(bundled_ser
     they agree."""
     from types import SimpleNamespace
 
-    from specviz.ui import callbacks, pair_tab, state
-    from specviz.ui.limits import Limits
+    from specviz.ui.runtime import state
+    from specviz.ui.runtime.limits import Limits
+    from specviz.ui.shared import run as shared_run
+    from specviz.ui.side_by_side import handlers as columns
 
     spec = f"vllm:{bundled_server.url}|bundled"
     limits = Limits(allowed_models=frozenset({spec}))
     monkeypatch.setattr(state, "LIMITS", limits)
-    monkeypatch.setattr(callbacks, "LIMITS", limits)
+    monkeypatch.setattr(shared_run, "LIMITS", limits)
     state.MODELS.put("bundled", bundled_target)
     own = dict(method="pld", k=4, temperature=0.0, top_p=1.0, seed=0, adaptive_k=False)
     values = {"prompt": "Repeat after me: one two three, one two three.", "max_new_tokens": 16, "chat": True,
@@ -330,9 +333,9 @@ def test_side_by_side_steps_a_served_target_beside_an_in_process_one(bundled_ser
               **{f"b_{k}": v for k, v in dict(own, target="bundled").items()}}
     req = SimpleNamespace(session_hash="test-vllm-pair")
     for _ in range(3):
-        shown = dict(zip(pair_tab.OUTPUTS, pair_tab.step(req, None, **values)))
+        shown = dict(zip(columns.OUTPUTS, columns.step(req, None, **values)))
         assert "sv-status-ok" in shown["a_status"] and "sv-status-ok" in shown["b_status"], shown["a_status"]
-    a, b = (s.run() for s in pair_tab.sessions(req))
+    a, b = (s.run() for s in columns.columns(req))
     assert len(a.cycles) == len(b.cycles) == 3
     n = min(len(a.token_ids), len(b.token_ids))
     assert n >= 3 and a.token_ids[:n] == b.token_ids[:n]

@@ -9,8 +9,10 @@ from types import SimpleNamespace
 import gradio as gr
 import pytest
 
-from specviz.ui import callbacks, layout, warmup
-from specviz.ui.warmup import STAGES, Warmup
+from specviz.ui.decode import handlers
+from specviz.ui.runtime import warmup
+from specviz.ui.runtime.warmup import STAGES, Warmup
+from specviz.ui.shared import recordings, run
 
 
 def _running(stage: int) -> Warmup:
@@ -29,7 +31,7 @@ def test_a_step_before_the_warm_up_is_done_waits_and_says_how_far_along(monkeypa
     """ready() blocks while the warm-up runs, telling the progress bar the stage (its number of
     how many, and its name) and the fraction done; it returns once the warm-up ends."""
     w = _running(1)
-    monkeypatch.setattr(callbacks, "WARMUP", w)
+    monkeypatch.setattr(run, "WARMUP", w)
     seen = []
 
     def progress(fraction, desc):
@@ -37,13 +39,13 @@ def test_a_step_before_the_warm_up_is_done_waits_and_says_how_far_along(monkeypa
         if len(seen) == 3:
             _finish(w)
 
-    callbacks.ready(progress)
+    run.ready(progress)
     assert len(seen) == 3 and not w.running
     fraction, desc = seen[0]
     assert fraction == pytest.approx(1 / len(STAGES))
     assert desc.startswith(f"Getting the app ready, stage 2 of {len(STAGES)}: timing its cost profile")
     assert "Your Step runs as soon as this is done" in desc
-    callbacks.ready(lambda *a, **k: pytest.fail("nothing to wait for"))
+    run.ready(lambda *a, **k: pytest.fail("nothing to wait for"))
 
 
 def test_the_page_says_what_the_warm_up_is_doing_then_that_it_is_ready(monkeypatch):
@@ -51,13 +53,13 @@ def test_the_page_says_what_the_warm_up_is_doing_then_that_it_is_ready(monkeypat
     the app is ready and what to press; a page opened after it ends gets no such line (one frame
     that leaves the status as it is)."""
     w = _running(0)
-    monkeypatch.setattr(callbacks, "WARMUP", w)
+    monkeypatch.setattr(handlers, "WARMUP", w)
     request = SimpleNamespace(session_hash="warm-up-page")
     threading.Timer(1.5, _finish, args=(w,)).start()
-    lines = list(callbacks.warming(request))
+    lines = list(handlers.warming(request))
     assert len(lines) >= 2 and "stage 1 of" in lines[0] and "loading the model" in lines[0]
     assert "Ready." in lines[-1] and "Press Step" in lines[-1] and "sv-status-ok" in lines[-1]
-    assert list(callbacks.warming(request)) == [gr.skip()]
+    assert list(handlers.warming(request)) == [gr.skip()]
 
 
 def test_a_failed_stage_ends_the_warm_up_with_a_reason_and_the_page_still_opens(monkeypatch):
@@ -69,7 +71,7 @@ def test_a_failed_stage_ends_the_warm_up_with_a_reason_and_the_page_still_opens(
         raise OSError("disk full")
 
     monkeypatch.setattr(warmup.state.MODELS, "get", broken)
-    w.start(layout.initial_settings(), ["hi"]).join(timeout=30)
+    w.start(recordings.example_settings(), ["hi"]).join(timeout=30)
     assert not w.running and "loading the model" in w.failed and "disk full" in w.failed
     assert "Warm-up stopped" in w.describe()
 
@@ -80,11 +82,11 @@ def test_the_warm_up_leaves_nothing_for_the_first_step_to_make(bundled_target):
     without timing, the batched pass costs (timed once the app is ready) are there for a run to
     read, and the example prompt's prefill is there to copy (prefilling it again computes nothing)."""
     from specviz.pricing import batch_costs, costs
-    from specviz.ui.state import MODELS
+    from specviz.ui.runtime.state import MODELS
 
     MODELS.put("bundled", bundled_target)
-    settings = dataclasses.replace(layout.initial_settings(), max_new_tokens=4)
-    prompt = layout.load_examples()[0]["prompt"]
+    settings = dataclasses.replace(recordings.example_settings(), max_new_tokens=4)
+    prompt = recordings.examples()[0]["prompt"]
     w = Warmup()
     stages = []
     real_enter = w.enter

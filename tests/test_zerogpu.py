@@ -15,8 +15,8 @@ import pytest
 import specviz
 from specviz.decoding.engine import Decoder
 from specviz.decoding.runstate import LIVE, LiveCaches
-from specviz.ui import work, zerogpu
-from specviz.ui.state import MODELS
+from specviz.ui.runtime import work, zerogpu
+from specviz.ui.runtime.state import MODELS
 from tests import fork_gpu
 from tests.tiny import PROMPTS, pair
 
@@ -185,8 +185,8 @@ def _run_part(run: dict) -> dict:
 
 def _scenario(url: str) -> dict:
     """Step ×3, the slider back to cycle 1, Run to the end, Measure AR, Export, replay, Compare, a lesson."""
-    from specviz.ui.lessons import LESSONS
-    from specviz.ui.state import BASELINES
+    from specviz.ui.decode.lessons import LESSONS
+    from specviz.ui.runtime.state import BASELINES
 
     BASELINES._runs.clear()  # each scenario measures its own baseline (earlier tests may have cached one)
     client = gradio_client.Client(url, verbose=False)

@@ -15,7 +15,7 @@ import time
 import pytest
 import torch
 
-from specviz.ui import zerogpu
+from specviz.ui.runtime import zerogpu
 from tests import fork_gpu
 
 HANG_DEADLINE_S = 3  # requested seconds + margin in the hang tests: long enough for a healthy call
@@ -91,7 +91,7 @@ def test_errors_cross_with_their_type_and_message(forked):
 @zerogpu.on_gpu(duration=1)
 def vocab_of(spec: str) -> int:
     """A GPU call that needs a model the main process loaded (work.model finds it)."""
-    from specviz.ui import work
+    from specviz.ui.runtime import work
 
     return work.model(spec).vocab_size
 
@@ -99,7 +99,7 @@ def vocab_of(spec: str) -> int:
 def test_a_worker_forked_before_a_model_loaded_is_replaced(forked):
     """A long-lived worker lacks a model loaded after it forked; the call is made again in a fresh
     worker, which has it, and the user sees only the answer."""
-    from specviz.ui.state import MODELS
+    from specviz.ui.runtime.state import MODELS
     from tests.tiny import pair
 
     first, _ = pair(vocab=32, seed=1)
@@ -125,8 +125,8 @@ def test_spaces_installed_off_zero_gpu_changes_nothing(monkeypatch):
     and GPU calls run in-process: the caches of a Step stay in this process."""
     from specviz.decoding.engine import Decoder
     from specviz.decoding.runstate import LIVE
-    from specviz.ui import work
-    from specviz.ui.state import MODELS
+    from specviz.ui.runtime import work
+    from specviz.ui.runtime.state import MODELS
     from tests.tiny import PROMPTS, pair
 
     monkeypatch.delenv("SPACES_ZERO_GPU", raising=False)
@@ -151,8 +151,8 @@ def zero_app(bundled_target):
     """The app built and served with SPACES_ZERO_GPU=true and its limits read under it, every GPU
     call in a stand-in worker; (demo, url)."""
     from specviz.browser import serve
-    from specviz.ui import state
-    from specviz.ui.limits import Limits
+    from specviz.ui.runtime import state
+    from specviz.ui.runtime.limits import Limits
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SPACES_ZERO_GPU", "true")
@@ -169,7 +169,7 @@ def zero_app(bundled_target):
 
 
 def named(values) -> dict:
-    from specviz.ui.views import OUTPUTS
+    from specviz.ui.shared.views import OUTPUTS
 
     return dict(zip(OUTPUTS, values))
 
@@ -184,7 +184,7 @@ def cycle_shown(out: dict) -> int | None:
 def test_the_zero_gpu_queue_takes_a_class(zero_app):
     """Under SPACES_ZERO_GPU=true the queue holds SPECVIZ_QUEUE_SIZE events (Gradio alone would hold
     one) and several GPU events run at once."""
-    from specviz.ui.limits import ZERO_GPU_CONCURRENCY, Limits
+    from specviz.ui.runtime.limits import ZERO_GPU_CONCURRENCY, Limits
 
     demo, _ = zero_app
     assert demo._queue.max_size == Limits.queue_size >= 60
@@ -197,7 +197,7 @@ def test_the_zero_gpu_queue_takes_a_class(zero_app):
 def test_one_session_steps_slides_runs_and_measures(zero_app):
     """One session on the bundled model: Steps show cycles 0, 1, 2, the slider goes back to cycle 1,
     Run finishes the run and Measure AR measures the baseline, every call in a forked worker."""
-    from specviz.ui.state import BASELINES
+    from specviz.ui.runtime.state import BASELINES
 
     BASELINES._runs.clear()
     client = gradio_client.Client(zero_app[1], verbose=False)
@@ -242,7 +242,7 @@ def test_eight_sessions_pressing_step_at_once_all_get_a_cycle(zero_app):
 def test_a_hung_step_ends_with_a_message_and_the_session_goes_on(zero_app, monkeypatch):
     """With the fork fix off, a Step's fresh worker hangs on the bundled model: the Step ends at its
     deadline with a sentence in the status box, and with the fix back the same session's Step works."""
-    from specviz.ui import work
+    from specviz.ui.runtime import work
 
     fork_gpu.reset()  # the next Step forks a new worker
     monkeypatch.setattr(zerogpu, "FORK_SAFE", False)

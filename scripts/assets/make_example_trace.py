@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from specviz import Decoder, load
-from specviz.ui.settings import RunSettings
+from specviz.ui.runtime.settings import RunSettings
 from specviz.viz.runs import instructive_cycle, teaches_everything
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -23,8 +23,9 @@ import torch
 
 from specviz import Decoder, load
 from specviz.decoding import tracefile
-from specviz.ui.lessons import LESSON_DIR, LESSONS
-from specviz.ui.pairs import PAIRS, RECORDED_SIDES
+from specviz.ui.decode.lessons import LESSONS
+from specviz.ui.shared.recordings import LESSON_DIR
+from specviz.ui.side_by_side.pairs import PAIRS, RECORDED_SIDES
 
 ROOT = Path(__file__).resolve().parents[2]
 

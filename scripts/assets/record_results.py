@@ -26,8 +26,9 @@ from specviz.measure import batch_effect, theory
 from specviz.measure.comparison import Comparison, Config, Shared, parse_rows
 from specviz.pricing import costs
 from specviz.pricing.timing import cpu_name
-from specviz.ui.compare_tab import BATCH_K, DEFAULT_PROMPT, DEFAULT_ROWS, MAX_NEW_DEFAULT
-from specviz.ui.recorded import RECORDED
+from specviz.ui.compare import DEFAULT_PROMPT, DEFAULT_ROWS, MAX_NEW_DEFAULT
+from specviz.ui.shared.recordings import RECORDED
+from specviz.ui.theory import BATCH_K
 
 ROOT = Path(__file__).resolve().parents[2]
 

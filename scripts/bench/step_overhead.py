@@ -45,8 +45,8 @@ def cycle_compute_s(cycle) -> float:
 def in_process(method: str, steps: int, rebuild: bool = False) -> tuple[list[float], list[float]]:
     """Overheads and rebuild times in ms of `steps` Steps (the first, which prefills, is left out)."""
     from specviz.decoding.runstate import LIVE
-    from specviz.ui import callbacks
-    from specviz.ui.state import SESSIONS
+    from specviz.ui.decode import handlers
+    from specviz.ui.runtime.state import SESSIONS
 
     request = SimpleNamespace(session_hash=f"overhead-{method}")
     values = inputs(method)
@@ -57,7 +57,7 @@ def in_process(method: str, steps: int, rebuild: bool = False) -> tuple[list[flo
         before = SESSIONS.get(request.session_hash).state
         rebuild_before = before.rebuild_s if before is not None else 0.0
         t0 = time.perf_counter()
-        callbacks.step(request, progress=None, **values)
+        handlers.step(request, progress=None, **values)
         wall = time.perf_counter() - t0
         state = SESSIONS.get(request.session_hash).state
         if state is None or not state.cycles:
@@ -76,7 +76,7 @@ def over_http(method: str, steps: int, url: str) -> list[float]:
     """The same through HTTP: the round trip of /step minus the cycle's compute, in ms."""
     import gradio_client
 
-    from specviz.ui.state import SESSIONS
+    from specviz.ui.runtime.state import SESSIONS
 
     client = gradio_client.Client(url, verbose=False)
     values = inputs(method)
@@ -139,7 +139,7 @@ def main() -> None:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    from specviz.ui.state import MODELS
+    from specviz.ui.runtime.state import MODELS
 
     MODELS.get("bundled", lambda msg: print(msg, file=sys.stderr))
     print(f"Step overhead: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {torch.get_num_threads()} torch "

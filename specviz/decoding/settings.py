@@ -2,7 +2,7 @@
 
 Every caller describes a run with it: `Decoder` and `generate` (their keyword arguments are its
 fields), the Compare tab's rows (comparison.Shared holds what the rows share, each row changes
-the method, K and temperature), and the app's configuration column (ui/settings.RunSettings adds
+the method, K and temperature), and the app's configuration column (ui/runtime/settings.RunSettings adds
 the target, the draft picker's value and the prompt to it). Defaults and checks live here only.
 
 Decoding-layer code: no models, no UI libraries.
@@ -31,7 +31,7 @@ class DecodeSettings:
     nor one of the method's knobs is an error that names the nearest valid one.
     """
     # the public contract's default (specviz.generate, README "Public API"); the app starts on the
-    # hybrid, its own choice, in ui/presets.DEFAULT_METHOD
+    # hybrid, its own choice, in ui/runtime/presets.DEFAULT_METHOD
     method: str = "logitspec"
     k: int | None = None
     temperature: float = 0.0

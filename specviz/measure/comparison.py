@@ -5,7 +5,7 @@ within each repeat so that a slow moment of a shared machine hits them alike, an
 with the median tokens/s. Runs are decoded with trace recording off: this is about speed.
 A configuration that cannot load or decode gets its error in its row; the others go on.
 
-Decoding-level code: no UI libraries. specviz/ui/compare_tab.py drives it, specviz/viz/compare_figures.py draws it.
+Decoding-level code: no UI libraries. specviz/ui/compare.py drives it, specviz/viz/compare_figures.py draws it.
 """
 from __future__ import annotations
 

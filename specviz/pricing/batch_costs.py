@@ -11,7 +11,7 @@ then every extra draft token costs nearly a plain step, and the planner sends le
 Timed once per model and machine the way the advisor times its concurrency prediction
 (timing.pass_times: B copies of a `prefix_len`-token cache, n new tokens each, fastest of the
 repeats), cached beside the cost profile: several seconds for the bundled model on 2 cores, so the app
-times it at start-up after it is ready (ui/warmup.py), and a run only reads it (`cached`): until
+times it at start-up after it is ready (ui/runtime/warmup.py), and a run only reads it (`cached`): until
 it is there, passes are priced as if alone. Between the batch sizes timed, v_B is interpolated in
 log B; past the largest, the largest is used.
 """

@@ -28,7 +28,7 @@ def _sliders(name: str, values: np.ndarray, colour_word: str) -> list:
             for i, (tok, v) in enumerate(zip(toy.TOKENS, values))]
 
 
-def build_learn_tab() -> None:
+def build() -> None:
     """The tab's components and events; call inside `with gr.Tab(...)`."""
     p, q = toy.preset(DEFAULT_PRESET)
     st = toy.stats(p, q)

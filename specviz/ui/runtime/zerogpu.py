@@ -3,7 +3,7 @@
 ZeroGPU is what ZeroGPU sets, SPACES_ZERO_GPU (read as `spaces.config` reads it), not whether
 `spaces` imports: the package installs anywhere, and off ZeroGPU its decorator returns the
 function unchanged. Off ZeroGPU (a laptop, a CPU Space, a dedicated GPU) the functions of
-ui/work.py run in-process, untouched; tests install a forked stand-in with `use_backend`.
+ui/runtime/work.py run in-process, untouched; tests install a forked stand-in with `use_backend`.
 
 On ZeroGPU each decorated call runs in a worker process forked from the app, from the handler's
 thread; arguments and results cross pickled, and whatever else the call changes dies with the

@@ -16,7 +16,7 @@ from typing import Any
 from specviz.decoding.settings import DecodeSettings
 from specviz.proposers import HEAD_DRAFT, resolve_draft
 from specviz.served.remote import PREFIX as REMOTE_PREFIX
-from specviz.ui.presets import BUNDLED, DEFAULT_METHOD, MAX_NEW_DEFAULT, METHOD_LABELS, draft_choices, knobs_for
+from specviz.ui.runtime.presets import BUNDLED, DEFAULT_METHOD, MAX_NEW_DEFAULT, METHOD_LABELS, draft_choices, knobs_for
 
 # Input names, in the order the layout wires them; the API takes them as keyword arguments.
 BASE_INPUTS = ("target", "method", "draft", "k", "adaptive_k", "temperature", "top_p", "seed",

@@ -15,11 +15,12 @@ import gradio as gr
 from specviz.loading.loader import EMPTY_PROMPT
 from specviz.measure import advice
 from specviz.measure.deploy import ENGINES
-from specviz.ui import errors, work
-from specviz.ui.limits import check_prompt_text, check_run_settings
-from specviz.ui.presets import BUNDLED, K_RANGE, MAX_NEW_RANGE, TARGETS, TEMPERATURE_RANGE, TOP_P_RANGE
-from specviz.ui.state import LIMITS, load_with_progress, session_of
-from specviz.ui.views import ASSETS, status_html
+from specviz.ui.runtime import work
+from specviz.ui.runtime.limits import check_prompt_text, check_run_settings
+from specviz.ui.runtime.presets import BUNDLED, K_RANGE, MAX_NEW_RANGE, TARGETS, TEMPERATURE_RANGE, TOP_P_RANGE
+from specviz.ui.runtime.state import LIMITS, load_with_progress, session_of
+from specviz.ui.shared import guard
+from specviz.ui.shared.views import ASSETS, status_html
 from specviz.viz import advice_figures as afig
 from specviz.viz import deploy_figures as dfig
 
@@ -58,7 +59,7 @@ CODE_BOXES = {
     "SGLang": ("Configuration: launch_server flags", "shell", "Command that starts SGLang with it", "shell"),
     "llama.cpp": ("Configuration: llama-server flags", "shell", "Command that starts llama-server with it", "shell"),
 }
-# _paint's values by name, in build_advise_tab's `outputs` order
+# _paint's values by name, in build's `outputs` order
 OUTPUT_NAMES = ("status", "table", "curves", "accept", "concurrency", "download", "deploy", "pick",
                 *(f"{part}:{engine}" for engine in ENGINES for part in ("info", "config", "command")),
                 "by_batch", "schedule", "checks", "survey")
@@ -134,7 +135,7 @@ def run_advice(target: str, methods: list[str], drafts: str, prompts_text: str, 
                progress=gr.Progress()):
     """Measure, predict and check; stream what it does next, and paint the survey when done."""
     session = session_of(request)
-    session.compare_stop.clear()
+    session.measure_stop.clear()
     try:
         spec = (target or BUNDLED).strip() or BUNDLED
         cands = candidates_of(methods, drafts)
@@ -155,25 +156,25 @@ def run_advice(target: str, methods: list[str], drafts: str, prompts_text: str, 
         for c in cands:
             if c.draft:
                 load_with_progress(c.draft, progress)
-    except errors.USER_ERRORS as e:
+    except guard.USER_ERRORS as e:
         yield _paint(str(e), "error", None)
         return
-    survey, steps = None, work.advise(spec, cands, prompts, options)
+    survey, stages = None, work.advise(spec, cands, prompts, options)
     try:
-        for message, survey in steps:
+        for message, survey in stages:
             if message == "done":
                 break
             progress(None, desc=message)
             yield _paint(f"{message[:1].upper()}{message[1:]}…", "info", survey if survey.measured else None)
-            if session.compare_stop.is_set():
+            if session.measure_stop.is_set():
                 yield _paint("Stopped. What was measured so far is shown; there are no checks yet.", "warn",
                              survey if survey.measured else None)
                 return
     except Exception as e:  # noqa: BLE001 -- a failed measurement must not take the page down
-        yield _paint(errors.message(e, errors.TAB_HINT), "error", survey if survey and survey.measured else None)
+        yield _paint(guard.message(e, guard.TAB_HINT), "error", survey if survey and survey.measured else None)
         return
     finally:
-        steps.close()
+        stages.close()
     flagged = [k for k, c in survey.checks.items() if c.flag]
     level, note = ("warn", f"Done; the prediction for {', '.join(flagged)} missed by more than 15 % (why: in the "
                            "table).") if flagged else ("ok", "Done: measured, predicted and checked.")
@@ -197,51 +198,50 @@ def replay(file) -> tuple:
 
 
 def stop(request: gr.Request) -> str:
-    session_of(request).compare_stop.set()
+    session_of(request).measure_stop.set()
     return status_html("Stopping after the current piece of work…", "warn")
 
 
-def build_advise_tab(decode: dict, examples: list[str]) -> None:
-    """Add the Advise tab to the Blocks being built; `decode` holds the shared concurrency kwargs and
-    `examples` the page's example prompts, the first three of which fill the prompt box."""
-    with gr.Tab("Advise", id="advise", elem_id="sv-tab-advise"):
-        gr.HTML(INTRO)
-        with gr.Row():
-            target = gr.Dropdown(TARGETS, value=BUNDLED, allow_custom_value=True, label="Target", min_width=240,
-                                 elem_id="sv-adv-target")
-            methods = gr.CheckboxGroup(METHODS, value=DEFAULT_METHODS, label="Draft-free and built-in candidates",
-                                       elem_id="sv-adv-methods")
-            drafts = gr.Textbox("", label="Draft models (comma-separated specs)", max_lines=1,
-                                info="Each is checked against the target's tokenizer first.", elem_id="sv-adv-drafts")
-        prompts = gr.Textbox(f"\n{SEPARATOR}\n".join(examples[:3]), lines=6, max_lines=16, label="Prompts",
-                             elem_id="sv-adv-prompts")
-        with gr.Row():
-            k_max = gr.Slider(*K_RANGE, value=min(K_MAX_DEFAULT, K_RANGE[1]), step=1, precision=0, label="K max",
-                              elem_id="sv-adv-kmax")
-            max_new = gr.Slider(*MAX_NEW_RANGE, value=MAX_NEW_DEFAULT, step=1, precision=0, label="Max new tokens",
-                                elem_id="sv-adv-maxnew")
-            temperature = gr.Slider(*TEMPERATURE_RANGE, value=0.0, step=0.05, label="Temperature",
-                                    elem_id="sv-adv-temp")
-            top_p = gr.Slider(*TOP_P_RANGE, value=1.0, step=0.05, label="Top-p", elem_id="sv-adv-topp")
-            check = gr.Slider(0, 4, value=2, step=1, precision=0, label="Check the best N for real",
-                              elem_id="sv-adv-check")
-            under_concurrency = gr.Checkbox(True, label="Predict with runs at once (times batched passes)",
-                                     elem_id="sv-adv-concurrency-on")
-        with gr.Row():
-            go = gr.Button("Advise", variant="primary", elem_id="sv-adv-go")
-            stop_btn = gr.Button("Stop", variant="stop", elem_id="sv-adv-stop")
-            upload = gr.File(label="Replay a survey.json", file_types=[".json"], height=90,
-                             elem_id="sv-adv-upload")
-        first = first_values()
-        status = gr.HTML(first[0], elem_id="sv-adv-status")
-        html = gr.HTML(first[1], elem_id="sv-adv-table")
-        with gr.Row(equal_height=False):
-            curves = gr.Plot(first[2], show_label=False, elem_id="sv-adv-curves")
-            accept = gr.Plot(first[3], show_label=False, elem_id="sv-adv-accept")
-        loadp = gr.Plot(first[4], show_label=False, elem_id="sv-adv-concurrency")
-        deploy = _deploy_section(first)
-        download = gr.File(label="This survey (JSON: advise --from reads it)", interactive=False,
-                           elem_id="sv-adv-download")
+def build(decode: dict, examples: list[str]) -> None:
+    """The tab's contents, wired, inside the page's Advise tab; `decode` holds the shared concurrency
+    kwargs and `examples` the page's example prompts, the first three of which fill the prompt box."""
+    gr.HTML(INTRO)
+    with gr.Row():
+        target = gr.Dropdown(TARGETS, value=BUNDLED, allow_custom_value=True, label="Target", min_width=240,
+                             elem_id="sv-adv-target")
+        methods = gr.CheckboxGroup(METHODS, value=DEFAULT_METHODS, label="Draft-free and built-in candidates",
+                                   elem_id="sv-adv-methods")
+        drafts = gr.Textbox("", label="Draft models (comma-separated specs)", max_lines=1,
+                            info="Each is checked against the target's tokenizer first.", elem_id="sv-adv-drafts")
+    prompts = gr.Textbox(f"\n{SEPARATOR}\n".join(examples[:3]), lines=6, max_lines=16, label="Prompts",
+                         elem_id="sv-adv-prompts")
+    with gr.Row():
+        k_max = gr.Slider(*K_RANGE, value=min(K_MAX_DEFAULT, K_RANGE[1]), step=1, precision=0, label="K max",
+                          elem_id="sv-adv-kmax")
+        max_new = gr.Slider(*MAX_NEW_RANGE, value=MAX_NEW_DEFAULT, step=1, precision=0, label="Max new tokens",
+                            elem_id="sv-adv-maxnew")
+        temperature = gr.Slider(*TEMPERATURE_RANGE, value=0.0, step=0.05, label="Temperature",
+                                elem_id="sv-adv-temp")
+        top_p = gr.Slider(*TOP_P_RANGE, value=1.0, step=0.05, label="Top-p", elem_id="sv-adv-topp")
+        check = gr.Slider(0, 4, value=2, step=1, precision=0, label="Check the best N for real",
+                          elem_id="sv-adv-check")
+        under_concurrency = gr.Checkbox(True, label="Predict with runs at once (times batched passes)",
+                                 elem_id="sv-adv-concurrency-on")
+    with gr.Row():
+        go = gr.Button("Advise", variant="primary", elem_id="sv-adv-go")
+        stop_btn = gr.Button("Stop", variant="stop", elem_id="sv-adv-stop")
+        upload = gr.File(label="Replay a survey.json", file_types=[".json"], height=90,
+                         elem_id="sv-adv-upload")
+    first = first_values()
+    status = gr.HTML(first[0], elem_id="sv-adv-status")
+    html = gr.HTML(first[1], elem_id="sv-adv-table")
+    with gr.Row(equal_height=False):
+        curves = gr.Plot(first[2], show_label=False, elem_id="sv-adv-curves")
+        accept = gr.Plot(first[3], show_label=False, elem_id="sv-adv-accept")
+    loadp = gr.Plot(first[4], show_label=False, elem_id="sv-adv-concurrency")
+    deploy = _deploy_section(first)
+    download = gr.File(label="This survey (JSON: advise --from reads it)", interactive=False,
+                       elem_id="sv-adv-download")
     outputs = [status, html, curves, accept, loadp, download, *deploy]
     event = go.click(run_advice, inputs=[target, methods, drafts, prompts, k_max, max_new, temperature, top_p,
                                          check, under_concurrency], outputs=outputs, api_name="advise",

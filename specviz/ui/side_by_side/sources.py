@@ -10,12 +10,12 @@ import gradio as gr
 from specviz.decoding import tracefile
 from specviz.measure.comparison import parse_row
 from specviz.proposers import HEAD_DRAFT
-from specviz.ui import views
-from specviz.ui.callbacks import on_screen
-from specviz.ui.pair_tab import INPUTS, as_tuple, paint, sessions
-from specviz.ui.pairs import BY_KEY, PAIRS, pair_traces
-from specviz.ui.replay import EXPORT_DIR, show_trace
-from specviz.ui.state import Session
+from specviz.ui.runtime.state import Session
+from specviz.ui.shared import views
+from specviz.ui.shared.replay import EXPORT_DIR, show_trace
+from specviz.ui.shared.run import on_screen
+from specviz.ui.side_by_side.handlers import INPUTS, columns, frame, paint
+from specviz.ui.side_by_side.pairs import BY_KEY, PAIRS, pair_traces
 
 
 def _picked(method: str | None, draft: str | None) -> tuple[str | None, str | None]:
@@ -37,15 +37,15 @@ def open_pair(key: str | None, request: gr.Request) -> tuple:
     """Put a ready-made pair's two recordings in the columns, and their configurations in A's and
     B's inputs (so Step decodes them live)."""
     pair = BY_KEY.get(key or "")
-    a, b = sessions(request)
+    a, b = columns(request)
     keep = tuple(gr.skip() for _ in INPUTS)
     if pair is None:
         names = ", ".join(p.key for p in PAIRS)
-        return as_tuple({"pair_status": views.status_html(f"There is no ready-made pair {str(key)[:60]!r}: "
+        return frame({"pair_status": views.status_html(f"There is no ready-made pair {str(key)[:60]!r}: "
                                                           f"choose one of {names}.", "warn")}) + keep
     ta, tb = pair_traces(pair)
     if ta is None or tb is None:
-        return as_tuple({"pair_status": views.status_html(f"The recordings of '{pair.title}' are missing "
+        return frame({"pair_status": views.status_html(f"The recordings of '{pair.title}' are missing "
                                                           "(scripts/assets/make_lesson_traces.py makes them).",
                                                           "error")}) + keep
     show_trace(a, ta), show_trace(b, tb)
@@ -54,7 +54,7 @@ def open_pair(key: str | None, request: gr.Request) -> tuple:
                "They were recorded in different sittings, so compare their wall-clock times with care")
     inputs = {f"a_{k}": v for k, v in _inputs_of(ta).items()} | {f"b_{k}": v for k, v in _inputs_of(tb).items()}
     inputs.update(prompt=ta.meta.get("prompt"), max_new_tokens=ta.run.settings.get("max_new_tokens"), chat=True)
-    shown = as_tuple(paint(a, b, {"a": (f"Recorded: {ta.run.settings.get('method')}", "info"),
+    shown = frame(paint(a, b, {"a": (f"Recorded: {ta.run.settings.get('method')}", "info"),
                                   "b": (f"Recorded: {tb.run.settings.get('method')}", "info")},
                            message=f"{pair.title}. {pair.look_for} {sitting}; no model was loaded. Step or Run "
                                    "decodes the same configurations live.", level="ok"))
@@ -73,7 +73,7 @@ def _trace_on_screen(session: Session) -> tracefile.TraceFile | None:
 
 def export_pair(request: gr.Request):
     """Both columns as one JSON file (each side exactly Decode's export document)."""
-    a, b = sessions(request)
+    a, b = columns(request)
     ta, tb = _trace_on_screen(a), _trace_on_screen(b)
     if ta is None or tb is None:
         return gr.update(visible=False), views.status_html("Nothing to export yet: both columns need a cycle.", "warn")
@@ -89,20 +89,20 @@ def export_pair(request: gr.Request):
 def replay_pair(path: str | None, request: gr.Request) -> tuple:
     """Load a Side by side file into both columns; a bad file gets a message and changes nothing."""
     if not path:
-        return as_tuple({})
+        return frame({})
     name = Path(path).name
     try:
         ta, tb, meta = tracefile.read_pair(path)
     except tracefile.TraceFileError as e:
-        return as_tuple({"pair_status": views.status_html(f"Could not replay {name}: {e}", "error")})
-    a, b = sessions(request)
+        return frame({"pair_status": views.status_html(f"Could not replay {name}: {e}", "error")})
+    a, b = columns(request)
     show_trace(a, ta), show_trace(b, tb)
     try:
-        return as_tuple(paint(a, b, {}, message=f"Replaying {name}, exported {meta.get('exported_at', 'elsewhere')}: "
+        return frame(paint(a, b, {}, message=f"Replaying {name}, exported {meta.get('exported_at', 'elsewhere')}: "
                                                  "drag the slider, or press Race.", level="ok"))
     except Exception as e:  # noqa: BLE001 -- a file that reads but cannot be drawn must not take the page down
         a.replace(None, None), b.replace(None, None)
-        return as_tuple({"pair_status": views.status_html(f"Could not replay {name}: {type(e).__name__}: "
+        return frame({"pair_status": views.status_html(f"Could not replay {name}: {type(e).__name__}: "
                                                           f"{str(e)[:200]}.", "error")})
 
 
@@ -137,5 +137,5 @@ def from_link(request: gr.Request) -> tuple:
     params = getattr(request, "query_params", None) or {}
     key = params.get("pair") if hasattr(params, "get") else None
     if not key:
-        return (gr.skip(), gr.skip()) + as_tuple({}) + tuple(gr.skip() for _ in INPUTS)
+        return (gr.skip(), gr.skip()) + frame({}) + tuple(gr.skip() for _ in INPUTS)
     return (gr.Tabs(selected="pair"), gr.update(value=key) if key in BY_KEY else gr.skip()) + open_pair(key, request)

@@ -4,28 +4,22 @@ then decodes the same settings live. `scripts/assets/make_lesson_traces.py` reco
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Iterator
 
 import gradio as gr
 
-from specviz.decoding import tracefile
 from specviz.decoding.tracefile import TraceFile
-from specviz.ui import views
-from specviz.ui.callbacks import session_of
-from specviz.ui.presets import KNOBS
-from specviz.ui.replay import play_frames, show_trace
-from specviz.ui.settings import BASE_INPUTS, RunSettings
-from specviz.ui.views import ASSETS
+from specviz.ui.runtime.presets import KNOBS
+from specviz.ui.runtime.settings import BASE_INPUTS, RunSettings
+from specviz.ui.runtime.state import session_of
+from specviz.ui.shared import views
+from specviz.ui.shared.recordings import LESSON_TOKENS as TOKENS
+from specviz.ui.shared.recordings import example_prompt, lesson_trace
+from specviz.ui.shared.replay import play_frames, show_trace
 from specviz.viz.style import esc
 
-LESSON_DIR = ASSETS / "lessons"
-EXAMPLES = json.loads((ASSETS / "examples.json").read_text(encoding="utf-8"))
-_PROMPT = {e["label"]: e["prompt"] for e in EXAMPLES}  # by label: the order is the page's
-SUMMARY, CHAT, MATHS = _PROMPT["Summarise"], _PROMPT["Chat"], _PROMPT["Maths"]
-TOKENS = 40  # long enough for a dozen cycles, short enough to record and to play in seconds
+SUMMARY, CHAT, MATHS = example_prompt("Summarise"), example_prompt("Chat"), example_prompt("Maths")
 HINT = ('<div class="sv-lesson-hint">Each lesson plays a recorded run in every view below, sets the '
         'configuration to match, and says what to look for. No model is needed until you press Step or Run.</div>')
 
@@ -98,15 +92,6 @@ LESSONS = (
             Variant("prompt lookup alone", "logitspec-rescue-pld", _s(MATHS, "pld")))),
 )
 BY_KEY = {lesson.key: lesson for lesson in LESSONS}
-
-
-@lru_cache(maxsize=None)
-def lesson_trace(file: str) -> TraceFile | None:
-    """A lesson's recording, or None if it is missing (the lesson then only loads its settings)."""
-    try:
-        return tracefile.read(LESSON_DIR / f"{file}.json")
-    except (OSError, tracefile.TraceFileError):
-        return None
 
 
 def lesson_html(lesson: Lesson, variant: Variant, trace: TraceFile | None) -> str:

@@ -22,8 +22,8 @@ from typing import Callable
 
 from specviz.decoding.engine import new_state
 from specviz.decoding.planner import PROFILE_MIN_PARAMS, batch_cost, verify_cost
-from specviz.ui import state, work
-from specviz.ui.settings import RunSettings
+from specviz.ui.runtime import state, work
+from specviz.ui.runtime.settings import RunSettings
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ POLL_S = 0.5
 
 def prefill_examples(settings: RunSettings, prompts: list[str]) -> int:
     """Prefill each example prompt at the page's settings (models loaded here, the pass in
-    ui/work.py), so a class's first Steps on it copy one prefill; returns how many were computed.
+    ui/runtime/work.py), so a class's first Steps on it copy one prefill; returns how many were computed.
     A prompt that fails is logged and skipped."""
     done = 0
     for prompt in prompts:

@@ -10,8 +10,11 @@ from dataclasses import dataclass
 
 from specviz.decoding.tracefile import TraceFile
 from specviz.proposers import HEAD_DRAFT
-from specviz.ui.lessons import CHAT, SUMMARY, TOKENS, lesson_trace
-from specviz.ui.settings import RunSettings
+from specviz.ui.runtime.settings import RunSettings
+from specviz.ui.shared.recordings import LESSON_TOKENS as TOKENS
+from specviz.ui.shared.recordings import example_prompt, lesson_trace
+
+CHAT, SUMMARY = example_prompt("Chat"), example_prompt("Summarise")  # two of the lessons' prompts
 
 
 @dataclass(frozen=True)
@@ -24,7 +27,7 @@ class Pair:
 
 
 # Runs that no lesson records: the trained head as a draft model on two of the lessons' prompts, as
-# Decode runs it (planner on); the lessons' runs they are set against keep a fixed K (lessons._s).
+# Decode runs it (planner on); the lessons' runs they are set against keep a fixed K (decode/lessons._s).
 # scripts/assets/make_lesson_traces.py records both sides of every pair in one sitting.
 RECORDED_SIDES = {
     "pair-head-chat": RunSettings(prompt=CHAT, proposer="draft", draft=HEAD_DRAFT, k=4, max_new_tokens=TOKENS),

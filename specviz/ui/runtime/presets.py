@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specviz.proposers import HEAD_DRAFT, default_k
-from specviz.ui.limits import Limits
+from specviz.ui.runtime.limits import Limits
 
 BUNDLED = "bundled"
 

@@ -1,29 +1,21 @@
-"""Export the run on screen as a JSON trace, and replay a trace file in every view, no model needed.
-
-A replayed trace takes the place of the session's run until the next Step, Run or Reset.
-"""
+"""Decode's Export and Replay: the run on screen as a JSON trace file, and a trace file replayed in
+every view, no model needed (ui/shared/replay.py puts it on screen)."""
 from __future__ import annotations
 
 import os
 import platform
 import re
-import tempfile
 import time
 from pathlib import Path
-from typing import Iterator
 
 import gradio as gr
 
 from specviz.decoding import tracefile
-from specviz.decoding.tracefile import TraceFile, TraceFileError
-from specviz.ui import views
-from specviz.ui.callbacks import error, on_screen, render, session_of
-from specviz.ui.state import MODELS, Session
-
-EXPORT_DIR = Path(tempfile.gettempdir()) / "specviz-exports"
-PLAY_S = 6.0  # a played trace takes about this long, whatever its length: a class keeps watching
-FRAME_S = 0.35  # slowest pace of a played trace: one cycle at a time stays readable
-PLAY_FRAMES = 16  # most frames a played trace sends: each redraws every view, which costs the server
+from specviz.decoding.tracefile import TraceFileError
+from specviz.ui.runtime.state import MODELS, Session, session_of
+from specviz.ui.shared import views
+from specviz.ui.shared.replay import EXPORT_DIR, show_trace
+from specviz.ui.shared.run import error, on_screen, render
 
 
 def export_block() -> dict:
@@ -76,13 +68,6 @@ def export_run(request: gr.Request):
         "Replay a trace loads it on any machine, without a model.", "ok")
 
 
-def show_trace(session: Session, trace: TraceFile) -> None:
-    """Put a loaded trace on screen in place of the session's run."""
-    session.replace(None, None)
-    with session.lock:
-        session.replay = trace
-
-
 def replay_upload(path: str | None, request: gr.Request) -> tuple:
     """Load a trace file chosen in the browser and show its last cycle in every view."""
     if not path:
@@ -103,27 +88,3 @@ def replay_upload(path: str | None, request: gr.Request) -> tuple:
     return views.as_tuple(render(session, f"Replaying {name}: {what}, {len(trace.run.cycles)} cycles, recorded "
                                           f"{trace.meta.get('exported_at', 'elsewhere')}. Drag the cycle slider "
                                           "to explore it; Step or Run starts a live run instead.", "ok"))
-
-
-def play_frames(session: Session, trace: TraceFile, end: int | None = None) -> Iterator[dict]:
-    """The trace cycle by cycle, as it was recorded, ending on cycle `end` (default: the last).
-    A long run skips evenly between cycles, so it plays in about PLAY_S seconds."""
-    n = len(trace.run.cycles)
-    shown = sorted({round(j * (n - 1) / (PLAY_FRAMES - 1)) for j in range(PLAY_FRAMES)}) if n > PLAY_FRAMES \
-        else list(range(n))
-    frame_s = min(FRAME_S, PLAY_S / len(shown))
-    try:
-        for i in shown[:-1]:
-            if session.replay is not trace:
-                return  # a Step, Run, Reset or another lesson took over
-            partial = tracefile.prefix(trace.run, i)
-            yield views.full(f"Playing the recorded run: cycle {i} of {n - 1}…", "info", partial, trace.ar)
-            time.sleep(frame_s)
-        if session.replay is trace:
-            last = n - 1 if end is None else min(max(end, 0), n - 1)
-            session.view = last
-            yield views.full(f"Played all {n} recorded cycles; showing cycle {last}. Drag the slider, or press "
-                             "Explain this cycle to walk through it.", "ok", trace.run, trace.ar, last)
-    except Exception as e:  # noqa: BLE001 -- a damaged recording stops playing with a message
-        yield views.only(status=views.status_html(f"The recording stopped playing: {type(e).__name__}: "
-                                                  f"{str(e)[:200]}.", "error"))

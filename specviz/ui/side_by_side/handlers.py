@@ -1,11 +1,11 @@
 """The Side by side tab's state and handlers: two configurations, A and B, on one prompt, cycle by cycle
-(layout: ui/pair_layout.py; ready-made pairs, links, Compare rows and files: ui/pair_sources.py).
+(layout: side_by_side/layout.py; ready-made pairs, links, Compare rows and files: side_by_side/sources.py).
 
 Each column has its own target, proposer, draft, K, adaptive K, temperature, top-p and seed; the
 prompt, the maximum new tokens and the chat template are shared. Step advances both by one cycle,
 Run streams both, Stop and Reset act on both, and one slider scrubs both. Each column is a
 `Session` of its own (in PAIR_SESSIONS, apart from Decode's), advanced by the same
-`callbacks.advance` as Decode's Step and drawn by the same `views.cycle_views`.
+`shared/run.advance` as Decode's Step and drawn by the same `views.cycle_views`.
 
 Fair timing: A's and B's cycles run one after the other in the same handler, never at once, so
 neither is timed under the other's load (other visitors' runs may still run beside them: each
@@ -13,6 +13,7 @@ cycle records that, and the summary says how many did).
 """
 from __future__ import annotations
 
+import functools
 import html
 import time
 from typing import Iterator
@@ -22,10 +23,10 @@ import gradio as gr
 from specviz import viz
 from specviz.decoding import tracefile
 from specviz.decoding.trace import RunTrace
-from specviz.ui import errors, views
-from specviz.ui.callbacks import AR_HINT, BASELINES, advance, ensure_run, on_screen, stream_baseline
-from specviz.ui.settings import RunSettings, from_inputs
-from specviz.ui.state import SESSION_CAPACITY, Session, SessionStore
+from specviz.ui.runtime.settings import RunSettings, from_inputs
+from specviz.ui.runtime.state import BASELINES, SESSION_CAPACITY, Session, SessionStore, visitor_key
+from specviz.ui.shared import guard, views
+from specviz.ui.shared.run import AR_HINT, advance, ensure_run, on_screen, stream_baseline
 from specviz.viz import pair_views as pv
 
 SIDE_INPUTS = ("target", "method", "draft", "k", "adaptive_k", "temperature", "top_p", "seed")
@@ -36,11 +37,13 @@ RACE_FRAMES, RACE_S = 16, 5.0  # the race replay: frames sent, and about how lon
 INPUTS = tuple(f"{s}_{k}" for s in "ab" for k in SIDE_INPUTS) + SHARED_INPUTS
 HINT = "This column's run is kept: press Reset, or change its settings, and try again."
 PAIR_SESSIONS = SessionStore(capacity=2 * SESSION_CAPACITY)  # two columns a visitor, apart from Decode's
+pair_handler = guard.guarded(OUTPUTS, HINT, status="pair_status")  # dicts in, this tab's output tuples out
+frame = functools.partial(views.as_tuple, names=OUTPUTS)  # for handlers whose outputs add inputs to OUTPUTS
 
 
-def sessions(request) -> tuple[Session, Session]:
-    """The visitor's two columns; a new column shows nothing (Decode's example is not theirs)."""
-    key = getattr(request, "session_hash", None) or "anonymous"
+def columns(request) -> tuple[Session, Session]:
+    """The visitor's two columns, each a Session; a new column shows nothing (Decode's example is not theirs)."""
+    key = visitor_key(request)
     out = []
     for side in "ab":
         session = PAIR_SESSIONS.get(f"{key}|{side}")
@@ -51,7 +54,8 @@ def sessions(request) -> tuple[Session, Session]:
 
 
 def unload(request: gr.Request) -> None:
-    key = getattr(request, "session_hash", None) or "anonymous"
+    """The tab closed: free both columns' runs."""
+    key = visitor_key(request)
     for side in "ab":
         PAIR_SESSIONS.drop(f"{key}|{side}")
 
@@ -108,10 +112,6 @@ def paint(a: Session, b: Session, notes: dict[str, tuple[str, str]], index: int 
     return out
 
 
-def as_tuple(values: dict) -> tuple:
-    return tuple(values.get(name, gr.skip()) for name in OUTPUTS)
-
-
 # -- handlers --------------------------------------------------------------------------------------
 def _advance_both(a: Session, b: Session, values: dict, progress, only_unfinished: bool = False) -> dict:
     notes = {}
@@ -123,92 +123,87 @@ def _advance_both(a: Session, b: Session, values: dict, progress, only_unfinishe
             message, level = advance(session, settings, progress)
             notes[name] = (message.replace(AR_HINT, " Run both also decodes the prompt plainly, for the race."), level)
         except Exception as e:  # noqa: BLE001 -- one column's error never costs the other its run
-            notes[name] = (errors.message(e, HINT), "error")
+            notes[name] = (guard.message(e, HINT), "error")
     return notes
 
 
-def step(request: gr.Request, progress=gr.Progress(), **values) -> tuple:
+@pair_handler
+def step(request: gr.Request, progress=gr.Progress(), **values) -> dict:
     """One cycle in each column: A first, then B."""
-    try:
-        a, b = sessions(request)
-        notes = _advance_both(a, b, values, progress)
-        cycles = [len(s.state.cycles) if s.state is not None else 0 for s in (a, b)]
-        return as_tuple(paint(a, b, notes, message=f"Stepped both: A has {cycles[0]} cycles, B {cycles[1]}.",
-                              level="info"))
-    except Exception as e:  # noqa: BLE001 -- never let a handler take the page down
-        return as_tuple({"pair_status": views.status_html(errors.message(e, HINT), "error")})
+    a, b = columns(request)
+    notes = _advance_both(a, b, values, progress)
+    cycles = [len(s.state.cycles) if s.state is not None else 0 for s in (a, b)]
+    return paint(a, b, notes, message=f"Stepped both: A has {cycles[0]} cycles, B {cycles[1]}.", level="info")
 
 
 def _done(session: Session) -> bool:
     return session.state is not None and session.state.done
 
 
-def run(request: gr.Request, progress=gr.Progress(), **values) -> Iterator[tuple]:
+@pair_handler
+def run(request: gr.Request, progress=gr.Progress(), **values) -> Iterator[dict]:
     """Both columns to the end, a cycle of A then a cycle of B, then each target's plain baseline."""
-    try:
-        a, b = sessions(request)
-        for name, session in (("a", a), ("b", b)):  # start new runs first: starting one sets its Stop
-            try:
-                ensure_run(session, side_settings(values, name), progress)
-            except Exception:  # noqa: BLE001 -- the first cycle's attempt below says it in the column
+    a, b = columns(request)
+    for name, session in (("a", a), ("b", b)):  # start new runs first: starting one sets its Stop
+        try:
+            ensure_run(session, side_settings(values, name), progress)
+        except Exception:  # noqa: BLE001 -- the first cycle's attempt below says it in the column
+            pass
+    a.stop.clear(), b.stop.clear()
+    while True:
+        notes = _advance_both(a, b, values, progress, only_unfinished=True)
+        if any(level == "error" for _, level in notes.values()):
+            yield paint(a, b, notes, message="Stopped: a column could not go on.", level="warn")
+            return
+        if a.stop.is_set() or b.stop.is_set():
+            yield paint(a, b, notes, message="Stopped. Step or Run continues both runs.", level="warn")
+            return
+        finished = _done(a) and _done(b)
+        yield paint(a, b, notes, message="" if finished else "Running both…")
+        if finished:
+            break
+    for name, session in (("a", a), ("b", b)):
+        settings = side_settings(values, name)
+        if BASELINES.get(settings.ar_key()) is None:
+            yield {"pair_status": views.status_html(f"Measuring {name.upper()}'s target decoding plainly "
+                                                    "(the AR baseline)…", "info")}
+            for _ in stream_baseline(session, settings, progress):
                 pass
-        a.stop.clear(), b.stop.clear()
-        while True:
-            notes = _advance_both(a, b, values, progress, only_unfinished=True)
-            if any(level == "error" for _, level in notes.values()):
-                yield as_tuple(paint(a, b, notes, message="Stopped: a column could not go on.", level="warn"))
-                return
-            if a.stop.is_set() or b.stop.is_set():
-                yield as_tuple(paint(a, b, notes, message="Stopped. Step or Run continues both runs.", level="warn"))
-                return
-            finished = _done(a) and _done(b)
-            yield as_tuple(paint(a, b, notes, message="" if finished else "Running both…"))
-            if finished:
-                break
-        for name, session in (("a", a), ("b", b)):
-            settings = side_settings(values, name)
-            if BASELINES.get(settings.ar_key()) is None:
-                yield as_tuple({"pair_status": views.status_html(f"Measuring {name.upper()}'s target decoding plainly "
-                                                                 "(the AR baseline)…", "info")})
-                for _ in stream_baseline(session, settings, progress):
-                    pass
-        yield as_tuple(paint(a, b, {}, message="Both runs finished; Race replays them on one clock.", level="ok"))
-    except Exception as e:  # noqa: BLE001 -- never let a handler take the page down
-        yield as_tuple({"pair_status": views.status_html(errors.message(e, HINT), "error")})
+    yield paint(a, b, {}, message="Both runs finished; Race replays them on one clock.", level="ok")
 
 
 def stop(request: gr.Request) -> tuple:
-    a, b = sessions(request)
+    a, b = columns(request)
     a.stop.set(), b.stop.set()
-    return as_tuple({"pair_status": views.status_html("Stopping after the current cycle…", "warn")})
+    return frame({"pair_status": views.status_html("Stopping after the current cycle…", "warn")})
 
 
 def reset(request: gr.Request) -> tuple:
-    a, b = sessions(request)
+    a, b = columns(request)
     a.replace(None, None), b.replace(None, None)
     a.example = b.example = False
-    return as_tuple(paint(a, b, {"a": ("Reset.", "info"), "b": ("Reset.", "info")},
+    return frame(paint(a, b, {"a": ("Reset.", "info"), "b": ("Reset.", "info")},
                           message="Reset: Step or Run starts both columns afresh.", level="info"))
 
 
 def show_cycle(cycle, request: gr.Request) -> tuple:
     """Cycle `cycle` in both columns (a shorter run shows its last)."""
-    a, b = sessions(request)
+    a, b = columns(request)
     try:
         values = paint(a, b, {}, index=max(int(cycle or 0), 0))
     except Exception as e:  # noqa: BLE001 -- a replayed cycle that cannot be drawn says so
-        return as_tuple({"pair_status": views.status_html(f"Cycle {cycle} cannot be drawn: {type(e).__name__}.",
+        return frame({"pair_status": views.status_html(f"Cycle {cycle} cannot be drawn: {type(e).__name__}.",
                                                           "error")})
     values.pop("cycle")  # the slider already shows it
-    return as_tuple(values)
+    return frame(values)
 
 
 def race(request: gr.Request) -> Iterator[tuple]:
     """Replay both runs on one clock: tokens appear at the seconds they were committed."""
-    a, b = sessions(request)
+    a, b = columns(request)
     sa, sb = _side(a, "A"), _side(b, "B")
     if sa.run is None or sb.run is None:
-        yield as_tuple({"pair_status": views.status_html("Race needs a run in both columns: Step, Run or open a "
+        yield frame({"pair_status": views.status_html("Race needs a run in both columns: Step, Run or open a "
                                                          "ready-made pair first.", "warn")})
         return
     end = pv.race_end(sa, sb)
@@ -219,6 +214,6 @@ def race(request: gr.Request) -> Iterator[tuple]:
         for name, side in (("a", sa), ("b", sb)):
             n = pv.cycles_by(side.run, second)
             out[f"{name}_text"] = viz.text_html(tracefile.prefix(side.run, n - 1) if n else RunTrace(method=""))
-        yield as_tuple(out)
+        yield frame(out)
         time.sleep(RACE_S / RACE_FRAMES)
-    yield as_tuple(paint(a, b, {}, message=f"Race over: {pv.leader(sa, sb, end)}", level="ok"))
+    yield frame(paint(a, b, {}, message=f"Race over: {pv.leader(sa, sb, end)}", level="ok"))

@@ -19,8 +19,8 @@ from specviz.loading.loader import LoadedModel
 from specviz.measure import advisor, batch_effect
 from specviz.measure.comparison import Comparison
 from specviz.pricing.costs import CostProfile
-from specviz.ui.state import MODELS
-from specviz.ui.zerogpu import ModelNotInWorker, on_gpu
+from specviz.ui.runtime.state import MODELS
+from specviz.ui.runtime.zerogpu import ModelNotInWorker, on_gpu
 
 FRAME_S = 0.12  # least time between streamed frames: faster than the eye needs, cheap to send
 # GPU seconds asked for. ZeroGPU admits a call only if the visitor's quota left covers the request

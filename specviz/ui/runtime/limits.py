@@ -12,7 +12,7 @@ from pathlib import Path
 
 from specviz.loading.loader import HUB_ID
 from specviz.served.remote import PREFIX as REMOTE_PREFIX
-from specviz.ui.zerogpu import on_zero_gpu
+from specviz.ui.runtime.zerogpu import on_zero_gpu
 
 # On ZeroGPU each call runs in its own worker on its own GPU slice and mostly waits for one, so
 # several at once serve several visitors' Steps side by side; on 2 CPU cores one at a time is fastest.
@@ -70,7 +70,7 @@ class Limits:
     live_runs: int = 110  # SPECVIZ_LIVE_RUNS: runs whose KV caches stay in memory (a lecture hall of 100, and some)
     # SPECVIZ_SESSIONS: visitors whose runs are kept (a lecture hall of 100, and tabs opened again);
     # one pushed out by newer ones starts its run again at its next Step. Run states only: their KV
-    # caches are live_runs'. Side by side keeps two a visitor (ui/pair_tab.py).
+    # caches are live_runs'. Side by side keeps two a visitor (ui/side_by_side/handlers.py).
     sessions: int = 160
     # SPECVIZ_QUEUE_SIZE: events waiting at once, for every visitor together. A class of 30 pressing
     # Step and Run fits four times over; Gradio on ZeroGPU would otherwise hold one (blocks.queue()).
@@ -80,7 +80,7 @@ class Limits:
     # 100 is some 2,300 messages a round, all encoded on the server's one event-loop thread)
     status_update_s: float = 1.0
     preload: tuple[str, ...] = ()  # SPECVIZ_PRELOAD: models loaded at start-up, in the main thread
-    # SPECVIZ_WARM_UP=0: app.py does not make, at start-up, what the first Step needs (ui/warmup.py:
+    # SPECVIZ_WARM_UP=0: app.py does not make, at start-up, what the first Step needs (ui/runtime/warmup.py:
     # the model, its cost profile and batched pass costs, the head's price, the example prefills)
     warm_up: bool = True
 

@@ -1,8 +1,12 @@
-"""The results the Compare and Theory & hardware tabs open on, recorded once by scripts/assets/record_results.py.
+"""What the page shows before anyone decodes, read from assets/: the example prompts, the example
+run's settings, the lessons' recorded runs (Decode's lessons and Side by side's ready-made pairs play
+them), and the results the Compare and Theory & hardware tabs open on.
 
-Like the Decode tab's example trace, they let the first look show a comparison, the S(K) curve with
-its measured point, the cost profile v(n) behind it and a batch-size curve before anyone measures;
-each status line says they were recorded, when and on what machine, and how to measure again here.
+The recorded results come from scripts/assets/record_results.py. Like the Decode tab's example trace,
+they let the first look show a comparison, the S(K) curve with its measured point, the cost profile
+v(n) behind it and a batch-size curve before anyone measures; each status line says they were
+recorded, when and on what machine, and how to measure again here. The lessons' runs come from
+scripts/assets/make_lesson_traces.py.
 """
 from __future__ import annotations
 
@@ -10,13 +14,71 @@ import json
 from dataclasses import fields
 from functools import lru_cache
 
+from specviz.decoding import tracefile
+from specviz.decoding.tracefile import TraceFile
 from specviz.measure.batch_effect import BatchEffect
 from specviz.measure.theory import Analysis
 from specviz.pricing.costs import CostProfile
-from specviz.ui.views import ASSETS, status_html
+from specviz.proposers import HEAD_DRAFT
+from specviz.ui.runtime.presets import DEFAULT_METHOD, METHODS
+from specviz.ui.runtime.settings import RunSettings
+from specviz.ui.shared import views
+from specviz.ui.shared.views import ASSETS, status_html
 from specviz.viz import compare_figures as cviz
 
 RECORDED = ASSETS / "recorded_results.json"
+EXAMPLES = ASSETS / "examples.json"
+LESSON_DIR = ASSETS / "lessons"
+LESSON_TOKENS = 40  # the lessons' runs: long enough for a dozen cycles, short enough to record and to play in seconds
+
+
+# -- the example prompts and the example run ----------------------------------------------------------
+@lru_cache(maxsize=1)
+def _examples() -> tuple[dict, ...]:
+    try:
+        data = json.loads(EXAMPLES.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return ()
+    return tuple(e for e in data if isinstance(e, dict) and isinstance(e.get("prompt"), str)) \
+        if isinstance(data, list) else ()
+
+
+def examples() -> list[dict]:
+    """The example prompts the page offers, in its order ({"label", "prompt"}); none when the file is missing."""
+    return [dict(e) for e in _examples()]
+
+
+def example_prompt(label: str) -> str:
+    """The example prompt called `label` (the lessons and the ready-made pairs decode these)."""
+    return next((e["prompt"] for e in _examples() if e.get("label") == label), "")
+
+
+def example_settings() -> RunSettings:
+    """The example run's settings, so the page's controls describe what it shows."""
+    run = views.example()[0]
+    s = dict(run.settings) if run is not None else {}
+    fields_ = RunSettings.__dataclass_fields__
+    known = {k: v for k, v in s.items() if k in fields_ and k not in ("knobs", "draft", "method", "proposer")}
+    proposer = s.get("proposer") or s.get("method")  # a run recorded before RunSettings had `proposer`
+    if proposer == "head":  # the trained head is offered as a draft in the picker
+        proposer, known["draft"] = "draft", HEAD_DRAFT
+    elif proposer == "draft" and s.get("draft"):
+        known["draft"] = s["draft"]
+    known["proposer"] = proposer if proposer in {m for _, m in METHODS} else DEFAULT_METHOD
+    known.setdefault("prompt", examples()[0]["prompt"] if examples() else "")
+    return RunSettings(**known)
+
+
+@lru_cache(maxsize=None)
+def lesson_trace(file: str) -> TraceFile | None:
+    """A lesson's recording (assets/lessons/<file>.json), or None if it is missing."""
+    try:
+        return tracefile.read(LESSON_DIR / f"{file}.json")
+    except (OSError, tracefile.TraceFileError):
+        return None
+
+
+# -- the Compare and Theory & hardware tabs' recorded results ----------------------------------------
 
 
 @lru_cache(maxsize=1)

@@ -19,11 +19,11 @@ from specviz.decoding.trace import RunTrace
 from specviz.decoding.tracefile import TraceFile
 from specviz.loading import loader as models
 from specviz.proposers.head import HeadProposer
-from specviz.ui import memory
-from specviz.ui.limits import Limits, check_model_size, check_model_spec
-from specviz.ui.presets import BUNDLED
-from specviz.ui.settings import RunSettings
-from specviz.ui.zerogpu import model_device, on_zero_gpu
+from specviz.ui.runtime import memory
+from specviz.ui.runtime.limits import Limits, check_model_size, check_model_spec
+from specviz.ui.runtime.presets import BUNDLED
+from specviz.ui.runtime.settings import RunSettings
+from specviz.ui.runtime.zerogpu import model_device, on_zero_gpu
 
 if TYPE_CHECKING:
     from specviz.measure.comparison import Comparison
@@ -139,15 +139,16 @@ class Session:
     settings: RunSettings | None = None
     view: int | None = None  # cycle index on screen; None follows the newest cycle
     example: bool = True  # the precomputed example is on screen until the first run or Reset
-    replay: TraceFile | None = None  # a loaded trace or lesson on screen instead of a run (ui/replay.py)
+    replay: TraceFile | None = None  # a loaded trace or lesson on screen instead of a run (ui/shared/replay.py)
     last_used: float = field(default_factory=time.monotonic)
     generation: int = 0  # bumped whenever the run is replaced, so a stale Run stops
     stop: threading.Event = field(default_factory=threading.Event)
     lock: threading.RLock = field(default_factory=threading.RLock)
-    # The Compare tab's last comparison (the Theory tab's sources) and the Stop of those two tabs,
-    # apart from the main view's run: a new run leaves them be. Dropped with the session.
+    # The Compare tab's last comparison (the Theory tab's sources), and the Stop of the tabs that
+    # measure (Compare, Theory & hardware, Advise), apart from Decode's run: a new run leaves them be.
+    # Dropped with the session.
     comparison: Comparison | None = None
-    compare_stop: threading.Event = field(default_factory=threading.Event)
+    measure_stop: threading.Event = field(default_factory=threading.Event)
 
     def replace(self, state: RunState | None, settings: RunSettings | None) -> None:
         with self.lock:
@@ -173,8 +174,16 @@ class Session:
             return None if self.state is None or not self.state.cycles else self.state.trace()
 
 
+ANONYMOUS = "anonymous"  # the key of a request without a session hash (a script calling a function directly)
+
+
+def visitor_key(request) -> str:
+    """The key a visitor's sessions are stored under: Gradio's session hash of their page."""
+    return getattr(request, "session_hash", None) or ANONYMOUS
+
+
 class SessionStore:
-    """Sessions by Gradio session hash, least recently used dropped first."""
+    """Sessions by visitor key (`visitor_key`), least recently used dropped first."""
 
     def __init__(self, capacity: int = SESSION_CAPACITY, idle_s: float = LIMITS.session_idle_s):
         self.capacity, self.idle_s = capacity, idle_s
@@ -182,7 +191,7 @@ class SessionStore:
         self._lock = threading.Lock()
 
     def get(self, key: str | None) -> Session:
-        key = key or "anonymous"
+        key = key or ANONYMOUS
         with self._lock:
             self._free_idle()
             session = self._sessions.get(key)
@@ -207,7 +216,7 @@ class SessionStore:
 
     def drop(self, key: str | None) -> None:
         with self._lock:
-            session = self._sessions.pop(key or "anonymous", None)
+            session = self._sessions.pop(key or ANONYMOUS, None)
         if session is not None:
             session.replace(None, None)  # frees this process's KV caches of its run
 
@@ -221,8 +230,8 @@ SESSIONS = SessionStore()
 
 
 def session_of(request) -> Session:
-    """The session of a Gradio request (its session hash; "anonymous" without one)."""
-    return SESSIONS.get(getattr(request, "session_hash", None))
+    """The Decode tab's session of a Gradio request (Compare, Theory and Advise keep theirs in it too)."""
+    return SESSIONS.get(visitor_key(request))
 
 
 def load_with_progress(spec: str, progress=None) -> models.LoadedModel:

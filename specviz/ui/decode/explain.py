@@ -10,8 +10,9 @@ import html
 import gradio as gr
 
 from specviz import viz
-from specviz.ui import views
-from specviz.ui.callbacks import on_screen, session_of
+from specviz.ui.runtime.state import session_of
+from specviz.ui.shared import views
+from specviz.ui.shared.run import on_screen
 from specviz.viz.explain_steps import explain_html, explain_steps, explained_views
 
 HINT = ('<div class="sv-explain sv-explain-hint">Press <b>Explain this cycle</b> to walk through the cycle '

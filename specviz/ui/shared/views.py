@@ -10,11 +10,11 @@ import gradio as gr
 from specviz import viz
 from specviz.decoding.trace import RunTrace
 
-ASSETS = Path(__file__).resolve().parents[2] / "assets"
+ASSETS = Path(__file__).resolve().parents[3] / "assets"
 EXAMPLE_TRACE = ASSETS / "example_trace.json"
 EXAMPLE_AR_TRACE = ASSETS / "example_ar_trace.json"
 
-# Output names in the order the layout wires them (see layout.OUTPUTS).
+# The Decode tab's output names, in the order decode/layout.py wires them.
 CYCLE_VIEWS = ("narration", "tree", "pq", "residual", "cache")
 RUN_VIEWS = ("text", "plain_text", "metrics", "timeline", "acceptance")
 OUTPUTS = ("status", "cycle") + CYCLE_VIEWS + RUN_VIEWS
@@ -87,8 +87,9 @@ def only(**values) -> dict:
     return {name: values.get(name, gr.skip()) for name in OUTPUTS}
 
 
-def as_tuple(values: dict) -> tuple:
-    return tuple(values.get(name, gr.skip()) for name in OUTPUTS)
+def as_tuple(values: dict, names: tuple[str, ...] = OUTPUTS) -> tuple:
+    """`values` in the order of a tab's outputs `names`; a name not in it is left as it is."""
+    return tuple(values.get(name, gr.skip()) for name in names)
 
 
 @lru_cache(maxsize=1)
