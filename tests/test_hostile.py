@@ -150,7 +150,7 @@ def test_eight_concurrent_sessions_get_their_own_output(app_url, bundled_target)
     alone for its prompt: no session's output mixes with another's. Greedy, because under sampling
     a run sharing passes is priced at the batch it runs in (load-aware drafting), so what it drafts,
     and with it the draws, depends on the load: its text follows the same distribution but is not
-    the solo run's text (README, "Cost-aware drafting")."""
+    the solo run's text (docs/API.md, "Cost-aware drafting")."""
     jobs = [dict(prompt=f"Name {n} animals that live in the sea.", seed=n, method="pld", temperature=0.0,
                  top_p=1.0, k=4, max_new_tokens=10) for n in range(2, 10)]
 

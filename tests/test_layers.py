@@ -1,7 +1,7 @@
 """The package's folders are its layers, and imports only go down a graph of them: each folder
 may import its own modules and the folders it sits on (MAY_IMPORT, followed down). Siblings do not
 import each other: the head and drafting, pricing and served, measure and teach. No two modules
-import each other, however indirectly. The README's architecture section draws the same graph."""
+import each other, however indirectly. docs/ARCHITECTURE.md draws the same graph."""
 import ast
 import re
 import subprocess
@@ -322,11 +322,10 @@ def test_drawing_and_teaching_do_not_import_transformers(package):
 
 
 def test_the_readme_names_every_folder_of_the_package():
-    """The README's architecture section lists each layer folder once, in an order where every
+    """docs/ARCHITECTURE.md lists each layer folder once, in an order where every
     folder comes after those it sits on, draws exactly MAY_IMPORT's edges in its graph, and names
     each top-level module."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Architecture", 1)[1].split("\n## ", 1)[0]
+    section = (ROOT / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
     folders = sorted(p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists())
     assert folders == sorted(LAYERS)
     listed = re.findall(r"^\d+\. `specviz/(\w+)/`", section, flags=re.M)

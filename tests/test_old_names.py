@@ -1,5 +1,5 @@
 """Files written before the words were unified (2026-12-05), traces and advice surveys, still read,
-with their old names mapped to the new ones (README, "Glossary")."""
+with their old names mapped to the new ones (docs/GLOSSARY.md, "Retired names")."""
 import json
 from pathlib import Path
 

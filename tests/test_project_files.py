@@ -1,4 +1,5 @@
-"""The README, CI script and requirements agree, so a newcomer and CI install and test the same way."""
+"""The README, CI script and requirements agree, so a newcomer and CI install and test the same way; the
+README stays a front door, and every link and path in it and in docs/ leads somewhere."""
 import re
 from pathlib import Path
 
@@ -6,7 +7,7 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-INSTALL_AND_TEST = "bash scripts/install.sh dev && .venv/bin/python -m pytest -q"
+INSTALL_AND_TEST = "bash scripts/install.sh dev && bash scripts/test.sh"
 INSTALL_AND_RUN = "bash scripts/install.sh && .venv/bin/python app.py"
 
 
@@ -32,6 +33,75 @@ def test_ci_runs_the_readme_test_command():
     commands = [line for line in lines if line and not line.startswith("#")]
     assert install in commands
     assert commands[-1] == test
+
+
+README_MAX_LINES = 200
+# docs/ pages that describe today's code, whose paths must exist (the others are dated records).
+CURRENT_DOCS = ("API.md", "ARCHITECTURE.md", "CONFIGURATION.md", "GLOSSARY.md", "TABS.md", "UPLOADS.md")
+
+
+def test_readme_is_a_front_door():
+    """README.md is at most 200 lines and opens with the Space's front matter, which Hugging Face reads
+    only when it comes first; the rest lives in docs/."""
+    text = readme()
+    assert text.startswith("---\n")
+    assert len(text.splitlines()) <= README_MAX_LINES
+
+
+def headings_slugs(text: str) -> set[str]:
+    """The anchors GitHub gives a markdown file's headings: lower case, punctuation dropped, spaces as
+    hyphens, and -1, -2, … after a repeated one."""
+    seen: dict[str, int] = {}
+    out = set()
+    for heading in re.findall(r"^#+ (.*)$", re.sub(r"```.*?```", "", text, flags=re.S), flags=re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        n = seen.get(slug, 0)
+        seen[slug] = n + 1
+        out.add(slug if n == 0 else f"{slug}-{n}")
+    return out
+
+
+def broken_links(page: Path) -> list[str]:
+    """Relative markdown links of `page` (outside code blocks) whose file, or heading, does not exist."""
+    text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)
+    broken = []
+    for link in re.findall(r"\]\(([^)\s]+)\)", text):
+        if re.match(r"[a-z]+:", link):
+            continue
+        path, _, anchor = link.partition("#")
+        target = (page.parent / path).resolve() if path else page
+        if not target.exists():
+            broken.append(link)
+        elif anchor and target.suffix == ".md" and anchor not in headings_slugs(target.read_text(encoding="utf-8")):
+            broken.append(link)
+    return broken
+
+
+def missing_paths(page: Path) -> list[str]:
+    """Paths under specviz/, tests/, scripts/, assets/ or docs/ that `page` names and that do not exist."""
+    text = page.read_text(encoding="utf-8")
+    named = re.findall(r"(?<![\w./-])((?:specviz|tests|scripts|assets|docs)/[\w./-]*\w)", text)
+    return sorted({p for p in named if not (ROOT / p).exists()})
+
+
+def test_links_in_the_readme_and_docs_lead_somewhere():
+    """Every relative link in README.md and docs/*.md names a file that exists and, with an anchor, a
+    heading of that file; README.md and the docs/ pages on today's code name only paths that exist."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    assert {p.name: broken_links(p) for p in pages if broken_links(p)} == {}
+    current = [ROOT / "README.md", *(ROOT / "docs" / name for name in CURRENT_DOCS)]
+    assert {p.name: missing_paths(p) for p in current if missing_paths(p)} == {}
+
+
+def test_the_link_check_finds_a_broken_link_and_a_missing_path(tmp_path):
+    """A planted link to a missing file, one to a missing heading and a missing path are found; a link
+    to an existing heading (GitHub's -1 for a repeated one) and a web address are not."""
+    (tmp_path / "other.md").write_text("# Runs\n\n## The runs\n\n## The runs\n", encoding="utf-8")
+    page = tmp_path / "page.md"
+    page.write_text("[a](other.md#the-runs-1) [b](gone.md) [c](other.md#nowhere) [d](https://x.org/y#z)\n"
+                    "see `specviz/nowhere.py` and `specviz/cli.py`\n", encoding="utf-8")
+    assert broken_links(page) == ["gone.md", "other.md#nowhere"]
+    assert missing_paths(page) == ["specviz/nowhere.py"]
 
 
 def test_space_front_matter_is_complete():

@@ -14,7 +14,7 @@ pass came out slower than a larger one's are timed again while the budget lasts.
 device, dtype, speed-ups, torch version, hardware and thread count, in memory and in
 $SPECVIZ_CACHE_DIR/cost_profiles.json; `refresh=True` measures again.
 
-`step_cost` prices other work in the same unit: a draft head's step, say, as a share of the
+`work_cost` prices other work in the same unit: a draft head's call, say, as a share of the
 one-token pass, timed once per model, hardware and work, and cached beside the profiles, so the
 planner reads one fixed number per machine (a seed gives the same run every time).
 
@@ -153,12 +153,12 @@ def _suspects(best: dict[int, float], sizes: list[int]) -> list[int]:
     return [sizes[0]] + [n for n, floor in zip(sizes[1:], later[1:]) if best[n] > floor]
 
 
-STEP_REPEATS = 15  # timings of the work priced by step_cost, after a warm-up; the fastest is kept
+STEP_REPEATS = 15  # timings of the work priced by work_cost, after a warm-up; the fastest is kept
 
 
 @dataclass
 class WorkCost:
-    """What `step_cost` measured: `cost` is one run of the work in one-token passes of the model."""
+    """What `work_cost` measured: `cost` is one run of the work in one-token passes of the model."""
     work: str
     cost: float
     work_s: float

@@ -68,7 +68,7 @@ _SHARED: "weakref.WeakKeyDictionary[torch.nn.Module, _SharedCalls]" = weakref.We
 
 
 def shared_calls(model: torch.nn.Module) -> _SharedCalls | None:
-    """The one _SharedSteps of this process for `model`, or None when it cannot run ragged passes."""
+    """The one _SharedCalls of this process for `model`, or None when it cannot run ragged passes."""
     if not ragged.supports(model):
         return None
     if model not in _SHARED:

@@ -83,7 +83,7 @@ _CALLS: "weakref.WeakKeyDictionary[torch.nn.Module, tuple]" = weakref.WeakKeyDic
 
 
 def _steps(head, embed: torch.nn.Module, lm_head: torch.nn.Module) -> _Calls:
-    """The one _Steps of this process for (head, LM head)."""
+    """The one _Calls of this process for (head, LM head)."""
     kept = _CALLS.get(lm_head)
     if kept is None or kept[0]() is not head:
         kept = _CALLS[lm_head] = (weakref.ref(head), _Calls(head, embed, lm_head))
