@@ -74,7 +74,7 @@ def _advise_prompts(path: str | None) -> list[str]:
 
 
 def cmd_advise(argv: list[str]) -> int:
-    """`python -m specviz advise …` (README, \"Command line\")."""
+    """`python -m specviz advise …` (docs/API.md, \"Command line\")."""
     args = _advise_parser().parse_args(argv)
     if args.source and not args.check_on:
         from specviz.measure import advice, advice_report, deploy  # data only: no model, no torch model code

@@ -30,7 +30,7 @@ class DecodeSettings:
     `of(**kw)` sorts any keyword that is not a field into them, and a name that is neither a field
     nor one of the method's knobs is an error that names the nearest valid one.
     """
-    # the public contract's default (specviz.generate, README "Public API"); the app starts on the
+    # the public contract's default (specviz.generate, docs/API.md); the app starts on the
     # hybrid, its own choice, in ui/runtime/presets.DEFAULT_METHOD
     method: str = "logitspec"
     k: int | None = None

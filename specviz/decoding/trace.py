@@ -129,8 +129,8 @@ class RunTrace:
         return cls.from_dict(json.loads(s))
 
 
-# Names a run written before 2026-12-05 may carry, and the ones that replaced them (README,
-# "Glossary"): runs sharing a pass are "shared", runs overlapping in time "concurrent".
+# Names a run written before 2026-12-05 may carry, and the ones that replaced them (docs/GLOSSARY.md,
+# "Retired names"): runs sharing a pass are "shared", runs overlapping in time "concurrent".
 OLD_CYCLE_NAMES = {"beside": "concurrent", "verify_shared": "shared_by"}
 OLD_METRIC_NAMES = {"cycles_beside_others": "cycles_concurrent", "most_beside": "most_concurrent"}
 OLD_SETTING_NAMES = {"batch_verify": "share_passes"}

