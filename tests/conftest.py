@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from specviz.browser import CHROMIUM, launch_chromium, serve
-from tests.app_client import HeldRun
+from tests.helpers.app_client import HeldRun
 
 # ../shared/bench/prompts.json beside the repository, where CI and developers find it.
 BENCH_PROMPTS = Path(__file__).resolve().parents[1].parent / "shared" / "bench" / "prompts.json"
@@ -88,7 +88,7 @@ def app_url(bundled_target):
 @pytest.fixture
 def held_run(monkeypatch):
     """The in-process app's Run streams a cycle per frame and holds after its first frame until the
-    test calls `held_run.release()` (tests/app_client.py: HeldRun). The app runs in this process,
+    test calls `held_run.release()` (tests/helpers/app_client.py: HeldRun). The app runs in this process,
     so patching specviz.ui.work.run reaches the thread that serves the Run."""
     from specviz.ui import work
 
@@ -108,11 +108,11 @@ def bench_prompts() -> list:
 
 @pytest.fixture
 def forked():
-    """Every GPU call of specviz.ui.work runs in a forked worker (tests/fork_gpu.py, the stand-in for
+    """Every GPU call of specviz.ui.work runs in a forked worker (tests/helpers/fork_gpu.py, the stand-in for
     spaces.GPU) while the test runs; workers start fresh with the test and end with it. Yields the
     stand-in's record of (function name, requested seconds) per call."""
     from specviz.ui import zerogpu
-    from tests import fork_gpu
+    from tests.helpers import fork_gpu
 
     zerogpu.use_backend(fork_gpu.GPU)
     fork_gpu.reset()

@@ -5,7 +5,7 @@ import pytest
 
 import specviz
 from specviz.loading.loader import ModelLoadError, TokenizerMismatch, tiny_random
-from tests.tiny import pair
+from tests.helpers.tiny import pair
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ import torch
 
 import specviz
 from specviz.decoding.engine import Decoder
-from tests.tiny import PROMPTS, FixedTreeProposer, hf_greedy, pair
+from tests.helpers.tiny import PROMPTS, FixedTreeProposer, hf_greedy, pair
 
 N = 24
 

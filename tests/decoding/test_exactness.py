@@ -1,9 +1,9 @@
 """Speculative sampling through the whole engine follows the target exactly, whatever the draft.
 
 Checked at T = 0.7 with top-p = 0.9 (and at T = 1) for chains and trees, with a draft model,
-the draft head, and deterministic drafts. The expectation comes from tests/reference.py (numpy,
+the draft head, and deterministic drafts. The expectation comes from tests/helpers/reference.py (numpy,
 the nucleus by its definition), never from specviz.drafting.sampling. The same check must fail for every
-broken twin of verify.py's rules (tests/twins.py): that is how we know it can fail.
+broken twin of verify.py's rules (tests/helpers/twins.py): that is how we know it can fail.
 """
 from __future__ import annotations
 
@@ -22,9 +22,9 @@ from specviz.proposers.draft_model import DraftModelProposer, shared_calls
 from specviz.proposers.head import HeadProposer
 from specviz.teach.toy import chi_square_p_value
 from specviz.training.head_train import new_head
-from tests import twins
-from tests.reference import exact_joint
-from tests.tiny import FixedTreeProposer, Gathered, TwoChains, run_together
+from tests.helpers import twins
+from tests.helpers.reference import exact_joint
+from tests.helpers.tiny import FixedTreeProposer, Gathered, TwoChains, run_together
 
 VOCAB = 6  # few enough tokens that the joint of three of them has 216 cells
 PROMPT = [1, 2, 3]
@@ -171,7 +171,7 @@ def test_sampled_tokens_follow_the_target_with_load_aware_drafting(models, monke
     import random
 
     from specviz.decoding import engine
-    from tests.test_load_aware import crowd_costs
+    from tests.pricing.test_batch_costs import crowd_costs
 
     loads, sent = random.Random(7), []
     monkeypatch.setattr(engine, "batch_cost", lambda target: crowd_costs())

@@ -12,8 +12,8 @@ from specviz.drafting.tree import DraftTree, Source, SourceKind
 from specviz.loading.loader import derive_draft, tiny_random
 from specviz.proposers.draft_model import DraftModelProposer
 from specviz.teach.toy import chi_square_p_value
-from tests.reference import exact_joint
-from tests.tiny import PROMPTS, hf_greedy
+from tests.helpers.reference import exact_joint
+from tests.helpers.tiny import PROMPTS, hf_greedy
 
 LOOKUP, HEAD = Source(SourceKind.LOOKUP, ngram=3), Source(SourceKind.HEAD)
 CHAIN = DraftTree.chain([5, 6, 7, 8], sources=[LOOKUP] * 4)

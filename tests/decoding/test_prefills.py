@@ -7,7 +7,7 @@ import specviz
 from specviz.decoding.engine import Decoder
 from specviz.decoding.prefills import PREFILLS
 from specviz.loading.loader import tiny_random
-from tests.tiny import PROMPTS, pair
+from tests.helpers.tiny import PROMPTS, pair
 
 
 def _draws(run) -> list:
@@ -66,7 +66,7 @@ def test_runs_starting_together_compute_one_prefill():
     prefill once: five of them wait for it and take copies, and all six give the solo tokens."""
     import threading
 
-    from tests.tiny import run_together
+    from tests.helpers.tiny import run_together
 
     target, _ = pair()
     prompt = PROMPTS[2] * 4

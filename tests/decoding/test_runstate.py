@@ -11,7 +11,7 @@ import torch
 import specviz
 from specviz.decoding.engine import Decoder
 from specviz.decoding.runstate import LiveCaches, RunState
-from tests.tiny import PROMPTS, pair
+from tests.helpers.tiny import PROMPTS, pair
 
 METHODS = ["ar", "draft", "pld", "logitspec", "layerskip"]
 N = 40  # tokens per run: enough cycles of every kind (accept, reject, bonus, plain step)

@@ -1,13 +1,13 @@
 """One definition of a run's settings: specviz.decoding.settings.DecodeSettings, shared by Decoder, generate,
 the Compare rows and the app's RunSettings."""
 import pytest
-from tiny import pair
 
 from specviz.decoding.engine import Decoder
 from specviz.decoding.settings import DecodeSettings
 from specviz.measure.comparison import Config, Shared
 from specviz.proposers import DEFAULT_K
 from specviz.ui.settings import RunSettings, from_inputs
+from tests.helpers.tiny import pair
 
 
 def test_k_none_takes_the_methods_own_default():

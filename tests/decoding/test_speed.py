@@ -17,9 +17,9 @@ from specviz.proposers.head import HeadProposer
 from specviz.proposers.hybrid import HybridProposer
 from specviz.proposers.logitspec import LogitSpecProposer
 from specviz.training.head_train import new_head
-from tests.tiny import FixedTreeProposer, pair
+from tests.helpers.tiny import FixedTreeProposer, pair
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PROMPT = [4, 8, 15, 16, 23, 30, 2, 11, 6, 4, 8, 15, 16, 23]
 
 

@@ -10,7 +10,6 @@ import threading
 
 import pytest
 import torch
-from tiny import PROMPTS, run_together
 
 import specviz
 from specviz.decoding.engine import Decoder
@@ -19,6 +18,7 @@ from specviz.drafting.tree import DraftTree
 from specviz.models.families import tiny_random
 from specviz.passes import ragged
 from specviz.passes.kvcache import cache_len, new_cache
+from tests.helpers.tiny import PROMPTS, run_together
 
 FAMILIES = [("llama", {}), ("qwen2", {}), ("gemma3", dict(window=4, layers=4)), ("gpt2", {})]
 TREES = [DraftTree([5, 6, 7], [-1, 0, 0]), DraftTree.chain([9, 9, 4]), DraftTree()]

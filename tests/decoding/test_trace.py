@@ -4,7 +4,7 @@ import pytest
 
 import specviz
 from specviz.decoding.trace import TARGET, NodeTrace
-from tests.tiny import PROMPTS, pair
+from tests.helpers.tiny import PROMPTS, pair
 
 
 def _shape(run) -> list:

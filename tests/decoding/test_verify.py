@@ -1,7 +1,7 @@
 """The chain rule of verify.py, on its own, follows the target's distribution exactly.
 
-The expectation comes from tests/reference.py, not from specviz.drafting.sampling; the same test fails
-when the replacement is drawn from p instead of the residual (tests/twins.py). The whole engine,
+The expectation comes from tests/helpers/reference.py, not from specviz.drafting.sampling; the same test fails
+when the replacement is drawn from p instead of the residual (tests/helpers/twins.py). The whole engine,
 chains and trees, every proposer kind and every broken twin, is checked in test_exactness.py.
 """
 import numpy as np
@@ -13,9 +13,9 @@ import specviz.decoding.verify as verify_mod
 from specviz.drafting.sampling import Sampling, probs_from_logits
 from specviz.drafting.tree import DraftTree
 from specviz.teach.toy import chi_square_p_value, tv, tv_threshold
-from tests import twins
-from tests.reference import nucleus
-from tests.tiny import pair
+from tests.helpers import twins
+from tests.helpers.reference import nucleus
+from tests.helpers.tiny import pair
 
 ALPHA = 1e-3  # reject "follows p" below this p-value; seeds are fixed, so no flakiness
 

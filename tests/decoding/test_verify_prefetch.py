@@ -110,7 +110,7 @@ def prefetch_always(monkeypatch):
 def test_sampled_tokens_follow_the_target_with_the_prefetched_rule(prefetch_always, name):
     """test_exactness's χ² check, through the engine with the prefetched rule: (t2, t3, t4) of
     N seeded runs follow the target's exact joint at T 0.7 and top-p 0.9."""
-    from tests import test_exactness as ex
+    from tests.decoding import test_exactness as ex
 
     p, origins = ex.p_value(ex.build_models(), name, ex.NUCLEUS)
     assert p > ex.ALPHA, p
@@ -121,8 +121,8 @@ def test_sampled_tokens_follow_the_target_with_the_prefetched_rule(prefetch_alwa
 def test_the_prefetched_check_fails_for_a_broken_rule(prefetch_always, monkeypatch):
     """With the acceptance ratio upside down, the same check with the prefetched rule rejects the
     output: the check above can fail."""
-    from tests import test_exactness as ex
-    from tests import twins
+    from tests.decoding import test_exactness as ex
+    from tests.helpers import twins
 
     twins.install(monkeypatch, "acceptance ratio q/p")
     p, _ = ex.p_value(ex.build_models(), "tree, draft model", ex.NUCLEUS)

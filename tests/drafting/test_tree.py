@@ -4,7 +4,7 @@ import torch
 
 from specviz.drafting.tree import DraftTree
 from specviz.passes.kvcache import cache_len, new_cache
-from tests.tiny import pair
+from tests.helpers.tiny import pair
 
 PREFIX = [3, 17, 9, 25, 4, 11, 30, 2]
 MAX_GROWING = 3  # nodes that get children per level: keeps deep, wide trees small

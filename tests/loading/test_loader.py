@@ -19,7 +19,7 @@ from specviz.loading.loader import (
     load,
     tiny_random,
 )
-from tests.tiny import word_tokenizer
+from tests.helpers.tiny import word_tokenizer
 
 PROMPT = [1, 5, 9, 2, 7, 7, 3]
 

@@ -18,7 +18,7 @@ from specviz.loading.loader import load
 from specviz.measure import advice, advice_report, advisor, deploy
 from specviz.measure.theory import speedup
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _cycle(depth: int, accepted: int, siblings: int = 0) -> CycleTrace:
@@ -150,7 +150,7 @@ def test_a_draft_the_pair_check_blocks_is_left_out_with_the_reason():
     """The advisor checks a draft model before measuring it: a draft whose tokenizer swaps two ids
     is not measured, the survey says why, and the report carries the pair check's sentence; the
     other candidates are measured as usual."""
-    from tests.test_pair_check import model, tok
+    from tests.measure.test_pair_check import model, tok
 
     target, bad = model(tok(), name="t"), model(tok(swap=(5, 6)), name="swapped")
     survey = advisor.measure(target, [advice.Candidate("pld"), advice.Candidate("draft", "swapped")],

@@ -18,7 +18,7 @@ import pytest
 from specviz.measure import advice, deploy
 from specviz.measure.advice import Candidate, ConcurrencyCost, Measured, Survey
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 IN_CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
 
 

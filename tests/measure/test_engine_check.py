@@ -13,7 +13,7 @@ from specviz.measure.engine_check import EngineCheck, extra_at, miss_reason, pre
 from specviz.measure.engine_runs import check_hf, check_vllm
 from specviz.models.families import tiny_random
 from specviz.served.remote import ServerError, Usage
-from tests.tiny import word_tokenizer
+from tests.helpers.tiny import word_tokenizer
 
 
 def _pld(marginal=(0.8, 0.6, 0.4, 0.2), drafted: float = 1.0, cycles: int = 100) -> Measured:

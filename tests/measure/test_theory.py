@@ -14,7 +14,7 @@ from specviz.decoding.trace import CycleTrace, NodeTrace, RunTrace
 from specviz.measure import batch_effect, theory
 from specviz.pricing import costs
 from specviz.pricing.costs import CostProfile
-from tests.tiny import FixedTreeProposer, pair
+from tests.helpers.tiny import FixedTreeProposer, pair
 
 PROMPT = [4, 8, 15, 16, 23, 30, 2, 11, 6, 4, 8, 15]
 
@@ -223,7 +223,7 @@ def test_theory_handler_returns_the_targets_cost_profile_figure(fake_passes, mon
     from specviz.ui import compare_tab as compare
     from specviz.ui import zerogpu
     from specviz.ui.state import MODELS
-    from tests import fork_gpu
+    from tests.helpers import fork_gpu
 
     target, _ = pair()
     prof = planner.verify_cost(target)  # what the planner decides with, measured (by hand) and cached

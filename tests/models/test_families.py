@@ -22,7 +22,7 @@ from specviz.measure.comparison import Comparison, Config, Shared
 from specviz.models.families import FAMILIES, derive_draft, family_of, tiny_random
 from specviz.passes.kvcache import cache_len, new_cache, rollback
 from specviz.proposers.layer_skip import self_draft
-from tests.tiny import hf_greedy, word_tokenizer
+from tests.helpers.tiny import hf_greedy, word_tokenizer
 
 TESTED = ("llama", "qwen2", "gemma3", "gpt2")  # families with twin tests below; presets must stay inside
 METHODS = ("ar", "draft", "pld", "logitspec", "layerskip")  # "head" fits the bundled model only

@@ -14,7 +14,7 @@ from specviz.drafting.tree import DraftTree
 from specviz.loading.loader import derive_draft, tiny_random
 from specviz.passes import fastpath, speedups
 from specviz.passes.kvcache import new_cache, rollback
-from tests.tiny import PROMPTS
+from tests.helpers.tiny import PROMPTS
 
 pytestmark = pytest.mark.skipif(not speedups._onednn_works(), reason="this torch build has no oneDNN linear")
 

@@ -12,7 +12,6 @@ import threading
 
 import pytest
 import torch
-from tiny import PROMPTS, Gathered, run_together
 
 from specviz.decoding.engine import Decoder
 from specviz.decoding.targets import BatchedTarget
@@ -23,6 +22,7 @@ from specviz.passes.kvcache import cache_len, new_cache
 from specviz.proposers.draft_model import DraftModelProposer, _plain, shared_calls
 from specviz.proposers.head import HeadProposer
 from specviz.training.head_train import new_head
+from tests.helpers.tiny import PROMPTS, Gathered, run_together
 
 
 def _at_once(fn, args: list) -> list:

@@ -10,7 +10,7 @@ from specviz.drafting.tree import DraftTree
 from specviz.loading.loader import tiny_random
 from specviz.passes import speedups
 from specviz.passes.kvcache import new_cache, rollback
-from tests.tiny import PROMPTS, hf_greedy
+from tests.helpers.tiny import PROMPTS, hf_greedy
 
 N = 12  # new tokens per greedy check
 # Float results are compared with a tolerance, never bit for bit: oneDNN picks its kernels (and so

@@ -11,7 +11,7 @@ from specviz.drafting.tree import DraftTree, Source, SourceKind
 from specviz.pricing import batch_costs
 from specviz.pricing.batch_costs import BatchCosts
 from specviz.viz.narrate import narrate
-from tests.tiny import PROMPTS, pair
+from tests.helpers.tiny import PROMPTS, pair
 
 LOOKUP = Source(SourceKind.LOOKUP, ngram=3)
 CHAIN = DraftTree.chain([5, 6, 7, 8, 9, 10, 11, 12], sources=[LOOKUP] * 8)

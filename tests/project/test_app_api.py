@@ -12,7 +12,7 @@ import pytest
 
 import specviz
 from specviz.loading.loader import EMPTY_PROMPT
-from tests.app_client import PROMPT, SHORT, STREAM_TIMEOUT_S, call, cycle_no, named, wait_for
+from tests.helpers.app_client import PROMPT, SHORT, STREAM_TIMEOUT_S, call, cycle_no, named, wait_for
 
 pytestmark = [pytest.mark.bundled, pytest.mark.slow]
 

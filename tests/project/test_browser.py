@@ -17,7 +17,7 @@ from tests.conftest import IN_CI  # noqa: E402
 # skipped without playwright on a developer's machine; in CI its absence is an error
 sync_api = importlib.import_module("playwright.sync_api") if IN_CI else pytest.importorskip("playwright.sync_api")
 
-ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
 STEP_TIMEOUT_MS = 300_000  # a cycle can take seconds on a busy 2-core machine
 PAYLOAD = "<img src=x onerror=alert(1)> <script>alert(1)</script> **bold** $x^2$ ${7*7}"

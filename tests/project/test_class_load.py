@@ -14,7 +14,7 @@ import pytest
 from specviz.decoding.activity import Activity
 from specviz.viz.metrics import metrics_html
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _load_test():

@@ -6,7 +6,7 @@ import re
 import tokenize
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def retired_rows() -> list[tuple[str, bool, str, str]]:

@@ -12,7 +12,7 @@ import pytest
 
 import specviz
 from specviz.loading.loader import EMPTY_PROMPT, tiny_random
-from tests.app_client import SHORT, call, cycle_no, named, wait_for
+from tests.helpers.app_client import SHORT, call, cycle_no, named, wait_for
 
 pytestmark = [pytest.mark.bundled, pytest.mark.slow]
 gradio_client = pytest.importorskip("gradio_client")

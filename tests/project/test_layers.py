@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "specviz"
 
 # Each folder and the folders it sits on directly. `models` is what a model is (LoadedModel, the

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from specviz.decoding import tracefile
 
-ASSETS = Path(__file__).resolve().parents[1] / "assets"
+ASSETS = Path(__file__).resolve().parents[2] / "assets"
 
 
 def test_a_trace_with_the_old_names_reads_as_one_with_the_new():

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 INSTALL_AND_TEST = "bash scripts/install.sh dev && .venv/bin/python -m pytest -q"
 INSTALL_AND_RUN = "bash scripts/install.sh && .venv/bin/python app.py"
 

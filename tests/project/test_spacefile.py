@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-SPACEFILE = Path(__file__).resolve().parents[1] / "Spacefile"
+SPACEFILE = Path(__file__).resolve().parents[2] / "Spacefile"
 
 # Engines the v0 schema allowed.
 DETA_ENGINES = {"static", "react", "svelte", "vue", "next", "nuxt", "svelte-kit",

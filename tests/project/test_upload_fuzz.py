@@ -22,7 +22,7 @@ from specviz.decoding import tracefile
 from specviz.decoding.tracefile import TraceFileError
 from specviz.measure import advice, advice_report
 
-ASSETS = Path(__file__).resolve().parents[1] / "assets"
+ASSETS = Path(__file__).resolve().parents[2] / "assets"
 SEED = 44
 TRACE_MUTANTS = 900
 PROFILE_MUTANTS = 500

@@ -14,8 +14,8 @@ from specviz.proposers.hybrid import HybridProposer
 from specviz.proposers.logitspec import LogitSpecProposer
 from specviz.teach.toy import chi_square_p_value
 from specviz.training.head_train import new_head
-from tests.reference import exact_joint
-from tests.tiny import PROMPTS, hf_greedy
+from tests.helpers.reference import exact_joint
+from tests.helpers.tiny import PROMPTS, hf_greedy
 
 VOCAB, PROMPT, N, ALPHA = 6, [1, 2, 1, 2, 3], 800, 1e-4
 

@@ -12,7 +12,7 @@ from specviz.proposers.base import ProposeContext
 from specviz.proposers.logitspec import LogitSpecProposer, branch_lengths, merge_branches
 from specviz.proposers.ngram_index import NgramIndex
 from specviz.proposers.prompt_lookup import PromptLookupProposer
-from tests.tiny import PROMPTS, hf_greedy, pair
+from tests.helpers.tiny import PROMPTS, hf_greedy, pair
 
 PHRASE = [10, 11, 12, 13, 14, 15]
 IDS = [1, 2] + PHRASE + [3, 4, 5] + PHRASE[:3]  # the phrase's start repeats at the end

@@ -185,7 +185,7 @@ def test_the_panels_say_what_the_server_reported():
 
 
 def test_vllms_speculation_counters_are_read_from_recorded_metrics():
-    """The /metrics text of vLLM 0.32's CPU build after an ngram run (tests/data, recorded on this
+    """The /metrics text of vLLM 0.32's CPU build after an ngram run (tests/served/data, recorded on this
     kind of machine) gives its drafts, draft tokens and accepted tokens per position; the rates are
     the marginal (÷ drafts) and conditional (÷ accepted at the previous position) ones; a server
     that does not speculate has no counters."""

@@ -26,10 +26,10 @@ from specviz.proposers.draft_model import DraftModelProposer
 from specviz.served import vllm_serve
 from specviz.served.remote import HIDDEN_REFUSED
 from specviz.teach.toy import chi_square_p_value
-from tests import twins
 from tests.conftest import IN_CI
-from tests.reference import exact_joint
-from tests.tiny import FixedTreeProposer, word_tokenizer
+from tests.helpers import twins
+from tests.helpers.reference import exact_joint
+from tests.helpers.tiny import FixedTreeProposer, word_tokenizer
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
 
@@ -169,7 +169,7 @@ def test_sampled_output_over_vllm_follows_the_top_k_target_exactly(remote_tiny, 
 
 
 def test_the_check_over_vllm_fails_for_a_broken_rule(remote_tiny, monkeypatch):
-    """With the acceptance ratio turned upside down (tests/twins.py), the same check rejects the
+    """With the acceptance ratio turned upside down (tests/helpers/twins.py), the same check rejects the
     output: the statistics above can fail."""
     twins.install(monkeypatch, "acceptance ratio q/p")
     counts, _ = _counts(remote_tiny, "chain, draft model")
@@ -197,7 +197,7 @@ def test_the_app_steps_and_runs_a_served_target(app_url, bundled_server, monkeyp
     gradio_client = pytest.importorskip("gradio_client")
     from specviz.ui import callbacks, state
     from specviz.ui.limits import Limits
-    from tests.app_client import PROMPT, STREAM_TIMEOUT_S, call, named
+    from tests.helpers.app_client import PROMPT, STREAM_TIMEOUT_S, call, named
 
     spec = f"vllm:{bundled_server.url}|bundled"
     limits = Limits(allowed_models=frozenset({spec}))
@@ -231,7 +231,7 @@ def test_vllm_runs_the_configuration_the_advice_wrote_and_the_check_measures_it(
     from specviz.measure.engine_runs import check_vllm
     from specviz.measure.served_compare import compare, table
 
-    survey = advice.read(Path(__file__).resolve().parents[1] / "assets" / "recorded_advice.json")
+    survey = advice.read(Path(__file__).resolve().parents[2] / "assets" / "recorded_advice.json")
     written = next(d for d in deploy.deployments(survey) if d.engine == deploy.VLLM and d.candidate == "pld")
     spec_server = _serve_extra("bundled", tmp_path / "ngram.log", ["--speculative-config", written.config])
     try:

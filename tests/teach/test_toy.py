@@ -1,5 +1,5 @@
 """The Learn tab's toy sampler: its correct rule is verify.py's rule and reproduces p; the same
-check fails when one of verify.py's rules is swapped for a broken twin (tests/twins.py); and
+check fails when one of verify.py's rules is swapped for a broken twin (tests/helpers/twins.py); and
 the broken rules the Learn tab offers drift from p where they must."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import torch
 from specviz.decoding.verify import verify_sampling
 from specviz.drafting.tree import DraftTree
 from specviz.teach import toy
-from tests import twins
+from tests.helpers import twins
 
 N = toy.MAX_SAMPLES
 # Which broken rule drifts from p on which preset. Resampling from p is only wrong when some

@@ -108,7 +108,7 @@ def test_parse_rows_names_the_bad_cell():
 
 def test_comparison_continues_after_a_failing_row():
     """A row whose model fails to load is marked with the error while the other row is measured."""
-    from tests.tiny import pair
+    from tests.helpers.tiny import pair
 
     target, _ = pair()
     models = {"tiny": target}

@@ -17,7 +17,7 @@ from tests.conftest import IN_CI  # noqa: E402
 # skipped without playwright on a developer's machine; in CI its absence is an error
 sync_api = importlib.import_module("playwright.sync_api") if IN_CI else pytest.importorskip("playwright.sync_api")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
 WAIT_MS = 60_000  # a busy 2-core machine can take seconds to answer an event
 DECODE_PANELS = ["#sv-config", "#sv-centre", "#sv-timing", "#sv-lessons", "#sv-narration", "#sv-explain",

@@ -11,7 +11,7 @@ from specviz.decoding import tracefile
 from specviz.decoding.trace import ACCEPTED, BONUS, REJECTED, RESAMPLED
 from specviz.viz.explain_steps import explain_html, explain_steps, explained_views
 from specviz.viz.style import num, quote
-from tests.tiny import pair
+from tests.helpers.tiny import pair
 
 LOGITSPEC_GREEDY = "assets/lessons/logitspec-rescue.json"  # a recorded greedy LogitSpec run (trees)
 

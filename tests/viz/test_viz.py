@@ -435,9 +435,8 @@ def test_tree_layout_depth_by_sibling_order():
 def test_every_view_accepts_real_engine_traces():
     """Traces from the real engine (draft chain greedy and sampled, a deterministic tree, AR),
     after a JSON round trip, go through every view: the viz reads the fields the engine writes."""
-    from tiny import PROMPTS, FixedTreeProposer, pair
-
     from specviz.decoding.engine import generate
+    from tests.helpers.tiny import PROMPTS, FixedTreeProposer, pair
     target, draft = pair(noise=0.3)
     kw = dict(max_new_tokens=10, chat=False)
     runs = [generate(target, PROMPTS[0], method="draft", draft=draft, k=4, temperature=t, **kw) for t in (0.0, 1.0)]

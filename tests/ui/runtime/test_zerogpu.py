@@ -1,7 +1,7 @@
 """The app works under ZeroGPU exactly as in one process.
 
 ZeroGPU runs each `@spaces.GPU` call in a forked worker; only the return value (or each yielded
-item) comes back. tests/fork_gpu.py reproduces that on the CPU, and these tests run the same
+item) comes back. tests/helpers/fork_gpu.py reproduces that on the CPU, and these tests run the same
 work through it and in-process and compare what comes back.
 """
 from __future__ import annotations
@@ -17,8 +17,8 @@ from specviz.decoding.engine import Decoder
 from specviz.decoding.runstate import LIVE, LiveCaches
 from specviz.ui import work, zerogpu
 from specviz.ui.state import MODELS
-from tests import fork_gpu
-from tests.tiny import PROMPTS, pair
+from tests.helpers import fork_gpu
+from tests.helpers.tiny import PROMPTS, pair
 
 TINY = "tiny-random:vocab=48,layers=3,seed=5"
 
@@ -159,7 +159,7 @@ def test_head_with_caches_dropped_every_cycle(bundled_target, method, temperatur
 
 # -- the app through its API, in one process and under the forked stand-in ---------------------------
 gradio_client = pytest.importorskip("gradio_client")
-from tests.app_client import named  # noqa: E402 -- the app itself is conftest.py's app_url
+from tests.helpers.app_client import named  # noqa: E402 -- the app itself is conftest.py's app_url
 
 SHORT = dict(prompt="Write the days of the week, one per line: Monday, Tuesday, Wednesday.", max_new_tokens=24,
              method="pld")

@@ -1,7 +1,7 @@
 """ZeroGPU for real: GPU calls forked from a thread that already ran torch's OpenMP pool never hang,
 the queue takes a class, and ZeroGPU is what SPACES_ZERO_GPU says.
 
-Everything runs under tests/fork_gpu.py, a stand-in as faithful to `spaces` 0.51.3 as the CPU
+Everything runs under tests/helpers/fork_gpu.py, a stand-in as faithful to `spaces` 0.51.3 as the CPU
 allows: the worker is forked from the calling thread after that thread entered OpenMP, stays
 alive between calls, and reports errors and deaths as spaces does.
 """
@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from specviz.ui import zerogpu
-from tests import fork_gpu
+from tests.helpers import fork_gpu
 
 HANG_DEADLINE_S = 3  # requested seconds + margin in the hang tests: long enough for a healthy call
 
@@ -100,7 +100,7 @@ def test_a_worker_forked_before_a_model_loaded_is_replaced(forked):
     """A long-lived worker lacks a model loaded after it forked; the call is made again in a fresh
     worker, which has it, and the user sees only the answer."""
     from specviz.ui.state import MODELS
-    from tests.tiny import pair
+    from tests.helpers.tiny import pair
 
     first, _ = pair(vocab=32, seed=1)
     MODELS.put("tiny-random:vocab=32,seed=101", first)
@@ -127,7 +127,7 @@ def test_spaces_installed_off_zero_gpu_changes_nothing(monkeypatch):
     from specviz.decoding.runstate import LIVE
     from specviz.ui import work
     from specviz.ui.state import MODELS
-    from tests.tiny import PROMPTS, pair
+    from tests.helpers.tiny import PROMPTS, pair
 
     monkeypatch.delenv("SPACES_ZERO_GPU", raising=False)
     assert importlib.util.find_spec("spaces") is not None

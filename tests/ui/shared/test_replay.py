@@ -21,7 +21,7 @@ from specviz.viz import (
     timeline_figure,
     tree_figure,
 )
-from tests.tiny import pair
+from tests.helpers.tiny import pair
 
 gr = pytest.importorskip("gradio")
 

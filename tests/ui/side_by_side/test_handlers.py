@@ -157,7 +157,7 @@ def test_step_and_run_under_forked_workers_match_one_process(bundled, forked, te
     and the calls went to workers. (A forked worker runs torch on one thread, so probabilities may
     differ in their last bits, and with them the order of near-tied alternatives in a head's tree.)
 
-    The planner's v(n) is fixed for both, as in tests/test_zerogpu.py: measured, it depends on the
+    The planner's v(n) is fixed for both, as in tests/ui/runtime/test_zerogpu.py: measured, it depends on the
     thread count, and a forked worker runs torch on one thread."""
     from specviz.decoding import engine, planner
 
@@ -241,7 +241,7 @@ def test_two_compare_rows_open_as_a_and_b():
 def test_bad_input_in_b_gets_a_message_and_a_keeps_its_run(bundled, bad, expected, monkeypatch):
     """An unknown model, a draft whose tokenizer differs, or a hub pair the hub cannot serve here in
     B: B's status names the problem, and A steps on with its cycles kept. (Offline mode, as in
-    tests/test_hostile.py: an unreachable hub not declared offline retries for about a minute.)"""
+    tests/project/test_hostile.py: an unreachable hub not declared offline retries for about a minute.)"""
     import huggingface_hub
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
