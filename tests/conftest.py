@@ -1,7 +1,8 @@
 """Shared pytest configuration.
 
 Markers (also listed in pytest.ini): `bundled` loads the bundled SmolLM2-135M model,
-`browser` drives the app in headless Chromium, `slow` takes more than a few seconds.
+`browser` drives the app in headless Chromium, `slow` takes more than a few seconds, `perf`
+asserts a wall-clock or memory threshold (run apart by scripts/test.sh), `vllm` starts a real vLLM server.
 """
 import json
 import os

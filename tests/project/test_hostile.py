@@ -166,6 +166,7 @@ def test_eight_concurrent_sessions_get_their_own_output(app_url, bundled_target)
         assert text == alone.text
 
 
+@pytest.mark.perf
 def test_memory_stays_flat_over_200_runs(app_url):
     """200 short runs in one session: resident memory after run 200 is within 10 % of run 20."""
     client = gradio_client.Client(app_url, verbose=False)
