@@ -6,7 +6,7 @@ On the bundled model, with the page's default settings, for each example prompt:
 of `work.step` in a worker that has the run's KV cache (ZeroGPU reusing an idle worker) and in one
 that has none (a fresh worker: one prefill of the run so far, then the cycle), the time of a Run of
 --run-tokens tokens, and a Step that must rebuild a --max-prompt-tokens prompt (the longest the
-app takes). Every call goes through tests/fork_gpu.py, the forked stand-in for spaces.GPU, so the
+app takes). Every call goes through tests/helpers/fork_gpu.py, the forked stand-in for spaces.GPU, so the
 fork, the pickling and the worker's one CPU thread are in the numbers. Prints Markdown.
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ from specviz.pricing.timing import cpu_name
 from specviz.ui.runtime import work, zerogpu
 from specviz.ui.runtime.settings import RunSettings
 from specviz.ui.runtime.state import MODELS
-from tests import fork_gpu
+from tests.helpers import fork_gpu
 
 ROOT = Path(__file__).resolve().parents[1]
 

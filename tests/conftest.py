@@ -1,7 +1,8 @@
 """Shared pytest configuration.
 
 Markers (also listed in pytest.ini): `bundled` loads the bundled SmolLM2-135M model,
-`browser` drives the app in headless Chromium, `slow` takes more than a few seconds.
+`browser` drives the app in headless Chromium, `slow` takes more than a few seconds, `perf`
+asserts a wall-clock or memory threshold (run apart by scripts/test.sh), `vllm` starts a real vLLM server.
 """
 import json
 import os
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from specviz.browser import CHROMIUM, launch_chromium, serve
-from tests.app_client import HeldRun
+from tests.helpers.app_client import HeldRun
 
 # ../shared/bench/prompts.json beside the repository, where CI and developers find it.
 BENCH_PROMPTS = Path(__file__).resolve().parents[1].parent / "shared" / "bench" / "prompts.json"
@@ -88,7 +89,7 @@ def app_url(bundled_target):
 @pytest.fixture
 def held_run(monkeypatch):
     """The in-process app's Run streams a cycle per frame and holds after its first frame until the
-    test calls `held_run.release()` (tests/app_client.py: HeldRun). The app runs in this process,
+    test calls `held_run.release()` (tests/helpers/app_client.py: HeldRun). The app runs in this process,
     so patching specviz.ui.runtime.work.run reaches the thread that serves the Run."""
     from specviz.ui.runtime import work
 
@@ -108,11 +109,11 @@ def bench_prompts() -> list:
 
 @pytest.fixture
 def forked():
-    """Every GPU call of specviz.ui.runtime.work runs in a forked worker (tests/fork_gpu.py, the stand-in for
+    """Every GPU call of specviz.ui.runtime.work runs in a forked worker (tests/helpers/fork_gpu.py, the stand-in for
     spaces.GPU) while the test runs; workers start fresh with the test and end with it. Yields the
     stand-in's record of (function name, requested seconds) per call."""
     from specviz.ui.runtime import zerogpu
-    from tests import fork_gpu
+    from tests.helpers import fork_gpu
 
     zerogpu.use_backend(fork_gpu.GPU)
     fork_gpu.reset()

@@ -1,0 +1,210 @@
+"""The pair advisor (specviz/measure/advisor.py, advice.py): counts, formula, break-even, profile file,
+command line.
+
+The arithmetic is checked on hand-made cycles whose rates are known; the measurement on tiny
+random models (their numbers mean nothing, the plumbing is what is checked).
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from specviz.decoding.trace import CycleTrace, NodeTrace, RunTrace
+from specviz.loading.loader import load
+from specviz.measure import advice, advice_report, advisor, deploy
+from specviz.measure.theory import speedup
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _cycle(depth: int, accepted: int, siblings: int = 0) -> CycleTrace:
+    nodes = [NodeTrace(i, 5, "", i - 1, i + 1) for i in range(depth)]
+    nodes += [NodeTrace(depth + j, 6, "", -1, 1) for j in range(siblings)]  # extra candidates at depth 1
+    return CycleTrace(index=0, k=depth, nodes=nodes, accepted=list(range(accepted)),
+                      rejected=accepted if accepted < depth else None)  # the path ends at its first rejection
+
+
+def test_positions_are_counted_as_reached_and_accepted():
+    """Four cycles: a 3-deep draft accepted in full, one accepted 1 of 3, one rejected at once, one
+    with no draft. Position i is reached when drafted that deep and 1…i−1 were accepted; the
+    conditional rate divides by reached, the marginal by all cycles; siblings count as nodes."""
+    run = RunTrace(method="pld", cycles=[_cycle(3, 3), _cycle(3, 1, siblings=2), _cycle(2, 0),
+                                         CycleTrace(index=3, k=3)])
+    cycles, reached, accepted, nodes = advisor.count_positions([run], 3)
+    assert cycles == 4 and reached == [3, 2, 1] and accepted == [2, 1, 1]
+    assert nodes == pytest.approx([(1 + 3 + 1 + 0) / 4, (2 + 4 + 2) / 4, (3 + 5 + 2) / 4])
+    m = advice.Measured(advice.Candidate("pld"), 3, cycles, reached, accepted, nodes, 0.0, False, 1.0)
+    assert m.conditional == pytest.approx([2 / 3, 1 / 2, 1.0]) and m.marginal == pytest.approx([0.5, 0.25, 0.25])
+
+
+def test_the_prediction_is_leviathans_for_a_constant_rate_chain():
+    """With marginal_i = α^i, a full chain of K nodes and a per-step cost c, S(K) equals Leviathan
+    et al.'s (1 − α^(K+1)) / ((1 − α)(K·c + v(K+1))) for every K; the break-even α gives S = 1."""
+    alpha, c, k_max = 0.7, 0.1, 8
+    v = lambda n: 1.0 + 0.05 * (n - 1)  # noqa: E731 -- a pass over n tokens
+    m = advice.Measured(advice.Candidate("draft", "d"), k_max, 1000, [1000.0] * k_max,
+                         [1000 * alpha ** i for i in range(1, k_max + 1)], [float(d) for d in range(1, k_max + 1)],
+                         c, True, 1.0)
+    for k in range(1, k_max + 1):
+        assert advice.predicted_speedup(m, k, v) == pytest.approx(speedup(alpha, k, c, lambda d: v(d + 1)))
+    be = advice.break_even(m, 4, v)
+    assert speedup(be, 4, c, lambda d: v(d + 1)) == pytest.approx(1.0, abs=1e-6)
+    assert advice.break_even(advice.Measured(m.candidate, 2, 1, [1, 1], [1, 1], [1, 2], 5.0, True, 1.0), 2, v) is None
+
+
+def test_candidates_parse_and_refuse_with_a_reason():
+    """'draft:SPEC' names a draft model, 'draft:head' is the trained head, and an unknown name or a
+    draft without a model is refused with what to write instead."""
+    assert advice.Candidate.parse("draft:bundled") == advice.Candidate("draft", "bundled")
+    assert advice.Candidate.parse("pld") == advice.Candidate("pld", None)
+    with pytest.raises(ValueError, match="not a candidate"):
+        advice.Candidate.parse("magic")
+    with pytest.raises(ValueError, match="draft:SPEC"):
+        advice.Candidate.parse("draft")
+
+
+@pytest.fixture(scope="module")
+def survey():
+    target = load("tiny-random:vocab=48,layers=2,seed=3")
+    draft = load("tiny-random:vocab=48,layers=2,seed=3,draft=1")
+    prompts = [[1, 5, 9, 2, 7, 1, 5, 9], [3, 4, 3, 4, 3, 4]]
+    cands = [advice.Candidate("pld"), advice.Candidate("draft", "d"), advice.Candidate("logitspec")]
+    return advisor.measure(target, cands, prompts, lambda spec: draft, lambda n: 1.0 + 0.02 * n, k_max=4,
+                           max_new_tokens=12, check=2, progress=lambda m: None)
+
+
+def test_measure_ranks_every_candidate_and_checks_the_best(survey):
+    """On a tiny target, every candidate is measured at k_max with rates in [0, 1], ranked by its
+    predicted best speedup, and the two best were decoded again and compared with plain decoding."""
+    rows = advice.ranked(survey)
+    assert [r[0].candidate.method for r in rows] and len(rows) == 3
+    assert [r[2] for r in rows] == sorted((r[2] for r in rows), reverse=True)
+    for m in survey.measured:
+        assert len(m.conditional) == 4 and all(0.0 <= x <= 1.0 for x in m.conditional + m.marginal)
+    assert set(survey.checks) == {rows[0][0].candidate.label, rows[1][0].candidate.label}
+    assert all(chk.measured > 0 for chk in survey.checks.values())
+
+
+def test_the_survey_file_gives_back_the_same_advice(survey, tmp_path):
+    """A saved profile reads back equal, and `advise --from` prints the same report, and where to
+    deploy it, without a model; a file that is not a survey is refused on one line."""
+    path = tmp_path / "survey.json"
+    advice.save(survey, path)
+    again = advice.read(path)
+    assert again == survey
+    out = subprocess.run([sys.executable, "-m", "specviz", "advise", "--from", str(path)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    whole = advice_report.report(survey) + "\n\n" + deploy.report(survey)
+    assert out.returncode == 0 and out.stdout.strip() == whole.strip()
+    assert ("α_d (acceptance at depth d, conditional)" in out.stdout
+            and "reach_d (acceptance at depth d, marginal)" in out.stdout)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"format": "other"}))
+    out = subprocess.run([sys.executable, "-m", "specviz", "advise", "--from", str(bad)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2 and out.stderr.startswith("specviz: error: not a SpecViz advice survey")
+
+
+def test_load_prediction_is_the_batch_one_formula_scaled_by_measured_passes():
+    """S_B(K) at batch 1 equals S(K) when v(n) is the batch-1 passes over the plain step; at a batch
+    where a pass over n tokens costs n plain steps a draft-free candidate with one token per pass
+    gains nothing, and the first batch size with S_B < 1 is where it stops paying."""
+    m = advice.Measured(advice.Candidate("pld"), 3, 10, [10.0, 6, 3], [6.0, 3, 1], [1.0, 2.0, 3.0], 0.05, False, 1.0)
+    sizes = [1, 2, 3, 5]
+    timed = advice.ConcurrencyCost([1, 4, 16], sizes, [[0.010, 0.011, 0.012, 0.014],  # batch 1: nearly free
+                                               [0.012, 0.016, 0.020, 0.030],
+                                               [0.020, 0.040, 0.060, 0.100]], 64)  # batch 16: n steps
+    v1 = lambda n: timed.pass_at(0, n) / timed.step_s(0)  # noqa: E731
+    for k in (1, 2, 3):
+        assert advice.concurrent_speedup(m, k, timed, 0) == pytest.approx(advice.predicted_speedup(m, k, v1))
+    tokens = 1 + 0.6 + 0.3 + 0.1
+    assert advice.concurrent_speedup(m, 3, timed, 2) == pytest.approx(tokens * 0.020 / (0.05 * 0.010 + 0.080))
+    survey = advice.Survey("t", 1, {}, "", 1.0, 0.01, {1: 1.0, 4: 1.2}, [m], concurrency=timed)
+    (_, points, stops), = advice.under_concurrency(survey)
+    assert [b for b, _, _ in points] == [1, 4, 16] and points[0][2] > 1.0
+    assert stops == next(b for b, _, s in points if s < 1.0) == 16
+    assert "stops paying at 16 runs at once" in advice_report.report(survey)
+
+
+def test_layer_skip_candidates_name_their_layers_and_bad_lists_are_refused():
+    """'layerskip:0-2+5' keeps layers 0, 1, 2 and 5, is labelled with the same ranges and hands them
+    to the engine as its `layers` knob; a list that is not numbers gets a message that shows the form."""
+    c = advice.Candidate.parse("layerskip:0-2+5")
+    assert c.layers == [0, 1, 2, 5] and c.label == "layerskip[0-2+5]" and c.knobs == {"layers": [0, 1, 2, 5]}
+    assert advice.Candidate.parse("layerskip").knobs == {} and advice.Candidate.parse("layerskip").label == "layerskip"
+    with pytest.raises(ValueError, match="layerskip:0-9"):
+        advice.Candidate.parse("layerskip:first-half")
+
+
+def test_a_damaged_profile_is_refused_with_what_to_do():
+    """A file in the right format but with a field missing is refused with one sentence, not a traceback."""
+    with pytest.raises(ValueError, match="damaged.*measure it again"):
+        advice.Survey.from_dict({"format": advice.FORMAT, "target": "t"})
+
+
+def test_a_draft_the_pair_check_blocks_is_left_out_with_the_reason():
+    """The advisor checks a draft model before measuring it: a draft whose tokenizer swaps two ids
+    is not measured, the survey says why, and the report carries the pair check's sentence; the
+    other candidates are measured as usual."""
+    from tests.measure.test_pair_check import model, tok
+
+    target, bad = model(tok(), name="t"), model(tok(swap=(5, 6)), name="swapped")
+    survey = advisor.measure(target, [advice.Candidate("pld"), advice.Candidate("draft", "swapped")],
+                              [[3, 4, 5, 3, 4, 5, 3, 4]], lambda spec: bad, lambda n: 1.0, k_max=2,
+                              max_new_tokens=6, check=0, concurrency=(), progress=lambda m: None)
+    assert [m.candidate.label for m in survey.measured] == ["pld"]
+    assert "pair check found an error" in survey.refused["draft swapped"]
+    text = advice_report.report(survey)
+    assert "draft swapped: The tokenizers differ at 2 of the 40 ids" in text and "id 5 is" in text
+
+
+def test_a_planned_candidate_is_one_point_priced_by_what_its_planner_sent():
+    """'auto:hybrid' is the hybrid as SpecViz runs it (planner on), labelled 'K auto'; its curve is one
+    point at its K limit: (1 + Σ marginal) / (c + s·v(n̄ + 1) + (1 − s)·v(1) + o), worked by hand; no
+    engine deploys it, so Deploy skips it even for a method an engine has ('auto:pld')."""
+    cand = advice.Candidate.parse("auto:hybrid")
+    assert cand == advice.Candidate("hybrid", None, None, True) and cand.label == "hybrid, K auto"
+    v = lambda n: 1.0 + 0.1 * (n - 1)  # noqa: E731
+    m = advice.Measured(cand, 16, 10, [8.0, 4.0], [6.0, 3.0], [1.0, 1.5], 0.05, False, 1.0, overhead=0.1,
+                        sent_share=0.8, sent_nodes=3.0)
+    by_hand = (1 + 0.6 + 0.3) / (0.05 + 0.8 * 1.3 + 0.2 * 1.0 + 0.1)
+    assert advice.curve(m, v) == [(16, pytest.approx(by_hand))]
+    survey = advice.Survey("t", 1, {}, "cpu", 10.0, 0.01, {1: 1.0, 4: 1.3},
+                           measured=[m, advice.Measured(advice.Candidate.parse("auto:pld"), 16, 10, [8.0], [6.0],
+                                                        [1.0], 0.0, False, 1.0, sent_share=0.5, sent_nodes=2.0),
+                                     advice.Measured(advice.Candidate("pld"), 2, 10, [8.0, 4.0], [6.0, 3.0],
+                                                     [1.0, 2.0], 0.0, False, 1.0)])
+    assert [d.candidate for d in deploy.deployments(survey)] == ["pld"] * len(deploy.ENGINES)
+    assert "with K chosen by its planner (at most 16)" in advice_report.recommendation(survey)
+
+
+def test_a_missed_check_names_the_waterfall_term_that_moved_most():
+    """A check more than 15 % off its prediction says which term of the model of speed moved S the
+    most, with the predicted and measured values; within 15 % it says nothing."""
+    want = advice.Terms(tau=3.0, draft=0.1, verify=1.2, overhead=0.1, ar_tokens_per_s=30.0)
+    slow_pass = advice.Terms(tau=3.0, draft=0.1, verify=1.8, overhead=0.1, ar_tokens_per_s=30.0)
+    assert "the verify pass was 1.80 against the 1.20 predicted" in advice.explained_miss(2.14, 1.50, want, slow_pass)
+    fewer = advice.Terms(tau=2.0, draft=0.1, verify=1.2, overhead=0.1, ar_tokens_per_s=30.0)
+    assert "τ (mean acceptance length) was 2.00 against the 3.00" in advice.explained_miss(2.14, 1.43, want, fewer)
+    plain = advice.Terms(tau=3.0, draft=0.1, verify=1.2, overhead=0.1, ar_tokens_per_s=40.0)
+    assert "plain decoding ran at 40.0 tokens/s" in advice.explained_miss(2.14, 2.86, want, plain)
+    assert advice.explained_miss(2.14, 2.0, want, slow_pass) == ""
+
+
+def test_measure_runs_a_planned_candidate_with_its_planner_and_checks_it():
+    """Measured on a tiny target, 'auto:pld' runs at pld's own K limit with the planner on: its
+    survey entry keeps the share of cycles that sent a draft and their mean nodes, its curve is one
+    point, and its check decodes it the same way."""
+    target = load("tiny-random:vocab=48,layers=2,seed=3")
+    prompts = [[1, 5, 9, 2, 7, 1, 5, 9, 2, 7, 1, 5], [3, 4, 3, 4, 3, 4, 3, 4]]
+    got = advisor.measure(target, [advice.Candidate.parse("auto:pld")], prompts, lambda spec: None,
+                          lambda n: 1.0 + 0.02 * n, k_max=4, max_new_tokens=12, check=1, progress=lambda m: None,
+                          concurrency=())
+    (m,) = got.measured
+    assert m.candidate.planned and m.k_max == 16 and not m.per_call
+    assert 0.0 <= m.sent_share <= 1.0 and (m.sent_nodes is None or m.sent_nodes >= 1)
+    assert len(advice.curve(m, got.v_of)) == 1 and set(got.checks) == {"pld, K auto"}
