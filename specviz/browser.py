@@ -1,5 +1,5 @@
 """The app served on this machine and Debian's Chromium to look at it: one definition for the
-browser tests (tests/conftest.py, tests/test_*browser.py, tests/test_app_api.py) and
+browser tests (tests/conftest.py, tests/test_*browser.py, tests/project/test_app_api.py) and
 scripts/screenshot.py.
 
     demo, url = serve()                                  # the app on a free local port

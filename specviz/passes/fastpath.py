@@ -4,7 +4,7 @@ What it is bit-equal to: the model's own modules as `speedups.apply` leaves them
 nn.Linear a speedups.PackedLinear (oneDNN's product on a packed weight, rows padded to MIN_ROWS) and
 attention through the implementation the model is configured with (speedups' GQA SDPA, or SDPA).
 Not stock transformers: stock multiplies with MKL's sgemm on the plain weights, whose summation
-order, and so whose last bits, can differ (tests/test_speedups.py holds those to a tolerance).
+order, and so whose last bits, can differ (tests/passes/test_speedups.py holds those to a tolerance).
 
 On a small model a one-token pass is mostly fixed cost per op, not arithmetic: some 40 small ops
 per layer, each dispatched through nn.Module calls, transformers' wrappers and our PackedLinear's
@@ -20,7 +20,7 @@ This runs the same layers with less of that:
   their order; the mask comes from transformers' `create_causal_mask` and attention from the
   function the model is configured with (SDPA), exactly as the modules call them.
 
-So a pass gives the patched modules' logits bit for bit: tests/test_fastpath.py on tiny Llamas;
+So a pass gives the patched modules' logits bit for bit: tests/passes/test_fastpath.py on tiny Llamas;
 `FastForward.check` on the model at first use, which runs the kinds of pass a run makes (a
 prefill, steps, chains, and draft trees of 17 and 33 rows with their 4-D masks and explicit
 positions, as a verify pass is made) both ways and compares every logit; and the bundled model's
@@ -123,7 +123,7 @@ def _ancestors(parents: list[int], i: int) -> list[int]:
 def _tree_layout(parents: list[int], past: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
     """(position_ids, mask) of a verify pass over [root] + a tree with these parents on `past` cached
     positions, as drafting/tree.py's DraftTree.position_ids and model_mask make them for a model of
-    full-attention layers (passes cannot import drafting; tests/test_fastpath.py holds them equal):
+    full-attention layers (passes cannot import drafting; tests/passes/test_fastpath.py holds them equal):
     the root at position `past`, a node at `past` + its depth; every row sees the cache and the
     root, a node also itself and its ancestors; allowed entries 0, the rest the dtype's minimum."""
     n = len(parents) + 1

@@ -1,7 +1,7 @@
 """Lossless CPU speed-ups for a target's forward pass, applied once by `models.load`.
 
 Both change how a pass is computed, never what it computes: greedy outputs stay those of
-transformers' `generate` (tests/test_speedups.py, tests/test_bundled_lossless.py). Why each one
+transformers' `generate` (tests/passes/test_speedups.py, tests/decoding/test_bundled_lossless.py). Why each one
 exists, with the per-op profile behind it, is in docs/bench/2026-11-30.md ("v(n) on the CPU").
 
 - ``packed-linear``: every `nn.Linear` runs oneDNN's matmul on a weight reordered once into its

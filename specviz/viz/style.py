@@ -157,7 +157,7 @@ class FigureSpec:
 
 
 # plotly checks every property as it is set: most of a Step's figure time, paid by every Step of a
-# class. The figures here are fixed code, so they are built unchecked, and tests/test_viz.py builds
+# class. The figures here are fixed code, so they are built unchecked, and tests/viz/test_viz.py builds
 # every one of them checked (VALIDATE on), where a wrong property fails.
 VALIDATE = False
 

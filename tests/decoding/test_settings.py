@@ -7,6 +7,7 @@ from specviz.decoding.settings import DecodeSettings
 from specviz.measure.comparison import Config, Shared
 from specviz.proposers import DEFAULT_K
 from specviz.ui.runtime.settings import RunSettings, from_inputs
+from tests.helpers.tiny import pair
 
 
 def test_k_none_takes_the_methods_own_default():

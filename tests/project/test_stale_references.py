@@ -10,7 +10,7 @@ import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 OUTSIDE = ("tests", "scripts", "docs", "assets")  # folders beside the package that a path may name
 
 PATH = re.compile(r"(?<![\w/.-])((?:\w+/)*\w+\.py)\b")
