@@ -202,9 +202,9 @@ def stop(request: gr.Request) -> str:
     return status_html("Stopping after the current piece of work…", "warn")
 
 
-def build(decode: dict, examples: list[str]) -> None:
-    """The tab's contents, wired, inside the page's Advise tab; `decode` holds the shared concurrency
-    kwargs and `examples` the page's example prompts, the first three of which fill the prompt box."""
+def build(examples: list[str]) -> dict:
+    """The tab's components, inside the page's Advise tab (`wire` connects them); `examples` are the
+    page's example prompts, the first three of which fill the prompt box."""
     gr.HTML(INTRO)
     with gr.Row():
         target = gr.Dropdown(TARGETS, value=BUNDLED, allow_custom_value=True, label="Target", min_width=240,
@@ -242,12 +242,19 @@ def build(decode: dict, examples: list[str]) -> None:
     deploy = _deploy_section(first)
     download = gr.File(label="This survey (JSON: advise --from reads it)", interactive=False,
                        elem_id="sv-adv-download")
-    outputs = [status, html, curves, accept, loadp, download, *deploy]
-    event = go.click(run_advice, inputs=[target, methods, drafts, prompts, k_max, max_new, temperature, top_p,
-                                         check, under_concurrency], outputs=outputs, api_name="advise",
-                     show_progress_on=[status], **decode)
-    stop_btn.click(stop, outputs=status, cancels=[event], api_name="advise_stop", show_progress="hidden")
-    upload.upload(replay, inputs=upload, outputs=outputs, api_name="advise_replay", show_progress="hidden")
+    return dict(inputs=[target, methods, drafts, prompts, k_max, max_new, temperature, top_p, check,
+                        under_concurrency], outputs=[status, html, curves, accept, loadp, download, *deploy],
+                go=go, stop=stop_btn, upload=upload, status=status, deploy=deploy)
+
+
+def wire(c: dict, decode: dict) -> None:
+    """Advise measures (in the page's shared group of model events, `decode`), Stop stops it, a
+    survey file replays, and the deployable pick switches the engines' configurations."""
+    outputs, status, deploy = c["outputs"], c["status"], c["deploy"]
+    event = c["go"].click(run_advice, inputs=c["inputs"], outputs=outputs, api_name="advise",
+                          show_progress_on=[status], **decode)
+    c["stop"].click(stop, outputs=status, cancels=[event], api_name="advise_stop", show_progress="hidden")
+    c["upload"].upload(replay, inputs=c["upload"], outputs=outputs, api_name="advise_replay", show_progress="hidden")
     pick, survey = deploy[1], deploy[-1]
     pick.input(show_pick, inputs=[survey, pick], outputs=deploy[2:2 + 3 * len(ENGINES)], api_visibility="private",
                show_progress="hidden")

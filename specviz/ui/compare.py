@@ -137,13 +137,16 @@ def _layout() -> dict:
     return c
 
 
-def build(decode: dict) -> dict:
-    """The tab's contents, wired, inside the page's Compare tab; `decode` holds the concurrency
-    kwargs every model event shares. Returns its components (the page wires two of them to the
-    Side by side tab, and its Compare event to the Theory tab's sources)."""
-    c = _layout()
+def build() -> dict:
+    """The tab's components, inside the page's Compare tab (`wire` connects them; the page wires two
+    of them to the Side by side tab, and the Compare event to the Theory tab's sources)."""
+    return _layout()
+
+
+def wire(c: dict, decode: dict) -> None:
+    """Compare measures in the page's shared group of model events (`decode`); Stop stops it. The
+    Compare event is kept as c["event"] for the page."""
     inputs = [c[k] for k in ("rows", "prompt", "max_new_tokens", "repeats", "seed", "chat")]
     c["event"] = c["go"].click(compare, inputs=inputs, outputs=[c[k] for k in OUTPUTS], api_name="compare",
                                show_progress_on=[c["status"]], **decode)
     c["stop"].click(stop, outputs=c["status"], cancels=[c["event"]], api_name="compare_stop", show_progress="hidden")
-    return c

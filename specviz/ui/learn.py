@@ -28,8 +28,8 @@ def _sliders(name: str, values: np.ndarray, colour_word: str) -> list:
             for i, (tok, v) in enumerate(zip(toy.TOKENS, values))]
 
 
-def build() -> None:
-    """The tab's components and events; call inside `with gr.Tab(...)`."""
+def build() -> dict:
+    """The tab's components, inside the page's Learn tab (`wire` connects them)."""
     p, q = toy.preset(DEFAULT_PRESET)
     st = toy.stats(p, q)
     gr.HTML(INTRO)
@@ -55,8 +55,16 @@ def build() -> None:
             summary = gr.HTML(MC_HINT, elem_id="sv-mc-summary")
             mc_plot = gr.Plot(None, show_label=False, elem_id="sv-mc")
     drawn = gr.State(False)  # once drawn, the Monte-Carlo follows every change of p, q or the rule
-    weights, mc_in = [*ps, *qs], [n, rule, seed, drawn]
-    views = [numbers, pq_plot, summary, mc_plot]
+    return dict(preset=preset, weights=[*ps, *qs], n=n, rule=rule, seed=seed, draw=draw, drawn=drawn,
+                numbers=numbers, pq_plot=pq_plot, summary=summary, mc_plot=mc_plot)
+
+
+def wire(c: dict) -> None:
+    """The sliders, the preset and the rule redraw at once; Draw samples runs the Monte-Carlo check."""
+    weights, n, rule, seed, drawn = c["weights"], c["n"], c["rule"], c["seed"], c["drawn"]
+    preset, draw, summary, mc_plot = c["preset"], c["draw"], c["summary"], c["mc_plot"]
+    mc_in = [n, rule, seed, drawn]
+    views = [c["numbers"], c["pq_plot"], summary, mc_plot]
     quick = dict(show_progress="hidden", trigger_mode="always_last")
     for s in weights:
         s.input(update, inputs=[*weights, *mc_in], outputs=views, **quick, api_visibility="private")

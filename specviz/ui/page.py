@@ -68,21 +68,26 @@ def build_demo(warm_up: bool = False) -> gr.Blocks:
         gr.HTML(HEADER.read_text(encoding="utf-8") if HEADER.is_file() else "<h1>SpecViz</h1>")
         with gr.Tabs(elem_id="sv-tabs") as tabs:
             with gr.Tab("Decode", id="decode", elem_id="sv-tab-decode"):
-                inputs, groups, comps = decode_tab.build(settings)
+                inputs, groups, decoding = decode_tab.build(settings)
             with gr.Tab("Learn", id="learn", elem_id="sv-tab-learn"):
-                learn.build()
+                learning = learn.build()
             # after Learn: on a phone the tab bar folds the last tabs into a menu, and Learn stays in view
             with gr.Tab("Side by side", id="pair", elem_id="sv-tab-pair"):
-                pair = side_by_side_tab.build(demo, tabs, decode, settings.prompt)
+                pair = side_by_side_tab.build(settings.prompt)
             with gr.Tab("Compare", id="compare", elem_id="sv-tab-compare"):
-                comparing = compare.build(decode)
+                comparing = compare.build()
             with gr.Tab("Theory & hardware", id="theory", elem_id="sv-tab-theory"):
-                explaining = theory.build(decode)
+                explaining = theory.build()
             with gr.Tab("Advise", id="advise", elem_id="sv-tab-advise"):
-                advise.build(decode, [e["prompt"] for e in recordings.examples()])
-        decode_tab.wire(demo, inputs, groups, comps, decode)
+                advising = advise.build([e["prompt"] for e in recordings.examples()])
+        decode_tab.wire(demo, inputs, groups, decoding, decode)
+        learn.wire(learning)
+        side_by_side_tab.wire(demo, tabs, pair, decode)
+        compare.wire(comparing, decode)
+        theory.wire(explaining, decode)
+        advise.wire(advising, decode)
         # across tabs: Compare's rows open in Side by side, and its measured rows become Theory's sources
-        side_by_side_tab.wire_from_compare(comparing, tabs, pair["inputs"], pair["status"])
+        side_by_side_tab.wire_from_compare(comparing, tabs, pair["inputs"], pair["pair_status"])
         comparing["event"].then(theory.sources, outputs=explaining["source"], show_progress="hidden",
                                 api_visibility="private")
     # An explicit size on every hardware: left unset, Gradio on ZeroGPU holds one waiting event in all.

@@ -131,14 +131,17 @@ def _layout() -> dict:
     return t
 
 
-def build(decode: dict) -> dict:
-    """The tab's contents, wired, inside the page's Theory & hardware tab. Returns its components
-    (the page points `source` at the Compare tab's rows)."""
-    t = _layout()
+def build() -> dict:
+    """The tab's components, inside the page's Theory & hardware tab (`wire` connects them; the page
+    points `source` at the Compare tab's rows)."""
+    return _layout()
+
+
+def wire(t: dict, decode: dict) -> None:
+    """Explain and the batch-size measurement run in the page's shared group of model events; Stop stops either."""
     why = t["explain"].click(explain, inputs=t["source"], outputs=[t[k] for k in THEORY_OUTPUTS], api_name="theory",
                              show_progress_on=[t["theory_status"]], **decode)
     measure = t["measure"].click(batch, inputs=[t["target"], t["k"], t["refresh"]],
                                  outputs=[t[k] for k in BATCH_OUTPUTS], api_name="batch_effect",
                                  show_progress_on=[t["batch_status"]], **decode)
     t["stop"].click(stop, outputs=t["batch_status"], cancels=[why, measure], api_name=False, show_progress="hidden")
-    return t

@@ -202,7 +202,7 @@ def test_the_tab_wires_every_painted_value_to_a_component():
     import gradio as gr
 
     with gr.Blocks() as demo:
-        advise.build({}, ["a", "b", "c"])
+        advise.wire(advise.build(["a", "b", "c"]), {})
     fns = {fn.api_name: fn for fn in demo.fns.values()}
     assert len(fns["advise"].outputs) == len(fns["advise_replay"].outputs) == advise.N_OUTPUTS
     pick = next(fn for fn in demo.fns.values() if fn.fn is advise.show_pick)

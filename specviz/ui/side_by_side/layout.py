@@ -49,9 +49,9 @@ def side_column(name: str, s: RunSettings, first: dict) -> dict:
 DEFAULTS = (RunSettings(proposer="draft"), RunSettings(proposer="layerskip", k=k_default("layerskip")))
 
 
-def build(demo: gr.Blocks, tabs: gr.Tabs, decode: dict, prompt: str) -> dict:
-    """The tab, wired; `decode` is the model events' shared concurrency group, `tabs` the page's tabs
-    (a shared link selects this one). Returns the inputs and the status box (for `wire_from_compare`)."""
+def build(prompt: str) -> dict:
+    """The tab's components, inside the page's Side by side tab (`wire` connects them): the views by
+    output name, "inputs" (both columns' and the shared ones, by input name) and the buttons."""
     empty = {**views.cycle_views(None, None), "text": viz.text_html(RunTrace(method=""))}
     gr.HTML('<div class="sv-lesson-hint">Two configurations on one prompt, cycle by cycle. Open a '
             'ready-made pair (no model needed), or set A and B and press Step. A link with '
@@ -88,28 +88,40 @@ def build(demo: gr.Blocks, tabs: gr.Tabs, decode: dict, prompt: str) -> dict:
         export_file = gr.File(label="Exported pair", visible=False, interactive=False)
         replay_file = gr.File(label="Replay both (.json from Export both)", file_types=[".json"],
                               type="filepath", elem_id="sv-pair-replay")
-    inputs = {**{k: comps.pop(k) for k in [f"{s}_{i}" for s in "ab" for i in SIDE_INPUTS]}, **shared}
-    outputs = [comps[name] for name in OUTPUTS]
-    common = dict(inputs_kwargs=inputs, outputs=outputs, show_progress_on=[comps["pair_status"]])
-    step_btn.click(step, api_name="pair_step", trigger_mode="once", **common, **decode)
-    run_event = run_btn.click(run, api_name="pair_run", **common, **decode)
-    stop_btn.click(stop, outputs=outputs, cancels=[run_event], api_name="pair_stop", show_progress="hidden")
-    reset_btn.click(reset, outputs=outputs, cancels=[run_event], api_name="pair_reset", show_progress="hidden")
-    race_btn.click(race, outputs=outputs, api_name="pair_race", show_progress="hidden")
-    comps["cycle"].input(show_cycle, inputs=[comps["cycle"]], outputs=outputs, api_name="pair_show_cycle",
-                         trigger_mode="always_last", show_progress="hidden")
-    export_btn.click(export_pair, outputs=[export_file, comps["pair_status"]], api_name="pair_export",
-                     show_progress="hidden")
-    replay_file.upload(replay_pair, inputs=replay_file, outputs=outputs, api_name="pair_replay", show_progress="hidden")
+    comps["inputs"] = {**{k: comps.pop(k) for k in [f"{s}_{i}" for s in "ab" for i in SIDE_INPUTS]}, **shared}
+    comps.update(chooser=chooser, open_btn=open_btn, step_btn=step_btn, run_btn=run_btn, stop_btn=stop_btn,
+                 reset_btn=reset_btn, race_btn=race_btn, export_btn=export_btn, export_file=export_file,
+                 replay_file=replay_file)
+    return comps
+
+
+def wire(demo: gr.Blocks, tabs: gr.Tabs, c: dict, decode: dict) -> None:
+    """Connect the tab; `decode` is the model events' shared concurrency group, `tabs` the page's tabs
+    (a shared ?pair= link selects this one)."""
+    inputs = c["inputs"]
+    outputs = [c[name] for name in OUTPUTS]
+    common = dict(inputs_kwargs=inputs, outputs=outputs, show_progress_on=[c["pair_status"]])
+    c["step_btn"].click(step, api_name="pair_step", trigger_mode="once", **common, **decode)
+    run_event = c["run_btn"].click(run, api_name="pair_run", **common, **decode)
+    c["stop_btn"].click(stop, outputs=outputs, cancels=[run_event], api_name="pair_stop", show_progress="hidden")
+    c["reset_btn"].click(reset, outputs=outputs, cancels=[run_event], api_name="pair_reset", show_progress="hidden")
+    c["race_btn"].click(race, outputs=outputs, api_name="pair_race", show_progress="hidden")
+    c["cycle"].input(show_cycle, inputs=[c["cycle"]], outputs=outputs, api_name="pair_show_cycle",
+                     trigger_mode="always_last", show_progress="hidden")
+    c["export_btn"].click(export_pair, outputs=[c["export_file"], c["pair_status"]], api_name="pair_export",
+                          show_progress="hidden")
+    c["replay_file"].upload(replay_pair, inputs=c["replay_file"], outputs=outputs, api_name="pair_replay",
+                            show_progress="hidden")
     with_inputs = outputs + [inputs[k] for k in INPUTS]
-    open_btn.click(open_pair, inputs=[chooser], outputs=with_inputs, api_name="pair_open", show_progress="hidden")
-    chooser.input(open_pair, inputs=[chooser], outputs=with_inputs, show_progress="hidden", api_visibility="private")
+    c["open_btn"].click(open_pair, inputs=[c["chooser"]], outputs=with_inputs, api_name="pair_open",
+                        show_progress="hidden")
+    c["chooser"].input(open_pair, inputs=[c["chooser"]], outputs=with_inputs, show_progress="hidden",
+                       api_visibility="private")
     for side in "ab":
         wire_draft_follows_target(inputs, prefix=f"{side}_")
-    demo.load(from_link, outputs=[tabs, chooser, *with_inputs], queue=False, show_progress="hidden",
+    demo.load(from_link, outputs=[tabs, c["chooser"], *with_inputs], queue=False, show_progress="hidden",
               api_visibility="private")
     demo.unload(unload)
-    return {"inputs": inputs, "status": comps["pair_status"]}
 
 
 def wire_from_compare(compare: dict, tabs: gr.Tabs, inputs: dict, status) -> None:
