@@ -10,8 +10,8 @@
 
 Each is a script under scripts/assets/ that can also run alone with its own options. The results
 and the advice are timings: rebuild on a quiet machine. Run the tests afterwards (the recorded
-files are checked by tests/ui/shared/test_replay.py, tests/project/test_first_look.py and others). The trained draft head
-(assets/head/) is not rebuilt here: training it takes hours (docs/HEAD.md).
+files are checked by tests/ui/shared/test_replay.py, tests/project/test_first_look.py and others).
+The trained draft head (assets/head/) is not rebuilt here: training it takes hours (docs/HEAD.md).
 """
 from __future__ import annotations
 

@@ -220,7 +220,7 @@ def test_theory_handler_returns_the_targets_cost_profile_figure(fake_passes, mon
     (planner.verify_cost), through work.verify_cost, also when that runs in a forked worker and its
     result comes back pickled: its fourth output is that profile's figure, with the run's verify pass
     on it, the analysis's v_k is the profile's v(K+1), and the status says where the profile came from."""
-    from specviz.ui import theory
+    from specviz.ui import theory as theory_tab
     from specviz.ui.runtime import zerogpu
     from specviz.ui.runtime.state import MODELS
     from tests.helpers import fork_gpu
@@ -232,12 +232,12 @@ def test_theory_handler_returns_the_targets_cost_profile_figure(fake_passes, mon
     MODELS.put(spec, target)
     run = specviz.generate(target, PROMPT, method="pld", k=3, max_new_tokens=16, chat=False, plan=False)
     ar = specviz.generate(target, PROMPT, method="ar", max_new_tokens=16, chat=False)
-    monkeypatch.setattr(theory, "_main_run", lambda request: (spec, run, ar))
+    monkeypatch.setattr(theory_tab, "_main_run", lambda request: (spec, run, ar))
     if forked:
         zerogpu.use_backend(fork_gpu.GPU)
     try:
-        status, _figure, html, cost, _waterfall, _steps = theory.explain(theory.MAIN_RUN, None,
-                                                                          progress=lambda *a, **kw: None)
+        status, _figure, html, cost, _waterfall, _steps = theory_tab.explain(theory_tab.MAIN_RUN, None,
+                                                                              progress=lambda *a, **kw: None)
     finally:
         zerogpu.use_backend(None)
     assert "sv-status-ok" in status and "read from the cache" in status, status
