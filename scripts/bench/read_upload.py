@@ -3,25 +3,23 @@
 
 The trace is built to the caps: MAX_RUN_NODES draft nodes (512 cycles of a 64-deep chain), every
 node with p and q top lists, as many entries as keep the file under MAX_BYTES (16 MB), a 512-token
-run; it passes every tree rule. Run it from a checkout to time that checkout's reader:
+run; it passes every tree rule. It times the specviz it imports: to time another checkout's reader,
+put that checkout first on PYTHONPATH.
 
-    .venv/bin/python scripts/bench/read_upload.py            # this checkout
-    cd /tmp/before && /work/main/.venv/bin/python /path/to/read_upload.py   # another one
+    .venv/bin/python scripts/bench/read_upload.py --write /tmp/largest_trace.json
+    PYTHONPATH=. .venv/bin/python scripts/bench/read_upload.py --file /tmp/largest_trace.json
+    cd /tmp/before && PYTHONPATH=. /work/main/.venv/bin/python /path/to/read_upload.py --file /tmp/largest_trace.json
 
-It prints the file's size and the median, min and max seconds.
+It prints the reader it timed, the file's size and the median, min and max seconds.
 """
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import sys
 import time
 
-sys.path.insert(0, os.getcwd())  # the checkout it is run from, not the installed package
-
-from specviz.decoding import tracefile  # noqa: E402
-from specviz.decoding.trace import Alt, CycleTrace, NodeTrace, RunTrace  # noqa: E402
+from specviz.decoding import tracefile
+from specviz.decoding.trace import Alt, CycleTrace, NodeTrace, RunTrace
 
 CYCLES, DEPTH = 512, 64  # 32 768 nodes: MAX_RUN_NODES
 
@@ -77,7 +75,7 @@ def main() -> None:
         start = time.perf_counter()
         tracefile.loads(text)
         times.append(time.perf_counter() - start)
-    print(f"file {len(text) / 1e6:.2f} MB ({len(text)} bytes), {args.repeats} reads: median "
+    print(f"{tracefile.__file__}: file {len(text) / 1e6:.2f} MB ({len(text)} bytes), {args.repeats} reads: median "
           f"{statistics.median(times):.3f} s, min {min(times):.3f} s, max {max(times):.3f} s")
 
 
