@@ -3,89 +3,144 @@
 Names follow the papers: p is the target's probability of a token, q the draft's,
 `accept_prob` is min(1, p/q) and r the uniform draw it was compared with.
 Everything the views show is read from here; nothing is recomputed downstream.
+
+The dataclasses are also the schema of a trace file (decoding/tracefile.py): each field's annotation
+carries its bounds, the caps below, and pydantic validates an uploaded file against them
+(decoding/upload.py). A new field is written by `to_dict` and read back from its one annotation.
 """
 from __future__ import annotations
 
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, with_config
+from typing_extensions import TypedDict
 
 from specviz.decoding import speed
+from specviz.decoding.settings import MAX_K
+from specviz.decoding.upload import PLAIN, UPLOAD, UPLOAD_OPEN, entries, items, number, text, whole
 
 # Status of a draft node after verification.
 ACCEPTED, REJECTED, NOT_REACHED = "accepted", "rejected", "not_reached"
 # Origin of a committed token.
 FROM_DRAFT, RESAMPLED, BONUS, TARGET = "draft", "resampled", "bonus", "target"
 
+# Caps for a file a visitor uploads (docs/UPLOADS.md): the engine's own maximum K, and sizes well
+# above any run the app or the command line records, so that reading and drawing stay bounded.
+MAX_CYCLES = 8192  # a cycle commits at least one token
+MAX_NEW_TOKENS = 8192
+MAX_PROMPT_IDS = 65536
+MAX_NODES = 512  # draft nodes in one cycle (LogitSpec caps its trees near 64)
+MAX_RUN_NODES = 32768  # draft nodes in the whole run (decoding/tracefile.py counts them)
+MAX_TOP = 64  # entries of a p/q/residual top list (the recorder writes 5)
+MAX_TOKEN_ID = 2 ** 20 - 1  # above every vocabulary SpecViz loads (Gemma 3: 262 144)
+MAX_TOKEN_TEXT = 256  # characters of one token's text
+MAX_TEXT = 1_000_000  # characters of a run's text, or of a prompt in settings or meta
+MAX_SECONDS = 1e6
+MAX_RUNS_SHARED = 100_000  # runs in one verify pass, or beside one cycle
+# Names a run written before 2026-12-05 may carry, and the ones that replaced them (docs/GLOSSARY.md,
+# "Retired names"): runs sharing a pass are "shared", runs overlapping in time "concurrent". A file that
+# carries one is read through renamed() below (decoding/tracefile.py).
+OLD_CYCLE_NAMES = {"beside": "concurrent", "verify_shared": "shared_by"}
+OLD_METRIC_NAMES = {"cycles_beside_others": "cycles_concurrent", "most_beside": "most_concurrent"}
+OLD_SETTING_NAMES = {"batch_verify": "share_passes"}
 
+
+# The annotations' bounded types (upload.py's helpers; named here, since a field called `text`
+# would hide the helper inside a class).
+TOKEN = whole(0, MAX_TOKEN_ID)
+TOKEN_TEXT = text(MAX_TOKEN_TEXT)
+PROB = number(0.0, 1.0 + 1e-6)  # float32 softmax may round a hair above 1
+SECONDS = number(0.0, MAX_SECONDS)
+NODE_INDEX = whole(0, MAX_NODES - 1)
+PARENT = whole(-1, MAX_NODES - 1)
+DEPTH = whole(1, MAX_K)
+STATUS = Literal[ACCEPTED, REJECTED, NOT_REACHED]
+ORIGIN = Literal[FROM_DRAFT, RESAMPLED, BONUS, TARGET]
+NEW_KIND = Literal[RESAMPLED, BONUS, TARGET]
+CACHE = entries(whole(0, MAX_PROMPT_IDS + MAX_NEW_TOKENS + MAX_NODES), 8, key=text(32))
+SERVED = entries(PLAIN, 16, key=text(64))
+SOURCE = text(64)
+NODE_COUNT = whole(0, MAX_NODES)
+
+
+@with_config(UPLOAD)
 @dataclass
 class Alt:
     """One entry of a distribution's top list: token id, its text, its probability."""
-    token: int
-    text: str
-    prob: float
+    token: TOKEN
+    text: TOKEN_TEXT
+    prob: PROB
 
 
+TOP = items(Alt, MAX_TOP)
+
+
+@with_config(UPLOAD)
 @dataclass
 class NodeTrace:
     """One draft token as verification saw it."""
-    index: int
-    token: int
-    text: str
-    parent: int  # -1: child of the last committed token
-    depth: int  # 1 for the first draft position
-    q: float | None = None  # draft probability of `token`; None for a deterministic draft
-    p: float | None = None  # target probability of `token` (after siblings were removed)
-    accept_prob: float | None = None  # min(1, p/q); p itself for a deterministic draft
-    r: float | None = None  # the uniform draw; None under greedy decoding
-    status: str = NOT_REACHED
-    p_top: list[Alt] = field(default_factory=list)
-    q_top: list[Alt] = field(default_factory=list)
+    index: NODE_INDEX
+    token: TOKEN
+    text: TOKEN_TEXT
+    parent: PARENT  # -1: child of the last committed token
+    depth: DEPTH  # 1 for the first draft position
+    q: PROB | None = None  # draft probability of `token`; None for a deterministic draft
+    p: PROB | None = None  # target probability of `token` (after siblings were removed)
+    accept_prob: PROB | None = None  # min(1, p/q); p itself for a deterministic draft
+    r: PROB | None = None  # the uniform draw; None under greedy decoding
+    status: STATUS = NOT_REACHED
+    p_top: TOP = field(default_factory=list)
+    q_top: TOP = field(default_factory=list)
     # who proposed it (tree.Source as plain fields; viz/ words it): a SourceKind value such as
     # "lookup", "root", "candidate" or "head", the branch (LogitSpec's candidate number, or a greedy
     # head tree node's rank among its siblings), a candidate's logit rank, the n-gram match length.
     # Files from before these fields carry a label in `source`.
-    source: str = ""
-    branch: int = 0
-    rank: int | None = None
-    ngram: int | None = None
+    source: SOURCE = ""
+    branch: whole(-1, MAX_NODES) = 0
+    rank: whole(-1, MAX_TOKEN_ID) | None = None
+    ngram: whole(0, 1024) | None = None
 
 
+@with_config(UPLOAD)
 @dataclass
 class CycleTrace:
     """One propose → verify → commit → roll back cycle."""
-    index: int
-    k: int  # the lookahead this cycle was allowed
-    nodes: list[NodeTrace] = field(default_factory=list)
-    accepted: list[int] = field(default_factory=list)  # node indices on the accepted path
-    rejected: int | None = None  # node whose rejection ended the path
-    residual_top: list[Alt] = field(default_factory=list)  # distribution the replacement came from
+    index: whole(0, MAX_CYCLES - 1)
+    k: whole(0, MAX_K)  # the lookahead this cycle was allowed
+    nodes: items(NodeTrace, MAX_NODES) = field(default_factory=list)
+    accepted: items(NODE_INDEX, MAX_K) = field(default_factory=list)  # node indices on the accepted path
+    rejected: NODE_INDEX | None = None  # node whose rejection ended the path
+    residual_top: TOP = field(default_factory=list)  # distribution the replacement came from
     new_token: Alt | None = None  # resampled or bonus token (or the plain step's token)
-    new_kind: str = TARGET  # RESAMPLED, BONUS or TARGET (no draft)
-    committed: list[int] = field(default_factory=list)
-    committed_text: list[str] = field(default_factory=list)
-    origins: list[str] = field(default_factory=list)  # per committed token
-    cache_before: dict[str, int] = field(default_factory=dict)
-    cache_after: dict[str, int] = field(default_factory=dict)
-    draft_s: float = 0.0
-    verify_s: float = 0.0
-    other_s: float = 0.0
+    new_kind: NEW_KIND = TARGET  # RESAMPLED, BONUS or TARGET (no draft)
+    committed: items(TOKEN, MAX_K + 1) = field(default_factory=list)
+    committed_text: items(TOKEN_TEXT, MAX_K + 1) = field(default_factory=list)
+    origins: items(ORIGIN, MAX_K + 1) = field(default_factory=list)  # per committed token
+    cache_before: CACHE = field(default_factory=dict)
+    cache_after: CACHE = field(default_factory=dict)
+    draft_s: SECONDS = 0.0
+    verify_s: SECONDS = 0.0
+    other_s: SECONDS = 0.0
     # the verify pass: how many runs' requests it answered (1: this run's alone), and its own
     # wall time; verify_s is this run's wait for it, which is longer when it queued behind another
-    shared_by: int = 1
-    verify_pass_s: float | None = None
-    concurrent: int = 0  # the most other runs' cycles that ran in this process during this one (0: alone)
+    shared_by: whole(1, MAX_RUNS_SHARED) = 1
+    verify_pass_s: SECONDS | None = None
+    # the most other runs' cycles that ran in this process during this one (0: alone)
+    concurrent: whole(0, MAX_RUNS_SHARED) = 0
     # a served target (vLLM): what the server reported for this pass (prompts, prompt_tokens,
     # cached_tokens, seconds); None for a model in this process
-    served: dict | None = None
-    elapsed_s: float = 0.0  # prefill plus decode time at the end of this cycle (cache rebuilds excluded)
-    total_tokens: int = 0  # new tokens committed so far, this cycle included
+    served: SERVED | None = None
+    elapsed_s: SECONDS = 0.0  # prefill plus decode time at the end of this cycle (cache rebuilds excluded)
+    total_tokens: whole(0, MAX_NEW_TOKENS) = 0  # new tokens committed so far, this cycle included
     retrieval_hit: bool | None = None  # retrieval proposers: did a lookup find anything
-    offered: int | None = None  # nodes the proposer offered; `nodes` are those worth a verify pass
+    offered: whole(0, 1_000_000) | None = None  # nodes the proposer offered; `nodes` are those worth a verify pass
     greedy: bool = True
-    priced_batch: int = 1  # the runs the planner priced this cycle's verify pass for (pricing/batch_costs.py)
-    sent_alone: int | None = None  # at priced_batch > 1: the nodes it would have sent to a pass of its own
+    # the runs the planner priced this cycle's verify pass for (pricing/batch_costs.py)
+    priced_batch: whole(1, MAX_RUNS_SHARED) = 1
+    sent_alone: NODE_COUNT | None = None  # at priced_batch > 1: the nodes it would have sent to a pass of its own
 
     @property
     def drafted(self) -> int:
@@ -96,20 +151,57 @@ class CycleTrace:
         return len(self.accepted)
 
 
+# A run's settings and metrics are dicts (RunSettings.to_dict, summarize below), so their schema is
+# a TypedDict: the keys a view reads, bounded, and up to 64 others of any small value (PLAIN).
+@with_config(UPLOAD_OPEN)
+class Settings(TypedDict, total=False, extra_items=PLAIN):
+    target: text(200) | None
+    draft: text(200) | None
+    method: text(64) | None
+    k: whole(0, MAX_K) | None
+    temperature: number(0.0, 100.0) | None
+    top_p: number(0.0, 1.0) | None
+    seed: whole(-2 ** 63, 2 ** 64) | None
+    max_new_tokens: whole(0, 10 ** 9) | None
+    prompt: text(MAX_TEXT) | None
+
+
+COUNT = Annotated[int | float, Field(ge=0, le=1e12)]  # a count or seconds: an int stays an int
+RATE = number(0.0, 1.0 + 1e-6)
+_COUNTS = ("new_tokens", "prefill_s", "decode_s", "rebuild_s", "rebuilds", "tokens_per_s", "cycles",
+           "mean_accepted_tokens", "drafted_tokens", "accepted_tokens", "draft_s", "verify_s", "other_s",
+           "cycles_concurrent", "most_concurrent", "shared_passes", "most_shared", "served_requests",
+           "served_prompt_tokens", "served_cached_tokens", "sent_per_cycle")
+_RATES = ("acceptance_rate", "retrieval_success", "cycles_sent_share")
+Metrics = with_config(UPLOAD_OPEN)(TypedDict("Metrics", {
+    **{key: COUNT | None for key in _COUNTS},
+    **{key: RATE | None for key in _RATES},
+    "acceptance_by_position": items(RATE | None, MAX_K), "reach_by_position": items(RATE | None, MAX_K),
+    "served_by": text(200) | None, "served_top_k": whole(0, MAX_TOKEN_ID) | None,
+}, total=False, extra_items=PLAIN))
+SETTINGS = Annotated[Settings, Field(max_length=len(Settings.__annotations__) + 64)]
+METRICS = Annotated[Metrics, Field(max_length=len(Metrics.__annotations__) + 64)]
+NEW_TOKENS = items(TOKEN, MAX_NEW_TOKENS)
+RUN_TEXT = text(MAX_TEXT)
+METHOD = text(64)
+CYCLE_NUMBER = whole(-1, MAX_CYCLES - 1)
+
+
+@with_config(UPLOAD_OPEN)
 @dataclass
 class RunTrace:
-    """A whole run: settings, tokens, text, cycles and metrics."""
-    method: str
-    settings: dict[str, Any] = field(default_factory=dict)
-    prompt_ids: list[int] = field(default_factory=list)
-    token_ids: list[int] = field(default_factory=list)  # new tokens only
-    text: str = ""
-    token_texts: list[str] = field(default_factory=list)  # per new token, as the tokenizer decodes it alone
-    origins: list[str] = field(default_factory=list)  # per new token
-    cycle_of: list[int] = field(default_factory=list)  # per new token, -1 for the prefill token
-    cycles: list[CycleTrace] = field(default_factory=list)
-    metrics: dict[str, Any] = field(default_factory=dict)
-    prefill_s: float = 0.0
+    """A whole run: settings, tokens, text, cycles and metrics (a file's other fields are ignored)."""
+    method: METHOD
+    settings: SETTINGS = field(default_factory=dict)
+    prompt_ids: items(TOKEN, MAX_PROMPT_IDS) = field(default_factory=list)
+    token_ids: NEW_TOKENS = field(default_factory=list)  # new tokens only
+    text: RUN_TEXT = ""
+    token_texts: items(TOKEN_TEXT, MAX_NEW_TOKENS) = field(default_factory=list)  # per new token, decoded alone
+    origins: items(ORIGIN, MAX_NEW_TOKENS) = field(default_factory=list)  # per new token
+    cycle_of: items(CYCLE_NUMBER, MAX_NEW_TOKENS) = field(default_factory=list)  # per new token, -1: the prefill
+    cycles: items(CycleTrace, MAX_CYCLES) = field(default_factory=list)
+    metrics: METRICS = field(default_factory=dict)
+    prefill_s: SECONDS = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -127,13 +219,6 @@ class RunTrace:
     @classmethod
     def from_json(cls, s: str) -> "RunTrace":
         return cls.from_dict(json.loads(s))
-
-
-# Names a run written before 2026-12-05 may carry, and the ones that replaced them (docs/GLOSSARY.md,
-# "Retired names"): runs sharing a pass are "shared", runs overlapping in time "concurrent".
-OLD_CYCLE_NAMES = {"beside": "concurrent", "verify_shared": "shared_by"}
-OLD_METRIC_NAMES = {"cycles_beside_others": "cycles_concurrent", "most_beside": "most_concurrent"}
-OLD_SETTING_NAMES = {"batch_verify": "share_passes"}
 
 
 def _renamed_keys(d, names: dict[str, str]):

@@ -10,127 +10,80 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from specviz.decoding.schema import (
-    Bool,
-    Int,
-    ListOf,
-    MapOf,
-    Num,
-    Obj,
-    Plain,
-    SchemaError,
-    Text,
-    check,
-    enforced,
-    parse_json,
-    shown,
-)
-from specviz.decoding.settings import MAX_K
+from pydantic import Field, with_config
+from typing_extensions import TypedDict
+
 from specviz.decoding.trace import (
-    ACCEPTED,
-    BONUS,
-    FROM_DRAFT,
-    NOT_REACHED,
-    REJECTED,
-    RESAMPLED,
-    TARGET,
+    MAX_CYCLES,
+    MAX_RUN_NODES,
+    MAX_TEXT,
+    MAX_TOKEN_ID,
+    OLD_CYCLE_NAMES,
+    OLD_METRIC_NAMES,
+    OLD_SETTING_NAMES,
+    Alt,
+    CycleTrace,
     RunTrace,
     renamed,
     summarize,
 )
+from specviz.decoding.upload import PLAIN, UPLOAD_OPEN, Reader, enforced, shown, text, whole
 
 FORMAT, VERSION = "specviz-trace", 1
 PAIR_FORMAT = "specviz-pair"  # Side by side's export: two trace documents, "a" and "b"
 SPECVIZ_VERSION = "0.1.0"  # the package's version (pyproject.toml), written into exported files
-MAX_BYTES = 16 * 1024 * 1024  # a 512-token run with 64-node trees is a few MB; more is not a trace (README, "Uploads")
-
-# Caps for a file a visitor uploads (README, "Uploads"): the engine's own maximum K, and sizes well
-# above any run the app or the command line records, so that reading and drawing stay bounded.
-MAX_CYCLES = 8192  # a cycle commits at least one token
-MAX_NEW_TOKENS = 8192
-MAX_PROMPT_IDS = 65536
-MAX_NODES = 512  # draft nodes in one cycle (LogitSpec caps its trees near 64)
-MAX_RUN_NODES = 32768  # draft nodes in the whole run
-MAX_TOP = 64  # entries of a p/q/residual top list (the recorder writes 5)
-MAX_TOKEN_ID = 2 ** 20 - 1  # above every vocabulary SpecViz loads (Gemma 3: 262 144)
-MAX_TOKEN_TEXT = 256  # characters of one token's text
-MAX_TEXT = 1_000_000  # characters of a run's text, or of a prompt in settings or meta
-MAX_SECONDS = 1e6
-MAX_RUNS_SHARED = 100_000  # runs in one verify pass, or beside one cycle
+MAX_BYTES = 16 * 1024 * 1024  # a 512-token run with 64-node trees is a few MB; more is not a trace (docs/UPLOADS.md)
 KNOWN_VOCAB = {"bundled": 49152}  # targets whose vocabulary is known without loading them
-
-ORIGINS = (FROM_DRAFT, RESAMPLED, BONUS, TARGET)
-PROB = Num(0.0, 1.0 + 1e-6, null=True)  # float32 softmax may round a hair above 1
-SECONDS = Num(0.0, MAX_SECONDS)
-TOKEN = Int(0, MAX_TOKEN_ID)
-TOKEN_TEXT = Text(MAX_TOKEN_TEXT)
-ALT = Obj({"token": (TOKEN, True), "text": (TOKEN_TEXT, True), "prob": (Num(0.0, 1.0 + 1e-6), True)})
-TOP = ListOf(ALT, MAX_TOP)
-NODE = Obj({"index": (Int(0, MAX_NODES - 1), True), "token": (TOKEN, True), "text": (TOKEN_TEXT, True),
-            "parent": (Int(-1, MAX_NODES - 1), True), "depth": (Int(1, MAX_K), True), "q": (PROB, False),
-            "p": (PROB, False), "accept_prob": (PROB, False), "r": (PROB, False),
-            "status": (Text(16, choices=(ACCEPTED, REJECTED, NOT_REACHED)), False),
-            "p_top": (TOP, False), "q_top": (TOP, False), "source": (Text(64), False),
-            "branch": (Int(-1, MAX_NODES), False), "rank": (Int(-1, MAX_TOKEN_ID, null=True), False),
-            "ngram": (Int(0, 1024, null=True), False)})
-CACHE = MapOf(Int(0, MAX_PROMPT_IDS + MAX_NEW_TOKENS + MAX_NODES), 8, key_len=32)
-CYCLE = Obj({"index": (Int(0, MAX_CYCLES - 1), True), "k": (Int(0, MAX_K), True),
-             "nodes": (ListOf(NODE, MAX_NODES, label="node"), True),
-             "accepted": (ListOf(Int(0, MAX_NODES - 1), MAX_K), False),
-             "rejected": (Int(0, MAX_NODES - 1, null=True), False),
-             "residual_top": (TOP, False), "new_token": (Obj(ALT.fields, null=True), False),
-             "new_kind": (Text(16, choices=(RESAMPLED, BONUS, TARGET)), False),
-             "committed": (ListOf(TOKEN, MAX_K + 1), False), "committed_text": (ListOf(TOKEN_TEXT, MAX_K + 1), False),
-             "origins": (ListOf(Text(16, choices=ORIGINS), MAX_K + 1), False),
-             "cache_before": (CACHE, False), "cache_after": (CACHE, False),
-             "draft_s": (SECONDS, False), "verify_s": (SECONDS, False), "other_s": (SECONDS, False),
-             "shared_by": (Int(1, MAX_RUNS_SHARED), False),
-             "verify_pass_s": (Num(0.0, MAX_SECONDS, null=True), False),
-             "concurrent": (Int(0, MAX_RUNS_SHARED), False),
-             "served": (MapOf(Plain(), 16, key_len=64, null=True), False),
-             "elapsed_s": (SECONDS, False), "total_tokens": (Int(0, MAX_NEW_TOKENS), False),
-             "retrieval_hit": (Bool(null=True), False), "offered": (Int(0, 1_000_000, null=True), False),
-             "greedy": (Bool(), False), "priced_batch": (Int(1, MAX_RUNS_SHARED), False),
-             "sent_alone": (Int(0, MAX_NODES, null=True), False)})
-COUNT = Num(0, 1e12, null=True)
-RATE = Num(0.0, 1.0 + 1e-6, null=True)
-METRICS = Obj({**{key: (COUNT, False) for key in (
-    "new_tokens", "prefill_s", "decode_s", "rebuild_s", "rebuilds", "tokens_per_s", "cycles", "mean_accepted_tokens",
-    "drafted_tokens", "accepted_tokens", "draft_s", "verify_s", "other_s", "cycles_concurrent", "most_concurrent",
-    "shared_passes", "most_shared", "served_requests", "served_prompt_tokens", "served_cached_tokens",
-    "sent_per_cycle")},
-    "acceptance_rate": (RATE, False), "retrieval_success": (RATE, False), "cycles_sent_share": (RATE, False),
-    "acceptance_by_position": (ListOf(RATE, MAX_K), False), "reach_by_position": (ListOf(RATE, MAX_K), False),
-    "served_by": (Text(200, null=True), False), "served_top_k": (Int(0, MAX_TOKEN_ID, null=True), False)},
-    extra=64)
-SETTINGS = Obj({"target": (Text(200, null=True), False), "draft": (Text(200, null=True), False),
-                "method": (Text(64, null=True), False), "k": (Int(0, MAX_K, null=True), False),
-                "temperature": (Num(0.0, 100.0, null=True), False), "top_p": (Num(0.0, 1.0, null=True), False),
-                "seed": (Int(-2 ** 63, 2 ** 64, null=True), False),
-                "max_new_tokens": (Int(0, 10 ** 9, null=True), False), "prompt": (Text(MAX_TEXT, null=True), False)},
-               extra=64)
-RUN = Obj({"method": (Text(64), True), "cycles": (ListOf(CYCLE, MAX_CYCLES, label="cycle"), True),
-           "settings": (SETTINGS, False), "prompt_ids": (ListOf(TOKEN, MAX_PROMPT_IDS), False),
-           "token_ids": (ListOf(TOKEN, MAX_NEW_TOKENS), False), "text": (Text(MAX_TEXT), False),
-           "token_texts": (ListOf(TOKEN_TEXT, MAX_NEW_TOKENS), False),
-           "origins": (ListOf(Text(16, choices=ORIGINS), MAX_NEW_TOKENS), False),
-           "cycle_of": (ListOf(Int(-1, MAX_CYCLES - 1), MAX_NEW_TOKENS), False),
-           "metrics": (METRICS, False), "prefill_s": (SECONDS, False)}, extra=64)
-META = Obj({"prompt": (Text(MAX_TEXT, null=True), False), "focus_cycle": (Int(0, MAX_CYCLES - 1, null=True), False)},
-           extra=64)
 
 
 class TraceFileError(ValueError):
     """A file that is not a readable SpecViz trace; the message says where and why."""
 
 
+# A file's meta (when and where it was recorded) is a dict: the keys a view reads, and 64 others.
+@with_config(UPLOAD_OPEN)
+class Meta(TypedDict, total=False, extra_items=PLAIN):
+    prompt: text(MAX_TEXT) | None
+    focus_cycle: whole(0, MAX_CYCLES - 1) | None
+
+
+META = Annotated[Meta, Field(max_length=len(Meta.__annotations__) + 64)]
+
+
+@with_config(UPLOAD_OPEN)
 @dataclass
 class TraceFile:
+    """A trace document: as the file holds it, less its format and version (checked before)."""
     run: RunTrace
     ar: RunTrace | None = None  # the measured plain run of the same prompt, if there was one
-    meta: dict[str, Any] = field(default_factory=dict)  # when and where it was recorded
+    meta: META = field(default_factory=dict)  # when and where it was recorded
+
+
+@with_config(UPLOAD_OPEN)
+@dataclass
+class _Side(TraceFile):
+    """One side of a Side by side file: a trace document, its format and version checked with it."""
+    format: Literal[FORMAT] = FORMAT
+    version: whole(0, VERSION) = VERSION
+
+
+@with_config(UPLOAD_OPEN)
+@dataclass
+class _Pair:
+    """A Side by side file, less its format and version (checked before)."""
+    a: _Side
+    b: _Side
+    meta: META = field(default_factory=dict)
+
+
+@with_config(UPLOAD_OPEN)
+class _Head(TypedDict, total=False):
+    """What says which kind of document a file is; the rest of it is not read here."""
+    format: Any
+    version: Any
+    method: Any
 
 
 def dumps(run: RunTrace, ar: RunTrace | None = None, meta: dict | None = None, **kw) -> str:
@@ -164,145 +117,172 @@ def _read_bytes(path: str | Path) -> bytes:
     return path.read_bytes()
 
 
-def _parse(text: str | bytes) -> Any:
-    """The JSON document in text, within the size cap; every failure a TraceFileError."""
+def _text(text: str | bytes) -> str | bytes:
+    """The JSON text within the size cap, as UTF-8; every failure a TraceFileError."""
     if len(text) > MAX_BYTES and enforced():
         raise TraceFileError(f"The file is {len(text) / 1e6:.0f} MB; a SpecViz trace is at most "
                              f"{MAX_BYTES / 1e6:.0f} MB.")
     if isinstance(text, bytes):
         try:
-            text = text.decode("utf-8")
+            text.decode("utf-8")
         except UnicodeDecodeError:
             raise TraceFileError("The file is not text (UTF-8): choose a .json trace exported by SpecViz.") from None
     if not text.strip():
         raise TraceFileError("The file is empty: choose a .json trace exported by SpecViz.")
-    return parse_json(text, "a SpecViz trace", TraceFileError)
+    return text
 
 
-def _versioned(doc: dict, what: str) -> dict:
-    """doc's meta, after checking its version and meta against the schema."""
-    version = doc.get("version")
+_WHAT = "a SpecViz trace"
+_HEAD = Reader(_Head, {(): "The file"}, _WHAT, TraceFileError)
+_BARE = Reader(RunTrace, {(): "The run"}, _WHAT, TraceFileError)
+_DOC = Reader(TraceFile, {(): "The file", ("run",): "The run", ("ar",): "The AR baseline"}, _WHAT, TraceFileError)
+_PAIR = Reader(_Pair, {(): "The file", **{k: v for s in "ab" for k, v in (
+    ((s,), f"Side {s.upper()}: The file"), ((s, "run"), f"Side {s.upper()}: The run"),
+    ((s, "ar"), f"Side {s.upper()}: The AR baseline"))}}, _WHAT, TraceFileError)
+_NOT_A_TRACE = ('This JSON is not a SpecViz trace: expected an exported run ("format": '
+                f'"{FORMAT}") or a run with "method" and "cycles" (python -m specviz generate --json).')
+_OLD_NAMES = [f'"{k}"'.encode() for k in (*OLD_CYCLE_NAMES, *OLD_METRIC_NAMES, *OLD_SETTING_NAMES)]
+
+
+def _head(text: str | bytes) -> dict:
+    """The document's format, version and method, if it is a JSON object; else a TraceFileError."""
+    try:
+        return _HEAD(text)
+    except TraceFileError as e:
+        if str(e).startswith("The file:"):  # valid JSON, but not an object
+            raise TraceFileError(_NOT_A_TRACE) from None
+        raise
+
+
+def _version(head: dict, what: str) -> None:
+    version = head.get("version")
     if not isinstance(version, int) or isinstance(version, bool) or version > VERSION:
         raise TraceFileError(f"This {what} has format version {shown(version)}; this SpecViz reads "
                              f"version {VERSION}. Update SpecViz, or export the run again.")
-    meta = doc.get("meta")
-    try:
-        check(meta if meta is not None else {}, META, "The file", "meta")
-    except SchemaError as e:
-        raise TraceFileError(str(e)) from None
-    return meta or {}
 
 
-def _document(doc: Any) -> TraceFile:
-    if isinstance(doc, dict) and doc.get("format") == FORMAT:
-        meta, ar = _versioned(doc, "trace"), doc.get("ar")
-        return TraceFile(_run(doc.get("run"), "run"), None if ar is None else _run(ar, "AR baseline"), meta)
-    if isinstance(doc, dict) and "cycles" in doc and "method" in doc:
-        return TraceFile(_run(doc, "run"))
-    if isinstance(doc, dict) and doc.get("format") == PAIR_FORMAT:
-        raise TraceFileError("This is a Side by side file (two runs): replay it in the Side by side tab.")
-    raise TraceFileError('This JSON is not a SpecViz trace: expected an exported run ("format": '
-                         f'"{FORMAT}") or a run with "method" and "cycles" (python -m specviz generate --json).')
+def _upgraded(text: str | bytes, runs) -> str | bytes:
+    """A file written before the names changed, with today's names (docs/GLOSSARY.md, "Retired names"); `runs`
+    picks the document's runs out of it. Others are returned as they are, unread."""
+    raw = text.encode() if isinstance(text, str) else text
+    if not any(name in raw for name in _OLD_NAMES):
+        return text
+    doc = json.loads(raw)
+    for holder, key in runs(doc):
+        if isinstance(holder, dict) and isinstance(holder.get(key), dict):
+            holder[key] = renamed(holder[key])
+    return json.dumps(doc, ensure_ascii=False)
+
+
+def _sides(doc: dict):
+    return [(doc, "run"), (doc, "ar")]
 
 
 def loads(text: str | bytes) -> TraceFile:
-    """Parse and check a trace document (or a bare RunTrace) against the bounded schema."""
-    return _document(_parse(text))
+    """Parse and check a trace document (or a bare RunTrace): its bounded schema, then its tree rules."""
+    text = _text(text)
+    head = _head(text)
+    if head.get("format") == FORMAT:
+        _version(head, "trace")
+        trace = _DOC(_upgraded(text, _sides))
+        return TraceFile(_run(trace.run, "run"), None if trace.ar is None else _run(trace.ar, "AR baseline"),
+                         dict(trace.meta))
+    if head.get("format") == PAIR_FORMAT:
+        raise TraceFileError("This is a Side by side file (two runs): replay it in the Side by side tab.")
+    if "format" not in head and "method" in head:
+        return TraceFile(_run(_BARE(_upgraded(text, lambda d: [({"run": d}, "run")])), "run"))
+    raise TraceFileError(_NOT_A_TRACE)
 
 
 def loads_pair(text: str | bytes) -> tuple[TraceFile, TraceFile, dict]:
     """Parse and check a Side by side export: (A, B, meta), each side checked as Decode's file is."""
-    doc = _parse(text)
-    if not isinstance(doc, dict) or doc.get("format") != PAIR_FORMAT:
+    text = _text(text)
+    head = _head(text)
+    if head.get("format") != PAIR_FORMAT:
         raise TraceFileError(f'This JSON is not a Side by side file ("format": "{PAIR_FORMAT}"); a single '
                              "run replays in the Decode tab.")
-    meta = _versioned(doc, "Side by side file")
+    _version(head, "Side by side file")
+    pair = _PAIR(_upgraded(text, lambda d: [x for s in "ab" if isinstance(d.get(s), dict) for x in _sides(d[s])]))
     sides = []
-    for name in ("a", "b"):
+    for name, side in (("A", pair.a), ("B", pair.b)):
         try:
-            sides.append(_document(doc.get(name)))
+            sides.append(TraceFile(_run(side.run, "run"), None if side.ar is None else _run(side.ar, "AR baseline"),
+                                   dict(side.meta)))
         except TraceFileError as e:
-            raise TraceFileError(f"Side {name.upper()}: {e}") from None
-    return sides[0], sides[1], meta
+            raise TraceFileError(f"Side {name}: {e}") from None
+    return sides[0], sides[1], dict(pair.meta)
 
 
-def _cycle_rules(c: dict, where: str, run_len: int | None, vocab: int) -> None:
+def _cycle_rules(c: CycleTrace, where: str, run_len: int | None, vocab: int) -> None:
     """What the schema cannot say alone: the tree's shape, the accepted path, sizes that must agree."""
-    nodes = c["nodes"]
+    nodes = c.nodes
     for i, n in enumerate(nodes):
         here = f"{where}, node {i}"
-        if n["index"] != i or not -1 <= n["parent"] < i:
+        if n.index != i or not -1 <= n.parent < i:
             raise TraceFileError(f"{here}: nodes must be numbered 0, 1, … with each parent before its child.")
-        depth = 1 if n["parent"] < 0 else nodes[n["parent"]]["depth"] + 1
-        if n["depth"] != depth:
+        depth = 1 if n.parent < 0 else nodes[n.parent].depth + 1
+        if n.depth != depth:
             raise TraceFileError(f"{here}: 'depth' must be one more than its parent's ({depth}), "
-                                 f"got {shown(n['depth'])}.")
+                                 f"got {shown(n.depth)}.")
         for key in ("p_top", "q_top"):
-            _tokens_below(n.get(key, []), vocab, f"{here}, '{key}'")
-        _tokens_below([n], vocab, here)
-    accepted, rejected = list(c.get("accepted", [])), c.get("rejected")
+            _tokens_below(getattr(n, key), vocab, f"{here}, '{key}'")
+        if n.token >= vocab:
+            raise TraceFileError(f"{here}: a token id is at or above the vocabulary size {vocab}.")
+    accepted, rejected = c.accepted, c.rejected
     refs = accepted + ([rejected] if rejected is not None else [])
     if any(not 0 <= i < len(nodes) for i in refs):
         raise TraceFileError(f"{where}: 'accepted' and 'rejected' must name nodes of this cycle (0–{len(nodes) - 1}).")
-    path_ok = all(nodes[a]["parent"] == (accepted[j - 1] if j else -1) for j, a in enumerate(accepted))
-    if not path_ok or (rejected is not None and nodes[rejected]["parent"] != (accepted[-1] if accepted else -1)):
+    path_ok = all(nodes[a].parent == (accepted[j - 1] if j else -1) for j, a in enumerate(accepted))
+    if not path_ok or (rejected is not None and nodes[rejected].parent != (accepted[-1] if accepted else -1)):
         raise TraceFileError(f"{where}: 'accepted' must be a path down the tree from its root, and 'rejected' "
                              "a child of its last node.")
-    committed = c.get("committed", [])
+    committed = c.committed
     for key in ("committed_text", "origins"):
-        if key in c and len(c[key]) not in (0, len(committed)):
+        if len(getattr(c, key)) not in (0, len(committed)):
             raise TraceFileError(f"{where}: '{key}' must have one entry per committed token ({len(committed)}).")
     if any(t >= vocab for t in committed):
         raise TraceFileError(f"{where}: 'committed' holds a token id at or above the vocabulary size {vocab}.")
-    _tokens_below(c.get("residual_top", []), vocab, f"{where}, 'residual_top'")
-    if c.get("new_token"):
-        _tokens_below([c["new_token"]], vocab, f"{where}, 'new_token'")
+    _tokens_below(c.residual_top, vocab, f"{where}, 'residual_top'")
+    if c.new_token:
+        _tokens_below([c.new_token], vocab, f"{where}, 'new_token'")
     if run_len is not None and enforced():
         bound = run_len + len(nodes)
         for key in ("cache_before", "cache_after"):
-            if any(v > bound for v in c.get(key, {}).values()):
+            if any(v > bound for v in getattr(c, key).values()):
                 raise TraceFileError(f"{where}: '{key}' holds a cache longer than the run's prompt, tokens and "
                                      f"draft ({bound}).")
 
 
-def _tokens_below(alts: list[dict], vocab: int, where: str) -> None:
-    if any(a["token"] >= vocab for a in alts):
+def _tokens_below(alts: list[Alt], vocab: int, where: str) -> None:
+    if any(a.token >= vocab for a in alts):
         raise TraceFileError(f"{where}: a token id is at or above the vocabulary size {vocab}.")
 
 
-def _run(d, what: str) -> RunTrace:
-    if isinstance(d, dict):
-        d = renamed(d)  # a file written before the names changed reads as before
-    try:
-        check(d, RUN, f"The {what}")
-    except SchemaError as e:
-        raise TraceFileError(str(e)) from None
-    cycles = d["cycles"]
+def _run(run: RunTrace, what: str) -> RunTrace:
+    """run, after what its schema cannot say alone: sizes that must agree, the tree rules of each cycle."""
+    cycles = run.cycles
     if not cycles:
         raise TraceFileError(f"The {what} has no cycles: there is nothing to replay.")
-    if sum(len(c["nodes"]) for c in cycles) > MAX_RUN_NODES and enforced():
+    if sum(len(c.nodes) for c in cycles) > MAX_RUN_NODES and enforced():
         raise TraceFileError(f"The {what} has more than {MAX_RUN_NODES} draft nodes in all; a SpecViz trace has fewer.")
-    target = (d.get("settings") or {}).get("target")
+    target = run.settings.get("target")
     vocab = KNOWN_VOCAB.get(target, MAX_TOKEN_ID + 1) if isinstance(target, str) else MAX_TOKEN_ID + 1
-    tokens = d.get("token_ids", [])
-    if any(t >= vocab for t in tokens + d.get("prompt_ids", [])):
+    tokens = run.token_ids
+    if any(t >= vocab for t in tokens + run.prompt_ids):
         raise TraceFileError(f"The {what}: a token id is at or above {target}'s vocabulary size {vocab}.")
     for key in ("token_texts", "origins", "cycle_of"):
-        if key in d and len(d[key]) not in (0, len(tokens)):
+        if len(getattr(run, key)) not in (0, len(tokens)):
             raise TraceFileError(f"The {what}: '{key}' must have one entry per new token ({len(tokens)}).")
-    cycle_of = d.get("cycle_of", [])
+    cycle_of = run.cycle_of
     if any(b < a for a, b in zip(cycle_of, cycle_of[1:])) or any(i >= len(cycles) for i in cycle_of):
         raise TraceFileError(f"The {what}: 'cycle_of' must name cycles of this run in order (0–{len(cycles) - 1}).")
-    run_len = len(d["prompt_ids"]) + len(tokens) if d.get("prompt_ids") else None
+    run_len = len(run.prompt_ids) + len(tokens) if run.prompt_ids else None
     for i, c in enumerate(cycles):
         where = f"The {what}, cycle {i}"
-        if c["index"] != i:
+        if c.index != i:
             raise TraceFileError(f"{where}: 'index' must be {i} (cycles are numbered 0, 1, … in order).")
         _cycle_rules(c, where, run_len, vocab)
-    try:
-        return RunTrace.from_dict(d)
-    except (TypeError, KeyError, ValueError) as e:
-        raise TraceFileError(f"The {what} could not be read: {e}.") from None
+    return run
 
 
 def prefix(run: RunTrace, i: int) -> RunTrace:

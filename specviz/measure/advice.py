@@ -47,12 +47,30 @@ import json
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Literal
+
+from pydantic import with_config
+from typing_extensions import TypedDict
 
 from specviz.decoding import speed
-from specviz.decoding.schema import SchemaError, check, enforced, parse_json
+from specviz.decoding.upload import PLAIN, UPLOAD, UPLOAD_OPEN, Reader, enforced, entries, items, number, text, whole
 from specviz.measure import survey_schema
-from specviz.measure.survey_schema import FORMAT
+from specviz.measure.survey_schema import (
+    BIG_COUNT,
+    COST,
+    ENGINE_CHECKS,
+    FINDINGS,
+    FORMAT,
+    LABEL,
+    MAX_BATCH,
+    MAX_CANDIDATES,
+    MAX_SIZES,
+    NOTE,
+    PASS_SIZE,
+    READS,
+    DisagreementRecord,
+    K,
+)
 from specviz.measure.theory import best_k, expected_tokens
 from specviz.pricing.cost_profile import interpolate
 from specviz.proposers import REGISTRY, resolve_draft
@@ -83,13 +101,20 @@ def _parse_layers(text: str) -> list[int]:
     return sorted(set(out))
 
 
+# The dataclasses below are also the survey file's schema: each annotation carries its bounds
+# (measure/survey_schema.py's caps), and read() validates a file against them.
+LAYERS = items(whole(0, 4095), 4096)
+DRAFT_SPEC = text(200)
+
+
+@with_config(UPLOAD)
 @dataclass
 class Candidate:
     """One row of the advice: an engine method; for 'draft' the draft model's spec, for
     'layerskip' optionally the kept layers."""
-    method: str
-    draft: str | None = None
-    layers: list[int] | None = None
+    method: text(64)
+    draft: DRAFT_SPEC | None = None
+    layers: LAYERS | None = None
     planned: bool = False  # "K auto": SpecViz's planner chooses what to send each cycle (decoding/planner.py)
 
     @classmethod
@@ -122,22 +147,27 @@ class Candidate:
         return {"layers": list(self.layers)} if self.layers else {}
 
 
+BY_POSITION = items(number(0.0, 1e12), survey_schema.MAX_K)
+NODES_AT_DEPTH = items(number(0.0, 1e6), survey_schema.MAX_K)
+
+
+@with_config(UPLOAD)
 @dataclass
 class Measured:
     """One candidate measured once at k_max (see the module docstring)."""
     candidate: Candidate
-    k_max: int
-    cycles: int
-    reached: list[float]
-    accepted: list[float]
-    nodes_at_depth: list[float]  # mean draft tokens per cycle at depth ≤ d, d = 1…k_max
-    c: float  # a draft call (a model draft) or drafting per cycle (draft-free), in plain cycles
+    k_max: K
+    cycles: BIG_COUNT
+    reached: BY_POSITION
+    accepted: BY_POSITION
+    nodes_at_depth: NODES_AT_DEPTH  # mean draft tokens per cycle at depth ≤ d, d = 1…k_max
+    c: COST  # a draft call (a model draft) or drafting per cycle (draft-free), in plain cycles
     per_call: bool  # whether c is per draft call (a model drafting one level) or per cycle
-    tokens_per_s: float
-    overhead: float = 0.0  # o: time per cycle outside drafting and the target pass, in plain cycles
+    tokens_per_s: COST
+    overhead: COST = 0.0  # o: time per cycle outside drafting and the target pass, in plain cycles
     # a planned candidate (K auto): the share of cycles that sent a draft, and the mean nodes of those
-    sent_share: float | None = None
-    sent_nodes: float | None = None
+    sent_share: number(0.0, 1.0) | None = None
+    sent_nodes: number(0.0, 1e6) | None = None
 
     @property
     def conditional(self) -> list[float]:
@@ -148,22 +178,27 @@ class Measured:
         return [a / self.cycles if self.cycles else 0.0 for a in self.accepted]
 
 
+@with_config(UPLOAD)
 @dataclass
 class Check:
-    k: int
-    predicted: float
-    measured: float
-    flag: str = ""  # why the prediction missed by more than MISS, if it did
+    k: K
+    predicted: COST
+    measured: COST
+    flag: NOTE = ""  # why the prediction missed by more than MISS, if it did
 
 
+PASS_S = number(1e-9, 1e4)  # seconds of a pass, or of a plain cycle
+
+
+@with_config(UPLOAD)
 @dataclass
 class ConcurrencyCost:
     """Seconds of one target pass over n tokens per run (`pass_s[i][j]`: batch_sizes[i], sizes[j]),
     timed in this process with a cache of `prefix_len` tokens per run; sizes[0] is 1, a plain step."""
-    batch_sizes: list[int]
-    sizes: list[int]
-    pass_s: list[list[float]]
-    prefix_len: int
+    batch_sizes: items(whole(1, MAX_BATCH), 32)
+    sizes: items(PASS_SIZE, MAX_SIZES)
+    pass_s: items(items(PASS_S, MAX_SIZES), 32)
+    prefix_len: whole(0, 10 ** 7)
 
     def step_s(self, i: int) -> float:
         return self.pass_s[i][0]
@@ -172,28 +207,32 @@ class ConcurrencyCost:
         return interpolate(dict(zip(self.sizes, self.pass_s[i])), n)
 
 
+V = entries(number(1e-6, 1e6), MAX_SIZES, key=PASS_SIZE)
+
+
+@with_config(UPLOAD)
 @dataclass
 class Survey:
     """Everything the advice rests on, as data: reloadable without a model."""
-    target: str
-    prompts: int
-    settings: dict
-    machine: str
-    ar_tokens_per_s: float
-    step_s: float  # one plain cycle, measured: the unit of every cost here
-    v: dict[int, float]  # v(n) at n = 1…: a pass over n tokens in one-token passes
-    measured: list[Measured] = field(default_factory=list)
-    checks: dict[str, Check] = field(default_factory=dict)
-    measured_at: str = ""
-    pairs: dict[str, list[dict]] = field(default_factory=dict)  # draft label → pair-check findings
-    refused: dict[str, str] = field(default_factory=dict)  # candidate label → why it was not measured
+    target: LABEL
+    prompts: whole(0, 10 ** 6)
+    settings: entries(PLAIN, 64)
+    machine: text(500)
+    ar_tokens_per_s: COST
+    step_s: PASS_S  # one plain cycle, measured: the unit of every cost here
+    v: V  # v(n) at n = 1…: a pass over n tokens in one-token passes
+    measured: items(Measured, MAX_CANDIDATES) = field(default_factory=list)
+    checks: entries(Check, MAX_CANDIDATES) = field(default_factory=dict)
+    measured_at: text(64) = ""
+    pairs: FINDINGS = field(default_factory=dict)  # draft label → pair-check findings
+    refused: entries(NOTE, MAX_CANDIDATES) = field(default_factory=dict)  # candidate label → why it was not measured
     concurrency: ConcurrencyCost | None = None
-    concurrency_note: str = ""  # why there is no concurrency prediction, when there is none
-    disagreement: dict | None = None  # measure/disagreement.Disagreement.to_dict()
-    disagreement_note: str = ""  # why there is none, when there is none
-    pass_share: float = 1.0  # the share of a plain cycle that is its one-token target pass
-    v_source: str = ""  # where v(n) came from
-    engine_checks: list[dict] = field(default_factory=list)  # measure/engine_check.EngineCheck.to_dict()
+    concurrency_note: NOTE = ""  # why there is no concurrency prediction, when there is none
+    disagreement: DisagreementRecord | None = None  # measure/disagreement.Disagreement.to_dict()
+    disagreement_note: NOTE = ""  # why there is none, when there is none
+    pass_share: number(1e-6, 1.0) = 1.0  # the share of a plain cycle that is its one-token target pass
+    v_source: NOTE = ""  # where v(n) came from
+    engine_checks: ENGINE_CHECKS = field(default_factory=list)  # measure/engine_check.EngineCheck.to_dict()
 
     def v_of(self, n: float) -> float:
         return interpolate(self.v, n)
@@ -204,26 +243,25 @@ class Survey:
     @classmethod
     def from_dict(cls, d: dict) -> "Survey":
         """A survey from its JSON form (an older format's names mapped to today's), checked against
-        the bounded schema SURVEY first."""
-        if not isinstance(d, dict) or d.get("format") not in survey_schema.READS:
-            got = d.get("format") if isinstance(d, dict) else type(d).__name__
-            raise ValueError(f"not a SpecViz advice survey (format {str(got)[:40]!r}, expected {FORMAT!r})")
-        d = survey_schema.upgraded(d)
-        try:
-            check(d, survey_schema.SURVEY, "The survey")
-            survey_schema.survey_rules(d)
-        except SchemaError as e:
-            raise ValueError(f"the advice survey is damaged: {str(e)[len('The survey') + 2:]} measure it again.") \
-                from None
-        try:
-            d = {k: v for k, v in d.items() if k != "format"}
-            d["v"] = {int(n): float(x) for n, x in d["v"].items()}
-            d["measured"] = [Measured(**{**m, "candidate": Candidate(**m["candidate"])}) for m in d.get("measured", [])]
-            d["checks"] = {k: Check(**c) for k, c in d.get("checks", {}).items()}
-            d["concurrency"] = ConcurrencyCost(**d["concurrency"]) if d.get("concurrency") else None
-            return cls(**d)
-        except (KeyError, TypeError, ValueError, AttributeError) as e:
-            raise ValueError(f"the advice survey is damaged ({type(e).__name__}: {e}); measure it again") from None
+        its schema (the dataclasses' annotations) and rules first."""
+        return loads(json.dumps(d))
+
+
+@with_config(UPLOAD)
+@dataclass
+class _SurveyFile(Survey):
+    """A survey as its file holds it: with its format."""
+    format: Literal[READS] = FORMAT
+
+
+@with_config(UPLOAD_OPEN)
+class _Head(TypedDict, total=False):
+    format: object
+
+
+_WHAT = "an advice survey"
+_HEAD = Reader(_Head, {(): "The survey"}, _WHAT)
+_SURVEY = Reader(_SurveyFile, {(): "The survey"}, _WHAT)
 
 
 # -- prediction: pure arithmetic ------------------------------------------------------------------
@@ -377,8 +415,26 @@ def read(path: Path) -> Survey:
         raise ValueError(f"Cannot read the advice survey {Path(path).name}: {e}") from None
 
 
-def loads(text: str) -> Survey:
+def loads(text: str | bytes) -> Survey:
+    """A survey from its JSON text; text that is not one (too large, not JSON, outside the schema or
+    its rules) is a ValueError whose message says where and what."""
     if len(text) > survey_schema.MAX_BYTES and enforced():
         raise ValueError(f"The text is {len(text) / 1e6:.0f} MB; an advice survey is at most "
                          f"{survey_schema.MAX_BYTES / 1e6:.0f} MB.")
-    return Survey.from_dict(parse_json(text, "an advice survey", ValueError))
+    try:
+        got = _HEAD(text).get("format")
+    except ValueError as e:
+        if not str(e).startswith("The survey:"):  # not JSON
+            raise
+        got = None
+    if got not in READS:
+        raise ValueError(f"not a SpecViz advice survey (format {str(got)[:40]!r}, expected {FORMAT!r})")
+    if got != FORMAT:
+        text = json.dumps(survey_schema.upgraded(json.loads(text)))
+    try:
+        read = _SURVEY(text)
+    except ValueError as e:
+        raise ValueError(f"the advice survey is damaged: {str(e)[len('The survey') + 2:]} measure it again.") from None
+    if broken := survey_schema.survey_rules(read):
+        raise ValueError(f"the advice survey is damaged: {broken[2:]} measure it again.")
+    return Survey(**{f.name: getattr(read, f.name) for f in dataclasses.fields(Survey)})

@@ -1,10 +1,19 @@
-"""The bounded schema of the advisor's survey (survey.json; profile.json before 2026-12-05), the
-file the Advise tab replays from a visitor's upload: every field's type, range and cap, and the
-rules between fields (specviz/decoding/schema.py; README, "Uploads")."""
+"""The advisor's survey file (survey.json; profile.json before 2026-12-05), the file the Advise tab
+replays from a visitor's upload: its format names, its caps, the schema of the parts a Survey keeps
+as dicts, and the rules between fields that no single field's bounds can say (docs/UPLOADS.md).
+
+The Survey dataclasses in measure/advice.py are the schema: their annotations carry these caps, and
+advice.read validates a file against them through pydantic (decoding/upload.py).
+"""
 from __future__ import annotations
 
-from specviz.decoding.schema import Bool, Int, ListOf, MapOf, Num, Obj, SchemaError, Text
+from typing import Any
+
+from pydantic import with_config
+from typing_extensions import Required, TypedDict
+
 from specviz.decoding.settings import MAX_K
+from specviz.decoding.upload import PLAIN, UPLOAD, UPLOAD_OPEN, entries, items, number, text, whole
 
 FORMAT = "specviz-advice/4"
 # /1 had no concurrency timing, pair checks or disagreement; /1 and /2 named the concurrency
@@ -14,56 +23,69 @@ READS = ("specviz-advice/1", "specviz-advice/2", "specviz-advice/3", FORMAT)
 OLD_NAMES = {"load": "concurrency", "load_note": "concurrency_note"}
 OLD_MEASURED_NAMES = {"per_step": "per_call"}  # in each entry of "measured"
 
-# Caps for a survey a visitor uploads (README, "Uploads"): a few candidates, K up to the engine's
+# Caps for a survey a visitor uploads (docs/UPLOADS.md): a few candidates, K up to the engine's
 # maximum, v(n) and the concurrency timing at a bounded number of sizes.
 MAX_BYTES = 4 * 1024 * 1024  # the recorded survey is 7 kB
 MAX_CANDIDATES = 32
 MAX_SIZES = 512  # pass sizes n of v(n) and of the concurrency timing
 MAX_PASS = 4096  # largest pass size n (a tree of MAX_K levels is far smaller)
 MAX_BATCH = 4096
-_LABEL = Text(200)
-_COST = Num(0.0, 1e6)
-_COUNT = Num(0.0, 1e12)
-_CANDIDATE = Obj({"method": (Text(64), True), "draft": (Text(200, null=True), False),
-                  "layers": (ListOf(Int(0, 4095), 4096, null=True), False), "planned": (Bool(), False)})
-_MEASURED = Obj({"candidate": (_CANDIDATE, True), "k_max": (Int(1, MAX_K), True), "cycles": (Int(0, 10 ** 12), True),
-                 "reached": (ListOf(_COUNT, MAX_K), True), "accepted": (ListOf(_COUNT, MAX_K), True),
-                 "nodes_at_depth": (ListOf(Num(0.0, 1e6), MAX_K), True), "c": (_COST, True),
-                 "per_call": (Bool(), True), "tokens_per_s": (_COST, True), "overhead": (_COST, False),
-                 "sent_share": (Num(0.0, 1.0, null=True), False), "sent_nodes": (Num(0.0, 1e6, null=True), False)})
-_CHECK = Obj({"k": (Int(1, MAX_K), True), "predicted": (_COST, True), "measured": (_COST, True),
-              "flag": (Text(2000), False)})
-_FINDING = Obj({"level": (Text(16), False), "message": (Text(2000), True)}, extra=16)
-_CONCURRENCY = Obj({"batch_sizes": (ListOf(Int(1, MAX_BATCH), 32), True),
-                    "sizes": (ListOf(Int(1, MAX_PASS), MAX_SIZES), True),
-                    "pass_s": (ListOf(ListOf(Num(1e-9, 1e4), MAX_SIZES), 32), True),
-                    "prefix_len": (Int(0, 10 ** 7), True)},
-                   null=True)
-_DISAGREEMENT = Obj({"format": (Text(64), True), "candidates": (ListOf(_LABEL, MAX_CANDIDATES), True),
-                     "tokens": (Int(0, 10 ** 12), True), "covered": (MapOf(Int(0, 10 ** 12), MAX_CANDIDATES), True),
-                     "rescued": (MapOf(MapOf(Int(0, 10 ** 12), MAX_CANDIDATES), MAX_CANDIDATES), True),
-                     "union": (Int(0, 10 ** 12), True)}, null=True)
-_RATES = ListOf(Num(0.0, 1e6), MAX_K)
-_ENGINE_CHECK = Obj({"engine": (Text(64), True), "candidate": (_LABEL, True), "k": (Int(1, MAX_K), True),
-                     "config": (Text(4000), True), "machine": (Text(500), True), "measured_at": (Text(64), True),
-                     "concurrency": (Int(1, MAX_BATCH), False), "prompts": (Int(0, 10 ** 6), False),
-                     "max_new_tokens": (Int(0, 10 ** 6), False), "step_s": (_COST, False),
-                     "extra_s": (MapOf(_COST, 64, int_keys=True, max_key=MAX_PASS), False),
-                     "predicted": (_COST, False), "measured": (_COST, False), "plain_tokens_per_s": (_COST, False),
-                     "spec_tokens_per_s": (_COST, False), "predicted_marginal": (_RATES, False),
-                     "measured_marginal": (_RATES, False), "same_text": (Bool(), False), "flag": (Text(2000), False),
-                     "error": (Text(2000), False)})
-SURVEY = Obj({"format": (Text(64, choices=READS), True), "target": (_LABEL, True), "prompts": (Int(0, 10 ** 6), True),
-               "settings": (Obj({}, extra=64), True), "machine": (Text(500), True),
-               "ar_tokens_per_s": (_COST, True), "step_s": (Num(1e-9, 1e4), True),
-               "v": (MapOf(Num(1e-6, 1e6), MAX_SIZES, int_keys=True, max_key=MAX_PASS), True),
-               "measured": (ListOf(_MEASURED, MAX_CANDIDATES, label="candidate"), False),
-               "checks": (MapOf(_CHECK, MAX_CANDIDATES), False), "measured_at": (Text(64), False),
-               "pairs": (MapOf(ListOf(_FINDING, 64), MAX_CANDIDATES), False),
-               "refused": (MapOf(Text(2000), MAX_CANDIDATES), False), "concurrency": (_CONCURRENCY, False),
-               "concurrency_note": (Text(2000), False), "disagreement": (_DISAGREEMENT, False),
-               "disagreement_note": (Text(2000), False), "pass_share": (Num(1e-6, 1.0), False),
-               "v_source": (Text(2000), False), "engine_checks": (ListOf(_ENGINE_CHECK, 64), False)})
+
+# The bounded types of the survey's fields (advice.py's annotations use them).
+LABEL = text(200)
+NOTE = text(2000)
+COST = number(0.0, 1e6)
+BIG_COUNT = whole(0, 10 ** 12)
+K = whole(1, MAX_K)
+PASS_SIZE = whole(1, MAX_PASS)
+RATES = items(number(0.0, 1e6), MAX_K)
+
+
+# A Survey keeps three parts as the dicts their writers make (the advisor's pair-check findings,
+# measure/disagreement.Disagreement.to_dict, measure/engine_check.EngineCheck.to_dict), and
+# engine_check.py imports advice.py: so their schema is a TypedDict here, not their dataclass.
+@with_config(UPLOAD_OPEN)
+class Finding(TypedDict, total=False, extra_items=PLAIN):
+    level: text(16)
+    message: Required[NOTE]
+
+
+@with_config(UPLOAD)
+class DisagreementRecord(TypedDict):
+    format: text(64)
+    candidates: items(LABEL, MAX_CANDIDATES)
+    tokens: BIG_COUNT
+    covered: entries(BIG_COUNT, MAX_CANDIDATES)
+    rescued: entries(entries(BIG_COUNT, MAX_CANDIDATES), MAX_CANDIDATES)
+    union: BIG_COUNT
+
+
+@with_config(UPLOAD)
+class EngineCheckRecord(TypedDict, total=False):
+    engine: Required[text(64)]
+    candidate: Required[LABEL]
+    k: Required[K]
+    config: Required[text(4000)]
+    machine: Required[text(500)]
+    measured_at: Required[text(64)]
+    concurrency: whole(1, MAX_BATCH)
+    prompts: whole(0, 10 ** 6)
+    max_new_tokens: whole(0, 10 ** 6)
+    step_s: COST
+    extra_s: entries(COST, 64, key=PASS_SIZE)
+    predicted: COST
+    measured: COST
+    plain_tokens_per_s: COST
+    spec_tokens_per_s: COST
+    predicted_marginal: RATES
+    measured_marginal: RATES
+    same_text: bool
+    flag: NOTE
+    error: NOTE
+
+
+FINDINGS = entries(items(Finding, 64), MAX_CANDIDATES)
+ENGINE_CHECKS = items(EngineCheckRecord, 64)
 
 
 def upgraded(d: dict) -> dict:
@@ -77,26 +99,24 @@ def upgraded(d: dict) -> dict:
     return d
 
 
-def survey_rules(d: dict) -> None:
-    """What the schema cannot say alone: lengths that must agree, names that must exist."""
-    if not d["v"]:
-        raise SchemaError("The survey: 'v' needs at least one pass size.")
-    for i, m in enumerate(d.get("measured", [])):
-        k = m["k_max"]
-        if len(m["reached"]) != k or len(m["accepted"]) != k or len(m["nodes_at_depth"]) not in (0, k):
-            raise SchemaError(f"The survey: candidate {i}: 'reached', 'accepted' and 'nodes_at_depth' must have "
-                              f"k_max ({k}) entries.")
-    timed = d.get("concurrency")
+def survey_rules(s: Any) -> str | None:
+    """What the fields' bounds cannot say alone, in a Survey: lengths that must agree, names that
+    must exist. The first rule it breaks, in words (after "The survey"), or None."""
+    if not s.v:
+        return ": 'v' needs at least one pass size."
+    for i, m in enumerate(s.measured):
+        k = m.k_max
+        if len(m.reached) != k or len(m.accepted) != k or len(m.nodes_at_depth) not in (0, k):
+            return f", candidate {i}: 'reached', 'accepted' and 'nodes_at_depth' must have k_max ({k}) entries."
+    timed = s.concurrency
     if timed:
-        sizes, batches = timed["sizes"], timed["batch_sizes"]
-        if not sizes or not batches or len(timed["pass_s"]) != len(batches) \
-                or any(len(row) != len(sizes) for row in timed["pass_s"]):
-            raise SchemaError("The survey: 'concurrency': 'pass_s' must have a row per batch size and a column "
-                              "per size.")
-    dis = d.get("disagreement")
+        if not timed.sizes or not timed.batch_sizes or len(timed.pass_s) != len(timed.batch_sizes) \
+                or any(len(row) != len(timed.sizes) for row in timed.pass_s):
+            return ": 'concurrency': 'pass_s' must have a row per batch size and a column per size."
+    dis = s.disagreement
     if dis:
         names = dis["candidates"]
         if len(set(names)) != len(names) or set(dis["covered"]) != set(names) or set(dis["rescued"]) != set(names) \
                 or any(set(r) != set(names) - {a} for a, r in dis["rescued"].items()):
-            raise SchemaError("The survey: 'disagreement': 'covered' and 'rescued' must name exactly its candidates, "
-                              "each once.")
+            return ": 'disagreement': 'covered' and 'rescued' must name exactly its candidates, each once."
+    return None

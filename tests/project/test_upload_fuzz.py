@@ -349,12 +349,12 @@ def test_a_profile_size_bomb_is_refused_quickly_in_bounded_memory(name, tmp_path
 def test_the_caps_are_what_refuse_a_trace_bomb(name):
     """With the schema's bounds switched off (types still checked), these bombs pass the reader:
     the caps, not some other check, are what refuse them."""
-    from specviz.decoding import schema
+    from specviz.decoding import upload
 
     text = TRACE_BOMBS[name](_base_traces()[0])
     with pytest.raises(TraceFileError):
         read_trace(text)
-    with schema.bounds_off():
+    with upload.bounds_off():
         if name == "depth 20,000,000":  # the tree rule (depth = parent's + 1) also refuses it, by design
             with pytest.raises(TraceFileError, match="one more than its parent"):
                 read_trace(text)
@@ -364,10 +364,10 @@ def test_the_caps_are_what_refuse_a_trace_bomb(name):
 
 def test_the_caps_are_what_refuse_a_profile_bomb(tmp_path):
     """With the bounds off, the profile claiming 2,000,000 positions passes the reader."""
-    from specviz.decoding import schema
+    from specviz.decoding import upload
 
     text = PROFILE_BOMBS["2,000,000 positions"](_base_profile())
-    with schema.bounds_off():
+    with upload.bounds_off():
         assert read_profile(text, tmp_path).measured[0].k_max == 2_000_000
 
 
