@@ -10,8 +10,11 @@ whole test, the tokens the Steps committed per second (read from each session's 
 Step is one cycle, and how many tokens a cycle commits depends on what the planner sent, which
 changes with the load, so Steps per second alone is not the hall's throughput), and, with --pid
 (the app's process id; found by port when left out and psutil can), the app's resident memory
-right afterwards and 10 s later (freed memory given back). Settings are the page's defaults
-unless given.
+right afterwards and 10 s later (freed memory given back).
+
+What a class presses: by default every session sends no input at all, so each Step runs on what the
+page opens on, its first example prompt and its default settings (the API's defaults are the page's
+components' values). --prompt and --max-new-tokens override those two; the report names the prompt.
 """
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-DEFAULT_PROMPT = "Explain in three sentences why the sky is blue."
+PAGE = "the page's own (its first example prompt, default settings)"
 
 
 def percentile(xs: list[float], q: float) -> float:
@@ -161,13 +164,13 @@ def main() -> None:
     ap.add_argument("url")
     ap.add_argument("--sessions", type=int, default=30)
     ap.add_argument("--steps", type=int, default=2)
-    ap.add_argument("--prompt", default=DEFAULT_PROMPT)
+    ap.add_argument("--prompt", default=None, help="instead of the page's first example prompt")
     ap.add_argument("--max-new-tokens", type=int, default=None)
     ap.add_argument("--pid", type=int, default=None, help="the app's process id, for its memory")
     ap.add_argument("--view", choices=list(VIEWS), default="decode",
                     help="decode: Decode's Step; pair: Side by side's Step both (its two columns' defaults)")
     args = ap.parse_args()
-    inputs = {"prompt": args.prompt}
+    inputs = {} if args.prompt is None else {"prompt": args.prompt}
     if args.max_new_tokens is not None:
         inputs["max_new_tokens"] = args.max_new_tokens
     result = run(args.url, args.sessions, args.steps, inputs, VIEWS[args.view])
@@ -175,6 +178,7 @@ def main() -> None:
     rss = rss_gb(pid)
     if rss is not None:
         time.sleep(SETTLE_S)
+    print(f"prompt: {PAGE if args.prompt is None else repr(args.prompt[:60])}")
     print(report(result, rss, rss_gb(pid) if rss is not None else None))
     sys.exit(1 if result["errors"] else 0)
 
