@@ -151,7 +151,7 @@ class CycleTrace:
         return len(self.accepted)
 
 
-# A run's settings and metrics are dicts (RunSettings.to_dict, summarize below), so their schema is
+# A run's settings and metrics are dicts (DecodeSettings.options, summarize below), so their schema is
 # a TypedDict: the keys a view reads, bounded, and up to 64 others of any small value (PLAIN).
 @with_config(UPLOAD_OPEN)
 class Settings(TypedDict, total=False, extra_items=PLAIN):
