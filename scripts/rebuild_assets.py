@@ -10,7 +10,7 @@
 
 Each is a script under scripts/assets/ that can also run alone with its own options. The results
 and the advice are timings: rebuild on a quiet machine. Run the tests afterwards (the recorded
-files are checked by tests/test_lessons.py, test_recorded.py and others). The trained draft head
+files are checked by tests/test_replay.py, test_compare.py, test_advise_tab.py and others). The trained draft head
 (assets/head/) is not rebuilt here: training it takes hours (docs/HEAD.md).
 """
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Every view, export, CLI line and recorded asset names these with `label(name)` and reads them from a
 run's metrics (trace.summarize, which calls the counters here) or from `costs`; the README's
-glossary repeats the definitions, and tests/test_speed_words.py holds the page's labels to them.
+glossary repeats the definitions, and tests/test_speed_model.py holds the page's labels to them.
 
 How a cycle is counted. The target judges a draft depth by depth along one path. The path is
 *judged at depth d* when it reached depth d − 1 and its node there has at least one child that was
