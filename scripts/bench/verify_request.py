@@ -20,6 +20,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from specviz.loading.loader import local_source
@@ -76,6 +77,20 @@ def measure(servers: dict, shapes: dict, repeats: int, warmup: int) -> dict:
     return times
 
 
+def health_ms(servers: dict, repeats: int) -> dict:
+    """Milliseconds of GET /health per client, interleaved: no model work, so the connection's own
+    cost (a new TCP connection per request, or a kept one) is most of what is timed."""
+    times = {name: [] for name in servers}
+    order = list(servers)
+    for r in range(repeats):
+        random.Random(r).shuffle(order)
+        for name in order:
+            t0 = time.perf_counter()
+            servers[name]._call("/health")
+            times[name].append((time.perf_counter() - t0) * 1000)
+    return times
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--before", default="a3b9396", help="the commit whose client is the baseline")
@@ -98,6 +113,7 @@ def main() -> None:
         shapes = {f"verify, K={args.k}: {len(prompts)} prompts of a {len(prompts[0])}-token context": prompts,
                   "one 8-token prompt (the connection's share shows)": [prompts[0][:8]]}
         times = measure(servers, shapes, args.repeats, args.warmup)
+        health = health_ms(servers, 10 * args.repeats)
     finally:
         if served is not None:
             served.stop()
@@ -109,6 +125,9 @@ def main() -> None:
             print(f"- {name}: {summary(times[shape, name])}")
         base, new = (statistics.median(times[shape, name]) for name in servers)
         print(f"- difference of medians: {base - new:+.2f} ms ({(base - new) / base:+.1%} of the baseline)")
+    print("GET /health (no model work):")
+    for name in servers:
+        print(f"- {name}: {summary(health[name])}")
 
 
 if __name__ == "__main__":
