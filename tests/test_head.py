@@ -108,7 +108,7 @@ def test_greedy_head_tree_grows_the_likeliest_nodes(tiny_head):
     depths = tree.depths
     assert [depths.count(d) for d in (1, 2, 3)] == [3, 6, 6]
     with torch.inference_mode():
-        _, logits = HeadProposer(head, target.model).steps.one(ctx.last_hidden, ctx.ids[-1])
+        _, logits = HeadProposer(head, target.model).calls.one(ctx.last_hidden, ctx.ids[-1])
     first = head.vocab_ids[torch.softmax(logits, -1).topk(3).indices].tolist()
     assert [tree.tokens[i] for i in range(len(tree)) if depths[i] == 1] == first
     for d in (1, 2):
