@@ -119,9 +119,9 @@ def batch_curve(model, batches) -> dict:
 def big_pair(target, draft, k_max: int) -> dict:
     prof = costs.profile(target, sizes=range(1, k_max + 2), cache_file=None, refresh=True)  # v(n), n = K + 1
     t_draft = timing.pass_times(draft, [1], prefix_len=prof.prefix_len)
-    c = t_draft[1] / prof.step_s
+    c = t_draft[1] / prof.pass_s
     predicted = {a: {k: theory.speedup(a, k, c, prof(k + 1)) for k in range(1, k_max + 1)} for a in ALPHAS}
-    return {"c": c, "v": prof.v, "target_step_ms": 1000 * prof.step_s, "draft_step_ms": 1000 * t_draft[1],
+    return {"c": c, "v": prof.v, "target_pass_ms": 1000 * prof.pass_s, "draft_pass_ms": 1000 * t_draft[1],
             "S": predicted, "best_k": {a: max(p, key=p.get) for a, p in predicted.items()}}
 
 
@@ -141,7 +141,7 @@ def markdown(report: dict) -> str:
                   "| v | " + " | ".join(f"{report['v'][n]:.2f}" for n in shown) + " |", ""]
     if "big" in report:
         b = report["big"]
-        lines += [f"### 1.7B-shaped target, bundled draft: c = {b['c']:.3f}, target step {b['target_step_ms']:.1f} ms",
+        lines += [f"### 1.7B-shaped target, bundled draft: c = {b['c']:.3f}, target pass {b['target_pass_ms']:.1f} ms",
                   "", "| α | best K | predicted S at best K |", "|---|---|---|"]
         lines += [f"| {a} | {k} | {b['S'][a][k]:.2f}× |" for a, k in b["best_k"].items()]
         lines.append("")

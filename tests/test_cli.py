@@ -161,3 +161,16 @@ def test_a_reader_that_closes_the_pipe_early_gets_no_traceback():
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 141, err
     assert "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+def test_advises_check_best_keeps_its_old_name_as_a_hidden_alias():
+    """`advise --check-best N` sets how many picks are measured for real; `--check N`, its name
+    before 2026-12-06, still does, and the help shows only the new name; the default stays 2."""
+    from specviz.advise_cli import _advise_parser
+
+    ap = _advise_parser()
+    assert ap.parse_args(["--check-best", "3"]).check_best == 3
+    assert ap.parse_args(["--check", "1"]).check_best == 1
+    assert ap.parse_args([]).check_best == 2
+    shown = ap.format_help()
+    assert "--check-best" in shown and "--check " not in shown and "--check\n" not in shown

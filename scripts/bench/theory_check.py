@@ -47,7 +47,7 @@ def theory_rows(args, target, draft) -> list[str]:
     sentences = []
     where = "read from the cache" if prof.cached else f"measured {prof.measured_at}" if prof.measured_at else "a prior"
     lines = [f"v(n): {prof.model}'s cost profile ({prof.dtype}, {prof.hardware or prof.device}, cache of "
-             f"{prof.prefix_len} tokens, one-token pass {prof.step_s * 1e3:.1f} ms; {where}).", "",
+             f"{prof.prefix_len} tokens, one-token pass {prof.pass_s * 1e3:.1f} ms; {where}).", "",
              "| K | α | c | v(K+1) profile | v in the run | predicted S(K) | measured | best K (predicted S) |",
              "|---|---|---|---|---|---|---|---|"]
     for k in (int(x) for x in args.ks.split(",")):
@@ -64,7 +64,7 @@ def batch_rows(target, k: int) -> list[str]:
     lines = [f"Batch-size effect, K = {k} ({e.hardware}, {e.dtype}, cache of {e.prefix_len} tokens, {e.measured_at}):",
              "", "| batch | step ms | verify ms | verify / step |", "|---|---|---|---|"]
     lines += [f"| {b} | {s * 1e3:.1f} | {v * 1e3:.1f} | {r:.2f} |"
-              for b, s, v, r in zip(e.batch_sizes, e.step_s, e.verify_s, e.ratio)]
+              for b, s, v, r in zip(e.batch_sizes, e.pass_s, e.verify_s, e.ratio)]
     return lines
 
 

@@ -38,7 +38,7 @@ MAX_DEPTH_KEY = 8  # deeper positions share one estimate: they are rare
 # v(n) for models too small to be worth profiling (the tests' tiny ones): an AVX2 CPU's shape
 # (DESIGN.md: bundled model, fp32, one thread, 200-token cache)
 PRIOR_V = CostProfile(model="prior (DESIGN.md, AVX2 CPU)", device="cpu", dtype="float32", prefix_len=200,
-                      step_s=0.073, v={1: 1.0, 2: 1.41, 4: 1.48, 8: 1.53, 16: 2.22, 32: 3.0})
+                      pass_s=0.073, v={1: 1.0, 2: 1.41, 4: 1.48, 8: 1.53, 16: 2.22, 32: 3.0})
 
 
 def verify_cost(target) -> Callable[[int], float]:

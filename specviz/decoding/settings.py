@@ -46,7 +46,7 @@ class DecodeSettings:
     # sessions do; timing runs (bench, Compare) prefill for themselves, as HF generate does
     share_prefill: bool = False
     # verify with other runs on the same model waiting at the same moment, in one pass
-    # (targets.BatchedTarget), and run model drafts' steps (the head, a draft model) with theirs
+    # (targets.BatchedTarget), and run model drafts' calls (the head, a draft model) with theirs
     # too (ProposeContext.share_passes): the app's sessions do; timing runs pass alone
     share_passes: bool = False
     knobs: tuple[tuple[str, Any], ...] = field(default=())

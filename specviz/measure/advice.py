@@ -194,13 +194,14 @@ PASS_S = number(1e-9, 1e4)  # seconds of a pass, or of a plain cycle
 @dataclass
 class ConcurrencyCost:
     """Seconds of one target pass over n tokens per run (`pass_s[i][j]`: batch_sizes[i], sizes[j]),
-    timed in this process with a cache of `prefix_len` tokens per run; sizes[0] is 1, a plain step."""
+    timed in this process with a cache of `prefix_len` tokens per run; sizes[0] is 1, a one-token pass."""
     batch_sizes: items(whole(1, MAX_BATCH), 32)
     sizes: items(PASS_SIZE, MAX_SIZES)
     pass_s: items(items(PASS_S, MAX_SIZES), 32)
     prefix_len: whole(0, 10 ** 7)
 
-    def step_s(self, i: int) -> float:
+    def one_token_s(self, i: int) -> float:
+        """Seconds of a one-token pass per run at batch_sizes[i]."""
         return self.pass_s[i][0]
 
     def pass_at(self, i: int, n: float) -> float:
@@ -329,7 +330,7 @@ def ranked(survey: Survey) -> list[tuple[Measured, int, float]]:
 def concurrent_speedup(m: Measured, k: int, timed: ConcurrencyCost, i: int, pass_share: float = 1.0) -> float:
     """S_B(K) of the module docstring at batch timed.batch_sizes[i]."""
     k = min(k, m.k_max)
-    r = lambda n: timed.pass_at(i, n) / timed.step_s(0)  # noqa: E731 -- r_B(n)
+    r = lambda n: timed.pass_at(i, n) / timed.one_token_s(0)  # noqa: E731 -- r_B(n)
     plain = pass_share * r(1) + 1.0 - pass_share
     if m.candidate.planned:  # as its planner sent at batch 1 (the app's planner re-prices at the batch)
         return planned_speedup(m, r, pass_share) * plain

@@ -1,7 +1,7 @@
 """The pair advisor, measuring: which draft (or draft-free method) and which K, for this target,
 on these prompts and this machine; measured once, predicted for every K, then checked.
 
-1. **Pair check.** A draft model is checked against the target first (measure/pair_check.py); a
+1. **Compatibility.** A draft model is compared with the target first (measure/compatibility.py); a
    pair that cannot run is refused with the reason, and warnings go into the survey.
 2. **Measure once.** Each candidate decodes the prompts once at a large K (`k_max`) with planning
    off, so every position is drafted and judged; per draft position it counts reached and accepted
@@ -46,8 +46,8 @@ from specviz.measure.advice import (  # noqa: F401
     read,
     save,
 )
+from specviz.measure.compatibility import blocking, compatibility
 from specviz.measure.disagreement import disagreement, why_not
-from specviz.measure.pair_check import blocking, pair_check
 from specviz.pricing.timing import pass_times
 from specviz.proposers import default_k, proposer_class
 
@@ -154,10 +154,10 @@ def _draft_for(survey: Survey, target, cand: Candidate, get_model) -> Iterator[t
     except Exception as e:  # noqa: BLE001 -- one bad draft must not lose the others' measurements
         survey.refused[cand.label] = f"it did not load ({type(e).__name__}: {e})"
         return None
-    found = pair_check(target, draft)
+    found = compatibility(target, draft)
     survey.pairs[cand.label] = [{"level": f.level, "topic": f.topic, "message": f.message} for f in found]
     if blocking(found):
-        survey.refused[cand.label] = "the pair check found an error (above)"
+        survey.refused[cand.label] = "the draft is not compatible with the target (above)"
         return None
     return draft
 
@@ -207,9 +207,9 @@ def _time_concurrency(survey: Survey, target, ar_runs: list[RunTrace], concurren
     context = statistics.fmean(len(r.prompt_ids) + len(r.token_ids) / 2 for r in ar_runs)
     yield f"timing target passes at {', '.join(map(str, batches))} run(s) at once", survey
     timed = measure_concurrency(target, batches, _concurrency_sizes(survey.measured), prefix_len=int(context))
-    survey.v = {n: timed.pass_at(0, n) / timed.step_s(0) for n in ns}
+    survey.v = {n: timed.pass_at(0, n) / timed.one_token_s(0) for n in ns}
     survey.v_source = (f"timed in this run at batch 1, {timed.prefix_len} tokens of context, "
-                       f"{timed.step_s(0) * 1e3:.0f} ms a one-token pass")
+                       f"{timed.one_token_s(0) * 1e3:.0f} ms a one-token pass")
     survey.concurrency = timed if concurrency else None
 
 

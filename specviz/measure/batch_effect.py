@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Callable
 
 from specviz.loading.loader import LoadedModel, cache_root
+from specviz.pricing.cost_profile import renamed
 from specviz.pricing.timing import hardware, pass_times, read_cache_file, write_cache_entry
 
 BATCH_SIZES = (1, 2, 4, 8, 16, 32)  # 32 already saturates a small GPU for a 1 B model
@@ -30,14 +31,14 @@ _LOCK = threading.Lock()
 
 @dataclass
 class BatchEffect:
-    """Seconds per target pass of one token (`step_s`) and of K+1 tokens (`verify_s`) per batch size."""
+    """Seconds per target pass of one token (`pass_s`) and of K+1 tokens (`verify_s`) per batch size."""
     model: str
     device: str
     dtype: str
     k: int
     prefix_len: int
     batch_sizes: list[int]
-    step_s: list[float]
+    pass_s: list[float]
     verify_s: list[float]
     measured_at: str = ""
     hardware: str = ""
@@ -46,7 +47,7 @@ class BatchEffect:
     @property
     def ratio(self) -> list[float]:
         """verify / step per batch size: v(K) at that batch size."""
-        return [v / s for v, s in zip(self.verify_s, self.step_s)]
+        return [v / s for v, s in zip(self.verify_s, self.pass_s)]
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -65,9 +66,10 @@ def default_cache_file() -> Path:
 
 def _from_dict(d: dict) -> BatchEffect | None:
     try:
+        d = renamed(d)
         return BatchEffect(**{k: d[k] for k in ("model", "device", "dtype", "k", "prefix_len", "batch_sizes",
-                                                 "step_s", "verify_s", "measured_at", "hardware")}, cached=True)
-    except (KeyError, TypeError):
+                                                 "pass_s", "verify_s", "measured_at", "hardware")}, cached=True)
+    except (KeyError, TypeError, AttributeError):
         return None
 
 
@@ -112,7 +114,7 @@ def measure_batch_effect(model: LoadedModel, k: int = 4, batch_sizes=BATCH_SIZES
         verify.append(t[k + 1])
     effect = BatchEffect(model=model.name, device=str(model.device),
                          dtype=str(model.dtype).removeprefix("torch."), k=k, prefix_len=prefix_len,
-                         batch_sizes=batch_sizes, step_s=step, verify_s=verify,
+                         batch_sizes=batch_sizes, pass_s=step, verify_s=verify,
                          measured_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                          hardware=hardware(model.device))
     key = cache_key(model, k)

@@ -228,7 +228,7 @@ def run_bench(args, partial=None) -> dict:
             f"{v} {results[item['id']][v]['tokens_per_s']:.1f}" for v in variants) + " tok/s")
         report = {"machine": machine(), "settings": {k: v for k, v in vars(args).items()},
                   "cost_profile": {"v": {n: profile(n) for n in (1, 2, 4, 8, 16, 32)},
-                                   "step_ms": 1000 * profile.step_s},
+                                   "pass_ms": 1000 * profile.pass_s},
                   "variants": variants, "prompts": {p["id"]: p.get("cat", "") for p in prompts[: i + 1]},
                   "results": results, "summary": summarise(results, variants)}
         if partial is not None:
@@ -268,7 +268,8 @@ def summary_markdown(report: dict) -> str:
                   + (f" ({', '.join(s['slower_every_repeat'])})" if s["slower_every_repeat"] else "") for v, s in slow]
     if report.get("cost_profile"):
         cp = report["cost_profile"]
-        lines += ["", f"Cost profile the planner used: one-token pass {cp['step_ms']:.1f} ms; v(n) = "
+        pass_ms = cp.get("pass_ms", cp.get("step_ms", 0.0))  # "step_ms" in reports before 2026-12-06
+        lines += ["", f"Cost profile the planner used: one-token pass {pass_ms:.1f} ms; v(n) = "
                   + ", ".join(f"{n}: {v:.2f}" for n, v in cp["v"].items())]
     prof = [(v, s["profile"]) for v, s in report["summary"].items() if s.get("profile")]
     if prof:

@@ -97,13 +97,13 @@ def extra_at(extra_s: dict, n: float) -> float:
     return fb + (fb - fa) * (n - b) / (b - a)
 
 
-def predict(m: Measured, k: int, step_s: float, extra_s: dict) -> float:
+def predict(m: Measured, k: int, pass_s: float, extra_s: dict) -> float:
     """τ(K) · t₁ / (t₁ + p · Δ(n̄ + 1)) (the module docstring): p is the share of cycles that
     drafted, n̄ the mean draft tokens sent by a cycle that drafted."""
     k = min(k, m.k_max)
     p = m.reached[0] / m.cycles if m.cycles and m.reached else 1.0
     n = (m.nodes_at_depth[k - 1] if m.nodes_at_depth else float(k)) / p if p else 0.0
-    return tokens_per_cycle(m, k) * step_s / (step_s + p * extra_at(extra_s, n + 1)) if step_s > 0 else 0.0
+    return tokens_per_cycle(m, k) * pass_s / (pass_s + p * extra_at(extra_s, n + 1)) if pass_s > 0 else 0.0
 
 
 def sizes_for(k: int) -> list[int]:

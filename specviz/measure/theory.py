@@ -71,7 +71,7 @@ def is_tree(run: RunTrace) -> bool:
     return any(len(c.nodes) > speed.draft_calls(c) for c in _spec_cycles(run))
 
 
-def target_step_s(ar: RunTrace) -> float:
+def target_pass_s(ar: RunTrace) -> float:
     """Seconds of one plain target step in the AR run: its verify passes are one token each."""
     cycles = [c for c in ar.cycles if c.verify_s > 0]
     if not cycles:
@@ -81,7 +81,7 @@ def target_step_s(ar: RunTrace) -> float:
 
 def draft_cost(run: RunTrace, ar: RunTrace) -> float:
     """c: the run's drafting seconds per draft call, over the AR run's seconds per target step."""
-    return speed.draft_call_cost(run, target_step_s(ar)) if _spec_cycles(run) else 0.0
+    return speed.draft_call_cost(run, target_pass_s(ar)) if _spec_cycles(run) else 0.0
 
 
 def run_verify_factor(run: RunTrace, ar: RunTrace) -> float | None:
@@ -89,7 +89,7 @@ def run_verify_factor(run: RunTrace, ar: RunTrace) -> float | None:
     spec = _spec_cycles(run)
     if not spec:
         return None
-    return sum(c.verify_s for c in spec) / len(spec) / target_step_s(ar)
+    return sum(c.verify_s for c in spec) / len(spec) / target_pass_s(ar)
 
 
 def nodes_up_to(run: RunTrace, depth: int) -> float:

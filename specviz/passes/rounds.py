@@ -5,8 +5,8 @@ nothing extra). Requests that arrive while a round runs wait; when it ends, one 
 all of them in the next round. Nobody waits for a round that is not needed, except when `gather`
 asks for it (tests and studies that need rounds shared for certain).
 
-Three users: the target's verify passes (decoding/targets.py), the draft head's steps and a draft
-model's steps (proposers/). Each gives a `handle(slots)` that sets every slot's answer (or error)
+Three users: the target's verify passes (decoding/targets.py), the draft head's calls and a draft
+model's calls (proposers/). Each gives a `handle(slots)` that sets every slot's answer (or error)
 and returns how many requests it answered together, which the counters keep.
 """
 from __future__ import annotations

@@ -10,6 +10,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable
 
 PROFILE_MIN_PARAMS = 10_000_000  # below this a model is not timed (the tests' tiny ones): priors stand in
+OLD_NAMES = {"step_s": "pass_s"}  # files written before 2026-12-06 called the one-token pass a "step"
+
+
+def renamed(d: dict) -> dict:
+    """A stored profile, cost or batch effect with today's keys (an old key yields to a new one)."""
+    return {OLD_NAMES.get(k, k): v for k, v in d.items() if OLD_NAMES.get(k) not in d}
 
 
 def interpolate(v: dict[int, float], n: float) -> float:
@@ -26,12 +32,12 @@ def interpolate(v: dict[int, float], n: float) -> float:
 
 @dataclass
 class CostProfile:
-    """v(n) of one model on one device and dtype; `step_s` is the one-token pass it is relative to."""
+    """v(n) of one model on one device and dtype; `pass_s` is the one-token pass it is relative to."""
     model: str
     device: str
     dtype: str
     prefix_len: int
-    step_s: float
+    pass_s: float
     v: dict[int, float]
     hardware: str = ""
     speedups: list[str] = field(default_factory=list)
@@ -45,7 +51,7 @@ class CostProfile:
 
     def cost_s(self, n: float) -> float:
         """Seconds of a pass over n tokens."""
-        return self.step_s * self(n)
+        return self.pass_s * self(n)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -55,7 +61,7 @@ class CostProfile:
     @classmethod
     def from_dict(cls, d: dict) -> "CostProfile | None":
         try:
-            d = {k: d[k] for k in d if k in cls.__dataclass_fields__ and k != "cached"}
+            d = {k: v for k, v in renamed(d).items() if k in cls.__dataclass_fields__ and k != "cached"}
             d["v"] = {int(n): float(x) for n, x in d["v"].items()}  # JSON keys are strings
             return cls(**d, cached=True)
         except (KeyError, TypeError, ValueError, AttributeError):

@@ -3,7 +3,7 @@
     from specviz.pricing import costs
     prof = costs.profile(target)   # timed once (about 3–5 s), then read from memory or from disk
     prof(5)                        # v(5): measured at SIZES, linear between them; prof(1) == 1
-    prof.cost_s(5)                 # seconds: prof.step_s * prof(5)
+    prof.cost_s(5)                 # seconds: prof.pass_s * prof(5)
     prof.v                         # the measured points {n: v(n)}
 
 This is the one definition of a target pass's cost: the planner decides with it, theory's S(K)
@@ -37,7 +37,7 @@ import torch
 from specviz.models.common import cache_root
 from specviz.models.loaded import LoadedModel
 from specviz.passes import fastpath, speedups
-from specviz.pricing.cost_profile import CostProfile
+from specviz.pricing.cost_profile import CostProfile, renamed
 from specviz.pricing.timing import (
     filler_ids,
     hardware,
@@ -97,7 +97,7 @@ def profile(model: LoadedModel, sizes=SIZES, prefix_len: int = PREFIX_LEN, budge
     times, spent = measure(timer or pass_timer(model, prefix_len), sizes, budget_s)
     dtype = str(model.dtype).removeprefix("torch.")
     prof = CostProfile(model=model.name, device=str(model.device), dtype=dtype, prefix_len=prefix_len,
-                       step_s=times[1], v={n: times[n] / times[1] for n in sizes},
+                       pass_s=times[1], v={n: times[n] / times[1] for n in sizes},
                        hardware=hardware(model.device), speedups=speedups.applied(model.model),
                        measured_at=_now(), measure_s=round(spent, 3))
     _store(key, prof, _file(cache_file))
@@ -153,7 +153,7 @@ def _suspects(best: dict[int, float], sizes: list[int]) -> list[int]:
     return [sizes[0]] + [n for n, floor in zip(sizes[1:], later[1:]) if best[n] > floor]
 
 
-STEP_REPEATS = 15  # timings of the work priced by work_cost, after a warm-up; the fastest is kept
+WORK_REPEATS = 15  # timings of the work priced by work_cost, after a warm-up; the fastest is kept
 
 
 @dataclass
@@ -162,7 +162,7 @@ class WorkCost:
     work: str
     cost: float
     work_s: float
-    step_s: float
+    pass_s: float
     hardware: str = ""
     measured_at: str = ""
 
@@ -172,30 +172,31 @@ class WorkCost:
     @classmethod
     def from_dict(cls, d: dict) -> "WorkCost | None":
         try:
+            d = renamed(d)
             return cls(work=str(d["work"]), cost=float(d["cost"]), work_s=float(d["work_s"]),
-                       step_s=float(d["step_s"]), hardware=d.get("hardware", ""),
+                       pass_s=float(d["pass_s"]), hardware=d.get("hardware", ""),
                        measured_at=d.get("measured_at", ""))
         except (KeyError, TypeError, ValueError, AttributeError):
             return None
 
 
-def work_cost(model: LoadedModel, work: str, run: Callable[[], object], repeats: int = STEP_REPEATS,
+def work_cost(model: LoadedModel, work: str, run: Callable[[], object], repeats: int = WORK_REPEATS,
               cache_file: Path | str | None = DEFAULT, refresh: bool = False,
               timer: Timer | None = None, clock: Callable[[], float] = time.perf_counter) -> WorkCost:
-    """The cost of `run()` in one-token passes of `model` (its profile's `step_s`), on this hardware.
+    """The cost of `run()` in one-token passes of `model` (its profile's `pass_s`), on this hardware.
 
     `work` names what `run` does (its key in the cache, with the model's `cache_key`): the fastest
     of `repeats` runs after a warm-up, as the profile keeps the fastest pass. A cached cost is
     always given in the current profile's unit (its seconds over the current one-token pass).
     `timer` replaces the profile's real passes and `clock` the wall clock (tests)."""
     key = f"work|{work}|{cache_key(model, PREFIX_LEN)}"
-    step_s = profile(model, cache_file=cache_file, timer=timer).step_s
+    pass_s = profile(model, cache_file=cache_file, timer=timer).pass_s
     # a cost priced against a profile that has since been timed again is expressed in the profile
     # the planner now reads: the work's measured seconds over its one-token pass, timing nothing
     # (so a run's price never depends on when, in a process, it was asked for)
     hit = None if refresh else _cached(key, _file(cache_file), WorkCost.from_dict)
-    if hit is not None and hit.step_s != step_s:
-        hit = replace(hit, cost=hit.work_s / step_s, step_s=step_s)
+    if hit is not None and hit.pass_s != pass_s:
+        hit = replace(hit, cost=hit.work_s / pass_s, pass_s=pass_s)
         _store(key, hit, _file(cache_file))
     if hit is not None:
         return hit
@@ -207,7 +208,7 @@ def work_cost(model: LoadedModel, work: str, run: Callable[[], object], repeats:
         run()
         sync(model.device)
         best = min(best, clock() - t0)
-    cost = WorkCost(work, best / step_s, best, step_s, hardware(model.device), _now())
+    cost = WorkCost(work, best / pass_s, best, pass_s, hardware(model.device), _now())
     _store(key, cost, _file(cache_file))
     return cost
 

@@ -27,7 +27,7 @@ class ProposeContext:
     # only for a proposer whose needs_hidden is True, else None
     last_hidden: torch.Tensor | None = None
     # True: other runs in this process may draft at the same moment, and a proposer that runs a
-    # model may run its steps in one batch with theirs (passes/rounds.py); the app's runs set it
+    # model may run its calls in one batch with theirs (passes/rounds.py); the app's runs set it
     share_passes: bool = False
 
 

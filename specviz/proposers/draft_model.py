@@ -1,8 +1,8 @@
 """A separate draft model proposes a chain of K tokens, each sampled from its own q.
 
 With other runs drafting on the same draft model at the same moment (ProposeContext.share_passes),
-their steps go through it as one ragged pass (passes/ragged.py, passes/rounds.py), each over its
-own cache; a step alone is the plain pass.
+their calls go through it as one ragged pass (passes/ragged.py, passes/rounds.py), each over its
+own cache; a call alone is the plain pass.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from specviz.passes.kvcache import cache_len, new_cache, rollback, undo_pass
 from specviz.passes.rounds import Rounds, Slot
 from specviz.proposers.base import ProposeContext, Proposer
 
-MAX_STEP_TOKENS = 512  # tokens in one shared draft pass (a run catching up may bring many)
+MAX_CALL_TOKENS = 512  # tokens in one shared draft pass (a run catching up may bring many)
 
 
 def _plain(model: torch.nn.Module, cache, tokens: list[int], device=None, last_only: bool = False) -> torch.Tensor:
@@ -32,11 +32,11 @@ def _plain(model: torch.nn.Module, cache, tokens: list[int], device=None, last_o
 
 
 class _SharedCalls:
-    """The draft model's steps of every run waiting at the same moment, as one ragged pass."""
+    """The draft model's calls of every run waiting at the same moment, as one ragged pass."""
 
     def __init__(self, model: torch.nn.Module):
         self.model = model
-        self.rounds = Rounds(self._batch, size=lambda r: len(r[1]), max_size=MAX_STEP_TOKENS)
+        self.rounds = Rounds(self._batch, size=lambda r: len(r[1]), max_size=MAX_CALL_TOKENS)
 
     @torch.inference_mode()
     def _batch(self, slots: list[Slot]) -> int:
@@ -44,7 +44,7 @@ class _SharedCalls:
             before = [cache_len(s.request[0]) for s in slots]
             try:
                 logits, _ = ragged.forward(self.model, [self._row(*s.request) for s in slots])
-            except Exception:  # noqa: BLE001 -- put every cache back; each step runs alone below
+            except Exception:  # noqa: BLE001 -- put every cache back; each call runs alone below
                 for slot, n in zip(slots, before):
                     undo_pass(slot.request[0], n)
             else:

@@ -24,11 +24,11 @@ from specviz.proposers.base import ProposeContext, Proposer
 from specviz.served.remote import HIDDEN_REFUSED
 
 _HEADS: dict[tuple, torch.nn.Module] = {}  # loaded heads by (file, dtype, device); frozen, so shared
-_DIGESTS: dict[tuple, str] = {}  # their files' content digests, which name a head's timed step (_priced)
+_DIGESTS: dict[tuple, str] = {}  # their files' content digests, which name a head's timed calls (_priced)
 
 
 class _Calls:
-    """One head step for many runs: the rows that wait at the same moment go through the head and
+    """One head call for many runs: the rows that wait at the same moment go through the head and
     the subset LM head as one batch (passes/rounds.py). A row alone runs exactly as before.
 
     Shared per (head, target LM head), so it also holds the frozen LM head restricted to the head's
@@ -78,11 +78,11 @@ class _Calls:
 MAX_ROWS = 64  # runs in one head round: many rows cost little more than one (docs/bench/2026-12-01.md)
 # greedy drafting builds a tree (HeadProposer._tree): children per node, and nodes grown per depth
 WIDTH, BEAM = 3, 3
-PRICED_DEPTH = 3  # the tree depth timed to price one step (HeadProposer._priced)
+PRICED_DEPTH = 3  # the tree depth timed to price one call (HeadProposer._priced)
 _CALLS: "weakref.WeakKeyDictionary[torch.nn.Module, tuple]" = weakref.WeakKeyDictionary()
 
 
-def _steps(head, embed: torch.nn.Module, lm_head: torch.nn.Module) -> _Calls:
+def _calls_for(head, embed: torch.nn.Module, lm_head: torch.nn.Module) -> _Calls:
     """The one _Calls of this process for (head, LM head)."""
     kept = _CALLS.get(lm_head)
     if kept is None or kept[0]() is not head:
@@ -96,7 +96,7 @@ class HeadProposer(Proposer):
     source = Source(SourceKind.HEAD)
     paid_per_call = True
     needs_hidden = True
-    # one head step in target steps: timed per machine at build (`_priced`); this where nothing is
+    # one head call in one-token target passes: timed per machine at build (`_priced`); this where nothing is
     # timed (a target too small to profile). Measured on an AVX2 CPU first (docs/HEAD.md)
     call_cost = 0.07
     KNOBS = ("path", "width", "beam")
@@ -108,7 +108,7 @@ class HeadProposer(Proposer):
         self.head, self.width, self.beam = head, width, beam
         self.dtype = next(head.parameters()).dtype
         self.vocab = lm_head.weight.shape[0]
-        self.steps = _steps(head, embed, lm_head)
+        self.calls = _calls_for(head, embed, lm_head)
 
     @classmethod
     def build(cls, target, draft=None, path=None, width: int | None = None, beam: int | None = None, **knobs):
@@ -130,7 +130,7 @@ class HeadProposer(Proposer):
 
     def _priced(self, target, digest: str) -> float:
         """One draft call in one-token target passes on this machine: a greedy tree PRICED_DEPTH deep
-        (the drafting the benchmark and the app's default do; a sampled chain's one-row steps cost
+        (the drafting the benchmark and the app's default do; a sampled chain's one-row calls cost
         no more), timed once and cached beside the target's cost profile (costs.work_cost), so the
         planner prices K with one fixed number per machine. The class's value for a target too
         small to profile. `digest` names the head file by its content, wherever it lies."""
@@ -138,7 +138,7 @@ class HeadProposer(Proposer):
             return type(self).call_cost
         from specviz.pricing import costs  # times work: loaded only for a real target
 
-        hidden = torch.randn(self.steps.lm.weight.shape[1], generator=torch.Generator().manual_seed(0))
+        hidden = torch.randn(self.calls.lm.weight.shape[1], generator=torch.Generator().manual_seed(0))
         ctx = ProposeContext(ids=[0], last_logits=torch.zeros(self.vocab), k=PRICED_DEPTH, sampling=Sampling(),
                              prompt_len=1, last_hidden=hidden.to(device=target.device, dtype=self.dtype))
         work = (f"head {digest} {str(self.dtype).removeprefix('torch.')} width {self.width} beam {self.beam} "
@@ -166,17 +166,17 @@ class HeadProposer(Proposer):
             return self._tree(ctx, f, x)
         tokens, qs = [], []
         for _ in range(ctx.k):
-            # with other runs drafting beside this one, their steps go through the head together
-            pred, logits = self.steps.rounds.submit((f, x)) if ctx.share_passes else self.steps.one(f, x)
+            # with other runs drafting beside this one, their calls go through the head together
+            pred, logits = self.calls.rounds.submit((f, x)) if ctx.share_passes else self.calls.one(f, x)
             x, q = self._q(logits, ctx.sampling)
             tokens.append(x)
             qs.append(q)
-            f = pred  # the next step reads the head's own guess of the hidden state
+            f = pred  # the next call reads the head's own guess of the hidden state
         return DraftTree.chain(tokens, qs, sources=[self.source] * len(tokens))
 
     def _tree(self, ctx: ProposeContext, f: torch.Tensor, x: int) -> DraftTree:
         """Greedy only: a tree from the head's top choices, ctx.k deep. Each depth is one batched
-        head step over the `beam` likeliest nodes so far (by the product of q along their path);
+        head call over the `beam` likeliest nodes so far (by the product of q along their path);
         each of them gets its `width` likeliest tokens as children, child b with Source branch b,
         so the planner keeps one estimate per choice and depth. Siblings share their parent's q.
 
@@ -188,7 +188,7 @@ class HeadProposer(Proposer):
         for _ in range(ctx.k):
             rows = torch.stack([h for _, h, _, _ in frontier])
             xs = [t for _, _, t, _ in frontier]
-            pred, logits = self.steps.rounds.submit((rows, xs)) if ctx.share_passes else self.steps.many(rows, xs)
+            pred, logits = self.calls.rounds.submit((rows, xs)) if ctx.share_passes else self.calls.many(rows, xs)
             probs = ctx.sampling.display_probs(logits)
             top_p, top_j = probs.topk(self.width, dim=-1)
             top_ids = self.head.vocab_ids[top_j].tolist()

@@ -3,7 +3,7 @@
 No weights are copied: the draft is a thin shell whose modules are the target's. It keeps a
 KV cache of its own, sized like the target's so each shared layer writes at its usual index.
 Runs of the same target and layers share one shell (`shared_self_draft`), and so its fast
-forward and one round of draft steps: a class's draft steps go through ragged passes together
+forward and one round of draft calls: a class's draft calls go through ragged passes together
 instead of each run's alone.
 """
 from __future__ import annotations

@@ -14,8 +14,9 @@ The target distribution that a remote run follows is "top-k (the server's log-pr
 most its `--max-logprobs`), then temperature, then top-p": each row of logits is the top-k raw
 log-probabilities, every other token at LOGIT_FLOOR (probability exactly 0 after any temperature).
 
-No UI libraries here, and no third-party HTTP client: urllib with a timeout on every call, and
-every failure a `ServerError` whose message says what to do.
+No UI libraries here. One `httpx.Client` per server and process keeps the connection alive
+between verify requests (urllib opened a new one for each); a timeout on every call, and every
+failure a `ServerError` whose message says what to do.
 """
 from __future__ import annotations
 
@@ -23,10 +24,9 @@ import json
 import math
 import os
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 
+import httpx
 import torch
 
 from specviz.models.common import ModelLoadError, say
@@ -82,28 +82,52 @@ class VllmServer:
     top_k: int = TOP_K
     timeout_s: float = field(default_factory=lambda: float(os.environ.get("SPECVIZ_VLLM_TIMEOUT_S", TIMEOUT_S)))
     max_model_len: int | None = None
+    # httpx clients by process id: ZeroGPU forks the app, and a forked worker must not write on the
+    # parent's sockets, so a worker finds no client under its own id and opens its own. Threads
+    # share their process's client (httpx.Client is thread-safe for requests).
+    _clients: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     # -- HTTP -----------------------------------------------------------------------------
+    def _client(self) -> httpx.Client:
+        pid = os.getpid()
+        client = self._clients.get(pid)
+        if client is None:
+            fresh = httpx.Client(headers={"Content-Type": "application/json"}, follow_redirects=True)
+            client = self._clients.setdefault(pid, fresh)  # atomic: two threads keep one client
+            if client is not fresh:
+                fresh.close()
+        return client
+
+    def close(self) -> None:
+        """Close this process's connection to the server (a later call opens a new one)."""
+        client = self._clients.pop(os.getpid(), None)
+        if client is not None:
+            client.close()
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()  # a copy or pickle opens its own connection when first used
+        state["_clients"] = {}
+        return state
+
     def _call(self, path: str, body: dict | None = None) -> dict | str:
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(self.url + path, data=data, method="GET" if body is None else "POST",
-                                         headers={"Content-Type": "application/json"})
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                raw = response.read().decode("utf-8", "replace")
-                kind = response.headers.get("Content-Type", "")
-        except urllib.error.HTTPError as e:
-            detail = _error_text(e)
-            raise ServerError(f"The vLLM server at {self.url} refused {path} (HTTP {e.code}): {detail}") from None
-        except (urllib.error.URLError, ConnectionError, OSError) as e:
-            reason = getattr(e, "reason", e)
-            if isinstance(reason, TimeoutError) or "timed out" in str(reason):
-                raise ServerError(f"The vLLM server at {self.url} did not answer {path} within "
-                                  f"{self.timeout_s:.0f} s: it may be overloaded or stuck. Try again, or "
-                                  "raise SPECVIZ_VLLM_TIMEOUT_S.") from None
-            raise ServerError(f"Cannot reach the vLLM server at {self.url} ({reason}). Start it (README, "
+            if body is None:
+                response = self._client().get(self.url + path, timeout=self.timeout_s)
+            else:
+                response = self._client().post(self.url + path, content=json.dumps(body).encode(),
+                                               timeout=self.timeout_s)
+        except httpx.TimeoutException:
+            raise ServerError(f"The vLLM server at {self.url} did not answer {path} within "
+                              f"{self.timeout_s:.0f} s: it may be overloaded or stuck. Try again, or "
+                              "raise SPECVIZ_VLLM_TIMEOUT_S.") from None
+        except (httpx.TransportError, httpx.InvalidURL, OSError) as e:
+            raise ServerError(f"Cannot reach the vLLM server at {self.url} ({e}). Start it (README, "
                               "'Beyond one machine'), or check the address with the person who runs it.") from None
-        if "json" not in kind:
+        if response.status_code >= 400:
+            raise ServerError(f"The vLLM server at {self.url} refused {path} (HTTP {response.status_code}): "
+                              f"{_error_text(response)}")
+        raw = response.content.decode("utf-8", "replace")
+        if "json" not in response.headers.get("Content-Type", ""):
             return raw
         try:
             return json.loads(raw)
@@ -188,13 +212,14 @@ class VllmServer:
         return ids, _usage(answer, 1, seconds)
 
 
-def _error_text(e: "urllib.error.HTTPError") -> str:
+def _error_text(response: httpx.Response) -> str:
+    """One line of what a refusing server said: its JSON message, else the HTTP reason."""
     try:
-        body = json.loads(e.read().decode("utf-8", "replace"))
+        body = json.loads(response.text)
         msg = body.get("message") or body.get("error", {}).get("message") or body
     except Exception:  # noqa: BLE001 -- whatever it sent, a line of it is the detail
-        msg = e.reason
-    return str(msg).strip().splitlines()[0][:300] if str(msg).strip() else str(e.reason)
+        msg = response.reason_phrase
+    return str(msg).strip().splitlines()[0][:300] if str(msg).strip() else response.reason_phrase
 
 
 def _token_id(key: str) -> int:

@@ -257,7 +257,7 @@ def cost_figure(prof: CostProfile, run_tokens: float | None = None) -> go.Figure
     ns = sorted(prof.v)
     fig = go.Figure(go.Scatter(
         x=ns, y=[prof.v[n] for n in ns], mode="lines+markers", name="measured v(n)", line_color=BLUE,
-        customdata=[[prof.step_s * prof.v[n] * 1e3] for n in ns],
+        customdata=[[prof.pass_s * prof.v[n] * 1e3] for n in ns],
         hovertemplate="%{x} tokens: %{y:.2f}× a one-token pass, %{customdata[0]:.1f} ms<extra></extra>"))
     planner_v = as_planned(prof, ns[-1])  # what the planner reads where noise broke the order
     if any(abs(planner_v[n - 1] - prof.v[n]) > 1e-9 * prof.v[n] for n in ns):
@@ -270,7 +270,7 @@ def cost_figure(prof: CostProfile, run_tokens: float | None = None) -> go.Figure
                         hovertemplate="%{x:.1f} tokens: %{y:.2f}×<extra></extra>")
     fig.add_hline(y=1.0, line_dash="dot", line_color=GREY, annotation_text="one-token pass")
     where = " · ".join(esc_plot(x) for x in (prof.model, prof.device, prof.dtype, prof.hardware) if x)
-    detail = (f"{esc_plot(cost_source(prof))}; one-token pass {prof.step_s * 1e3:.1f} ms, "
+    detail = (f"{esc_plot(cost_source(prof))}; one-token pass {prof.pass_s * 1e3:.1f} ms, "
               f"cache of {prof.prefix_len} tokens")
     base_layout(fig, f"{title}: {where}<br><span style='font-size:11px'>{detail}</span>",
                 "n, tokens in the pass", "× one-token pass")
@@ -289,7 +289,7 @@ def batch_figure(effect: BatchEffect) -> go.Figure:
     """verify(K+1 tokens) / step(1 token) per batch size; K+1 is where a pass is fully compute-bound."""
     fig = go.Figure(go.Scatter(
         x=effect.batch_sizes, y=effect.ratio, mode="lines+markers", name=f"verify {effect.k + 1} tokens / 1 step",
-        line_color=BLUE, customdata=[[s * 1e3, v * 1e3] for s, v in zip(effect.step_s, effect.verify_s)],
+        line_color=BLUE, customdata=[[s * 1e3, v * 1e3] for s, v in zip(effect.pass_s, effect.verify_s)],
         hovertemplate="batch %{x}: %{y:.2f}×<br>step %{customdata[0]:.1f} ms, verify %{customdata[1]:.1f} ms"
                       "<extra></extra>"))
     fig.add_hline(y=1.0, line_dash="dot", line_color=GREEN, annotation_text="free verify (memory-bound)")

@@ -146,7 +146,7 @@ def _draft_rounds(models, name: str):
     """The process's shared rounds of the case's draft calls."""
     target, draft, head = models
     return shared_calls(draft.model).rounds if name == "chain, draft model" else \
-        HeadProposer(head, target.model).steps.rounds
+        HeadProposer(head, target.model).calls.rounds
 
 
 @pytest.mark.parametrize("name", BATCHED)

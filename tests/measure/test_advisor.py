@@ -118,7 +118,7 @@ def test_load_prediction_is_the_batch_one_formula_scaled_by_measured_passes():
     timed = advice.ConcurrencyCost([1, 4, 16], sizes, [[0.010, 0.011, 0.012, 0.014],  # batch 1: nearly free
                                                [0.012, 0.016, 0.020, 0.030],
                                                [0.020, 0.040, 0.060, 0.100]], 64)  # batch 16: n steps
-    v1 = lambda n: timed.pass_at(0, n) / timed.step_s(0)  # noqa: E731
+    v1 = lambda n: timed.pass_at(0, n) / timed.one_token_s(0)  # noqa: E731
     for k in (1, 2, 3):
         assert advice.concurrent_speedup(m, k, timed, 0) == pytest.approx(advice.predicted_speedup(m, k, v1))
     tokens = 1 + 0.6 + 0.3 + 0.1
@@ -146,18 +146,18 @@ def test_a_damaged_profile_is_refused_with_what_to_do():
         advice.Survey.from_dict({"format": advice.FORMAT, "target": "t"})
 
 
-def test_a_draft_the_pair_check_blocks_is_left_out_with_the_reason():
-    """The advisor checks a draft model before measuring it: a draft whose tokenizer swaps two ids
-    is not measured, the survey says why, and the report carries the pair check's sentence; the
-    other candidates are measured as usual."""
-    from tests.measure.test_pair_check import model, tok
+def test_a_draft_not_compatible_with_the_target_is_left_out_with_the_reason():
+    """The advisor compares a draft model with the target before measuring it: a draft whose
+    tokenizer swaps two ids is not measured, the survey says why, and the report carries the
+    compatibility finding; the other candidates are measured as usual."""
+    from tests.measure.test_compatibility import model, tok
 
     target, bad = model(tok(), name="t"), model(tok(swap=(5, 6)), name="swapped")
     survey = advisor.measure(target, [advice.Candidate("pld"), advice.Candidate("draft", "swapped")],
                               [[3, 4, 5, 3, 4, 5, 3, 4]], lambda spec: bad, lambda n: 1.0, k_max=2,
                               max_new_tokens=6, check=0, concurrency=(), progress=lambda m: None)
     assert [m.candidate.label for m in survey.measured] == ["pld"]
-    assert "pair check found an error" in survey.refused["draft swapped"]
+    assert "not compatible with the target" in survey.refused["draft swapped"]
     text = advice_report.report(survey)
     assert "draft swapped: The tokenizers differ at 2 of the 40 ids" in text and "id 5 is" in text
 

@@ -69,10 +69,10 @@ def model_form(acceptance, k, c, v, o, o_ar):
     return tokens * (1 + o_ar) / (k * c + v + o)
 
 
-def test_draft_cost_is_seconds_per_draft_step_over_a_target_step():
-    """c = drafting seconds / draft calls / the AR run's seconds per step, on traces with times set
-    by hand: chains of 3 (0.6 s over 6 steps) against 0.05 s per target step give c = 2; a tree
-    counts its depth as its steps, not its nodes; cycles that drafted nothing are left out."""
+def test_draft_cost_is_seconds_per_draft_call_over_a_target_pass():
+    """c = drafting seconds / draft calls / the AR run's seconds per one-token pass, on traces with
+    times set by hand: chains of 3 (0.6 s over 6 calls) against 0.05 s per target pass give c = 2; a
+    tree counts its depth as its calls, not its nodes; cycles that drafted nothing are left out."""
     ar = RunTrace("ar", cycles=[_cycle(i, [], verify_s=0.05) for i in range(4)])
     chain = RunTrace("draft", cycles=[_cycle(0, [1, 2, 3], 0.3), _cycle(1, [1, 2, 3], 0.3), _cycle(2, [], 0.2)])
     assert theory.draft_cost(chain, ar) == pytest.approx(2.0)
@@ -82,7 +82,7 @@ def test_draft_cost_is_seconds_per_draft_step_over_a_target_step():
 
 def profile(v: dict, **kw) -> CostProfile:
     """A cost profile with v set by hand (nothing timed)."""
-    return CostProfile(**{"model": "m", "device": "cpu", "dtype": "float32", "prefix_len": 200, "step_s": 0.01,
+    return CostProfile(**{"model": "m", "device": "cpu", "dtype": "float32", "prefix_len": 200, "pass_s": 0.01,
                           "v": v, **kw})
 
 
@@ -175,7 +175,7 @@ def test_cost_figure_draws_every_measured_point_and_says_where_it_came_from():
     from specviz.viz.compare_figures import cost_figure
 
     prof = profile({1: 1.0, 2: 1.2, 8: 1.5, 64: 4.0}, model="<b>evil</b> $x$", hardware="Some CPU, 1 threads",
-                   step_s=0.02, measured_at="2026-11-30 13:10 UTC")
+                   pass_s=0.02, measured_at="2026-11-30 13:10 UTC")
     fig = cost_figure(prof)
     measured = plot_traces(fig)["measured v(n)"]
     assert list(measured.x) == [1, 2, 8, 64] and list(measured.y) == [1.0, 1.2, 1.5, 4.0]

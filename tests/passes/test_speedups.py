@@ -169,14 +169,14 @@ def test_a_draft_head_beside_a_tuned_target_packs_its_own_products():
     stock, tuned, _ = tuned_pair(seed=3)
     plain = HeadProposer(new_head(stock.model, torch.arange(20), seed=0, intermediate=32), stock.model)
     packed = HeadProposer(new_head(tuned.model, torch.arange(20), seed=0, intermediate=32), tuned.model)
-    assert not any(isinstance(m, speedups.PackedLinear) for m in [*plain.head.modules(), plain.steps.lm])
-    assert isinstance(packed.steps.lm, speedups.PackedLinear)
+    assert not any(isinstance(m, speedups.PackedLinear) for m in [*plain.head.modules(), plain.calls.lm])
+    assert isinstance(packed.calls.lm, speedups.PackedLinear)
     assert all(isinstance(m, speedups.PackedLinear) for m in packed.head.modules() if isinstance(m, torch.nn.Linear))
     d = plain.head.cfg.hidden
     f = torch.randn(4, d, generator=torch.Generator().manual_seed(1))
     with torch.inference_mode():
-        for want, got in [(plain.steps.one(f[0], 5), packed.steps.one(f[0], 5)),
-                          (plain.steps.many(f, [1, 2, 3, 4]), packed.steps.many(f, [1, 2, 3, 4]))]:
+        for want, got in [(plain.calls.one(f[0], 5), packed.calls.one(f[0], 5)),
+                          (plain.calls.many(f, [1, 2, 3, 4]), packed.calls.many(f, [1, 2, 3, 4]))]:
             assert got[0].shape == want[0].shape and got[1].shape == want[1].shape
             assert torch.allclose(got[0], want[0], atol=ATOL) and torch.allclose(got[1], want[1], atol=ATOL)
 
@@ -207,10 +207,10 @@ def test_a_bfloat16_head_beside_a_float32_target_drafts_from_its_hidden_state():
     net = new_head(tuned.model, torch.arange(20), seed=0, intermediate=32)
     wide = HeadProposer(net, tuned.model)
     narrow = HeadProposer(copy.deepcopy(net).to(torch.bfloat16), tuned.model)
-    assert narrow.dtype == torch.bfloat16 and isinstance(narrow.steps.lm, speedups.PackedLinear)
+    assert narrow.dtype == torch.bfloat16 and isinstance(narrow.calls.lm, speedups.PackedLinear)
     f = torch.randn(net.cfg.hidden, generator=torch.Generator().manual_seed(1))
     with torch.inference_mode():
-        want, got = wide.steps.one(f, 5)[1], narrow.steps.one(f.to(torch.bfloat16), 5)[1]
+        want, got = wide.calls.one(f, 5)[1], narrow.calls.one(f.to(torch.bfloat16), 5)[1]
     assert got.dtype == torch.bfloat16 and torch.allclose(got.float(), want, atol=0.1)
     ctx = ProposeContext(ids=[1, 5], last_logits=torch.zeros(tuned.vocab_size), k=3, sampling=Sampling(),
                          prompt_len=1, last_hidden=f)

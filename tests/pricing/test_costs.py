@@ -39,19 +39,19 @@ def tiny():
 
 def test_profile_structure(tiny):
     """A profile names its model, device and dtype, has v(1) = 1 and a ratio at every size, and
-    step_s is the one-token pass."""
+    pass_s is the one-token pass."""
     prof = costs.profile(tiny, cache_file=None, timer=Counting())
     assert (prof.model, prof.device, prof.dtype) == (tiny.name, "cpu", "float32")
     assert prof.prefix_len == costs.PREFIX_LEN
     assert sorted(prof.v) == list(costs.SIZES)
-    assert prof.v[1] == 1.0 and prof.step_s == pytest.approx(linear_time(1))
+    assert prof.v[1] == 1.0 and prof.pass_s == pytest.approx(linear_time(1))
     assert prof.v[64] == pytest.approx(linear_time(64) / linear_time(1))
     assert not prof.cached
 
 
 def test_interpolation_between_and_past_the_measured_sizes(tiny):
     """prof(n) is linear between measured sizes, extends along the last segment past 64, never
-    drops below v(1) under 1, and cost_s is step_s times v."""
+    drops below v(1) under 1, and cost_s is pass_s times v."""
     prof = costs.profile(tiny, sizes=(1, 4, 8), cache_file=None, timer=lambda n: {1: 1.0, 4: 2.0, 8: 3.0}[n])
     assert prof(1) == 1.0 and prof(0.5) == 1.0
     assert prof(2) == pytest.approx(1 + 1 / 3)
@@ -67,7 +67,7 @@ def test_as_planned_reads_a_slow_timing_as_no_dearer_than_a_larger_pass():
     past the largest size the profile's own extrapolation, which never falls, is kept."""
     from specviz.pricing.cost_profile import CostProfile, as_planned
 
-    prof = CostProfile(model="m", device="cpu", dtype="float32", prefix_len=200, step_s=0.07,
+    prof = CostProfile(model="m", device="cpu", dtype="float32", prefix_len=200, pass_s=0.07,
                        v={1: 1.0, 2: 0.9, 4: 1.0, 6: 1.3, 8: 1.13, 16: 1.29})
     planned = as_planned(prof, 20)
     assert planned[0] == 1.0 and planned[1] == 1.0 and planned[3] == pytest.approx(1.0)
@@ -88,7 +88,7 @@ def test_second_call_reads_the_cache_and_a_new_process_reads_the_file(tiny, tmp_
     assert len(timer.calls) == calls and again.cached and again.v == first.v
     costs.forget_cached()
     from_disk = costs.profile(tiny, cache_file=path, timer=timer)
-    assert len(timer.calls) == calls and from_disk.v == first.v and from_disk.step_s == first.step_s
+    assert len(timer.calls) == calls and from_disk.v == first.v and from_disk.pass_s == first.pass_s
     assert tiny.name in next(iter(json.loads(path.read_text())))
     costs.profile(tiny, cache_file=path, timer=timer, refresh=True)
     assert len(timer.calls) > calls
@@ -128,7 +128,7 @@ def test_a_noisy_pass_is_timed_again(tiny):
     timer = Counting(spikes={6: 3.0, 1: 2.0})
     prof = costs.profile(tiny, cache_file=None, timer=timer)
     assert prof.v[6] == pytest.approx(linear_time(6) / linear_time(1))
-    assert prof.step_s == pytest.approx(linear_time(1))
+    assert prof.pass_s == pytest.approx(linear_time(1))
     assert timer.calls.count(6) >= 2
 
 
@@ -220,17 +220,17 @@ class Work:
         self.runs += 1
 
 
-def test_step_cost_is_the_fastest_run_over_the_one_token_pass(tiny):
-    """step_cost times the work after one warm-up run that it ignores, keeps the fastest of the
+def test_work_cost_is_the_fastest_run_over_the_one_token_pass(tiny):
+    """work_cost times the work after one warm-up run that it ignores, keeps the fastest of the
     repeats (noise only adds time) and divides by the profile's one-token pass."""
     work = Work([9.0, 0.004, 0.002, 0.003])  # a slow warm-up, then 2 ms at best
     got = costs.work_cost(tiny, "w", work, repeats=3, cache_file=None, timer=linear_time, clock=work.clock)
     assert work.runs == 4
-    assert got.work_s == pytest.approx(0.002) and got.step_s == pytest.approx(linear_time(1))
+    assert got.work_s == pytest.approx(0.002) and got.pass_s == pytest.approx(linear_time(1))
     assert got.cost == pytest.approx(0.002 / linear_time(1))
 
 
-def test_step_cost_is_cached_per_work_and_read_back_from_the_file(tiny, tmp_path):
+def test_work_cost_is_cached_per_work_and_read_back_from_the_file(tiny, tmp_path):
     """A second call runs nothing; another process (memory emptied) reads the file; other work
     under another name is timed for itself; refresh=True times again."""
     path, work = tmp_path / "costs.json", Work([0.001, 0.002])
@@ -248,8 +248,8 @@ def test_step_cost_is_cached_per_work_and_read_back_from_the_file(tiny, tmp_path
 
 
 def test_a_work_cost_priced_against_an_older_profile_is_given_in_the_current_one(tiny, tmp_path):
-    """When the model's cost profile is timed again (a new step_s), the cached work cost, whose
-    ratio was divided by the old step_s, is given in the new unit: its measured seconds over the
+    """When the model's cost profile is timed again (a new pass_s), the cached work cost, whose
+    ratio was divided by the old pass_s, is given in the new unit: its measured seconds over the
     current one-token pass, without running the work again (a run's price never depends on when it
     was asked for), so the planner never mixes two measurements."""
     path, work = tmp_path / "costs.json", Work([0.001, 0.002])
@@ -262,6 +262,35 @@ def test_a_work_cost_priced_against_an_older_profile_is_given_in_the_current_one
     costs.profile(tiny, cache_file=path, timer=slower, refresh=True)
     again = costs.work_cost(tiny, "a", work, repeats=2, cache_file=path, timer=slower, clock=work.clock)
     assert work.runs == runs
-    assert again.step_s == pytest.approx(slower(1)) == costs.profile(tiny, cache_file=path).step_s
+    assert again.pass_s == pytest.approx(slower(1)) == costs.profile(tiny, cache_file=path).pass_s
     assert again.work_s == first.work_s and again.cost == pytest.approx(first.work_s / slower(1))
     assert again.cost == pytest.approx(first.cost / 2)
+
+
+def test_files_that_name_the_one_token_pass_step_s_still_load():
+    """Cost profiles, work costs and batch effects written before the one-token pass was named
+    `pass_s` hold it as `step_s`: each reads back with that value as `pass_s`, and a file that
+    holds both keeps the new one."""
+    from specviz.measure.batch_effect import _from_dict
+    from specviz.pricing.cost_profile import CostProfile
+
+    old = {"model": "m", "device": "cpu", "dtype": "float32", "prefix_len": 200, "step_s": 0.07, "v": {"1": 1.0}}
+    assert CostProfile.from_dict(old).pass_s == 0.07
+    assert CostProfile.from_dict({**old, "pass_s": 0.05}).pass_s == 0.05
+    work = costs.WorkCost.from_dict({"work": "w", "cost": 0.5, "work_s": 0.035, "step_s": 0.07})
+    assert work is not None and work.pass_s == 0.07
+    effect = _from_dict({"model": "m", "device": "cpu", "dtype": "float32", "k": 4, "prefix_len": 200,
+                         "batch_sizes": [1, 2], "step_s": [0.07, 0.08], "verify_s": [0.1, 0.12],
+                         "measured_at": "", "hardware": ""})
+    assert effect is not None and effect.pass_s == [0.07, 0.08] and effect.ratio[0] == pytest.approx(0.1 / 0.07)
+
+
+def test_a_bench_report_written_with_step_ms_still_summarises():
+    """bench.json files from before the rename give the cost profile's one-token pass as
+    `step_ms`: the summary still prints it."""
+    from specviz.measure.bench import summary_markdown
+
+    machine = {"date": "2026-12-01", "cpu": "CPU", "torch": "2.13.0", "threads": 2}
+    report = {"machine": machine, "settings": {}, "variants": [], "prompts": {}, "results": {}, "summary": {},
+              "cost_profile": {"v": {"1": 1.0}, "step_ms": 73.0}}
+    assert "one-token pass 73.0 ms" in summary_markdown(report)

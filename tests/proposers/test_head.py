@@ -108,7 +108,7 @@ def test_greedy_head_tree_grows_the_likeliest_nodes(tiny_head):
     depths = tree.depths
     assert [depths.count(d) for d in (1, 2, 3)] == [3, 6, 6]
     with torch.inference_mode():
-        _, logits = HeadProposer(head, target.model).steps.one(ctx.last_hidden, ctx.ids[-1])
+        _, logits = HeadProposer(head, target.model).calls.one(ctx.last_hidden, ctx.ids[-1])
     first = head.vocab_ids[torch.softmax(logits, -1).topk(3).indices].tolist()
     assert [tree.tokens[i] for i in range(len(tree)) if depths[i] == 1] == first
     for d in (1, 2):
@@ -257,9 +257,9 @@ def test_compare_row_with_draft_head_uses_the_head():
 
 
 @pytest.mark.bundled
-def test_the_heads_step_is_priced_on_this_machine(bundled_target, tiny_head):
-    """Beside a real target the head's step_cost is its greedy tree's step timed here, in one-token
-    passes (costs.step_cost, cached: building it again gives the same number, so a seed gives the
+def test_the_heads_call_is_priced_on_this_machine(bundled_target, tiny_head):
+    """Beside a real target the head's call cost is its greedy tree's calls timed here, in one-token
+    passes (costs.work_cost, cached: building it again gives the same number, so a seed gives the
     same run), and the planner of a hybrid run prices K with it; beside a target too small to
     profile it keeps the class's prior."""
     from specviz.passes import speedups
@@ -276,7 +276,7 @@ def test_the_heads_step_is_priced_on_this_machine(bundled_target, tiny_head):
             f"depth {head_mod.PRICED_DEPTH}")
     timed = costs.work_cost(bundled_target, work, lambda: pytest.fail("the first build timed it already"))
     assert built.call_cost == pytest.approx(timed.cost / head_mod.PRICED_DEPTH)
-    assert 0 < built.call_cost < 1 and timed.step_s == costs.profile(bundled_target).step_s
+    assert 0 < built.call_cost < 1 and timed.pass_s == costs.profile(bundled_target).pass_s
     assert HeadProposer.build(bundled_target).call_cost == built.call_cost
     assert HybridProposer.build(bundled_target).call_cost == built.call_cost
     decoder = Decoder(bundled_target, "Hello", method="hybrid", max_new_tokens=2)

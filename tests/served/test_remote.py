@@ -22,13 +22,18 @@ from specviz.ui.shared.guard import RUN_HINT, message
 
 class _Fake(BaseHTTPRequestHandler):
     answers: dict = {}  # path → (status, content type, body, seconds to wait first)
+    peers: list = []  # the client's (host, port) of each request: one port per connection
 
     def _answer(self):
+        self.peers.append(self.client_address)
+        if self.command == "POST":
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
         status, kind, body, wait = self.answers.get(self.path.split("?")[0], (404, "text/plain", "no", 0))
         if wait:
             threading.Event().wait(wait)
         self.send_response(status)
         self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body.encode())))
         self.end_headers()
         self.wfile.write(body.encode())
 
@@ -43,14 +48,35 @@ class _Quiet(ThreadingHTTPServer):
         pass  # a client that gave up (the timeout test) breaks the write: expected, not worth a traceback
 
 
-@pytest.fixture
-def fake():
-    server = _Quiet(("127.0.0.1", 0), _Fake)
+class _KeepAlive(_Fake):
+    protocol_version = "HTTP/1.1"  # keeps a connection open between requests, as vLLM's server does
+
+
+def _serving(handler):
+    server = _Quiet(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
+    _Fake.peers = []
     _Fake.answers = {"/v1/models": (200, "application/json",
                                     json.dumps({"data": [{"id": "m", "max_model_len": 64}]}), 0)}
-    yield server, f"http://127.0.0.1:{server.server_address[1]}"
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
+@pytest.fixture(params=[_Fake, _KeepAlive], ids=["closing", "keep-alive"])
+def fake(request):
+    """A fake server that closes each connection after its answer, then one that keeps it open."""
+    server, url = _serving(request.param)
+    yield server, url
+    server.shutdown()
+
+
+@pytest.fixture
+def keep_alive():
+    """The fake server that keeps connections open, answering every verify request with one row."""
+    server, url = _serving(_KeepAlive)
+    choice = {"index": 0, "logprobs": {"top_logprobs": [{"token_id:3": -0.1}]}}
+    _Fake.answers["/v1/completions"] = (200, "application/json", json.dumps({"choices": [choice]}), 0)
+    yield url
     server.shutdown()
 
 
@@ -210,3 +236,56 @@ def test_the_status_says_the_hybrid_runs_without_the_head_on_a_served_target():
     text = RunSettings(target="vllm:http://127.0.0.1:8000|bundled", proposer="hybrid").describe()
     assert "without the head" in text
     assert "without the head" not in RunSettings(target="bundled", proposer="hybrid").describe()
+
+
+def test_verify_requests_share_one_kept_alive_connection(keep_alive):
+    """Against a server that keeps connections open, connecting and three verify requests arrive
+    over one connection (one client port), not one connection per request."""
+    server = VllmServer(keep_alive, timeout_s=5).connect()
+    for _ in range(3):
+        assert server.next_logprobs([[1]])[0] == [{3: -0.1}]
+    assert len(_Fake.peers) == 4 and len(set(_Fake.peers)) == 1, _Fake.peers
+
+
+def test_threads_share_one_client_and_each_gets_its_own_answer(keep_alive):
+    """Eight threads sending verify requests at once through one server object all get their row,
+    through one client for the process."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    server = VllmServer(keep_alive, timeout_s=5)
+    with ThreadPoolExecutor(8) as pool:
+        rows = list(pool.map(lambda _: server.next_logprobs([[1]])[0], range(32)))
+    assert rows == [[{3: -0.1}]] * 32
+    assert len(server._clients) == 1
+
+
+def test_a_forked_process_opens_its_own_connection(keep_alive):
+    """As on ZeroGPU, where a GPU call runs in a process forked from the app: the child finds no
+    client of its own, opens a new connection (a new client port) and gets its answer; the parent's
+    connection is still the one it uses afterwards."""
+    import os
+
+    server = VllmServer(keep_alive, timeout_s=5).connect()
+    parent_client = server._client()
+    pid = os.fork()
+    if pid == 0:  # the child: report by exit status only, never return into pytest
+        ok = server._client() is not parent_client and server.next_logprobs([[1]])[0] == [{3: -0.1}]
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    server.next_logprobs([[1]])
+    first, child, after = _Fake.peers[0], _Fake.peers[1], _Fake.peers[2]
+    assert child != first and after == first and server._client() is parent_client
+
+
+def test_a_copied_server_opens_its_own_client(keep_alive):
+    """A pickled or copied server carries no client (sockets cannot travel) and opens its own when
+    first used."""
+    import copy
+    import pickle
+
+    server = VllmServer(keep_alive, timeout_s=5).connect()
+    for twin in (pickle.loads(pickle.dumps(server)), copy.deepcopy(server)):
+        assert twin._clients == {} and twin == server
+        assert twin.next_logprobs([[1]])[0] == [{3: -0.1}]
+        assert twin._client() is not server._client()

@@ -1,4 +1,4 @@
-"""The pair check: before a draft is measured against a target, whether the two can run together
+"""Compatibility: before a draft is measured against a target, whether the two can run together
 losslessly, and what differs between them that a person should know.
 
 Speculative decoding passes ids, never text: the draft proposes ids, the target judges them, and the
@@ -27,7 +27,7 @@ engine reads only the first N = min(target rows, draft rows) columns of both mod
    the draft from N up are never proposed, and a model with fewer rows than its tokenizer has
    tokens cannot read or produce the ids above its rows: warn.
 
-Every check gives at least one finding, an "ok" one when all is well, so a page can show what was
+Every topic gives at least one finding, an "ok" one when all is well, so a page can show what was
 checked. Messages are plain sentences, no markup. No UI libraries here.
 """
 from __future__ import annotations
@@ -60,7 +60,7 @@ _SPECIAL_EFFECT = {
 
 @dataclass(frozen=True)
 class Finding:
-    """One result of the pair check: its level (see LEVELS), the check's topic, and a sentence to act on."""
+    """One result of the compatibility review: its level (see LEVELS), its topic, and a sentence to act on."""
     level: str  # "error": the pair cannot run losslessly or at all; "warn": it runs, but read this; "ok"
     topic: str  # one of TOPICS
     message: str
@@ -71,8 +71,8 @@ def blocking(findings: Iterable[Finding]) -> bool:
     return any(f.level == "error" for f in findings)
 
 
-def pair_check(target: LoadedModel, draft: LoadedModel) -> list[Finding]:
-    """The findings of every check in the module docstring, in TOPICS order.
+def compatibility(target: LoadedModel, draft: LoadedModel) -> list[Finding]:
+    """The findings of every topic in the module docstring, in TOPICS order.
 
     `target` and `draft` are LoadedModel-like: `tokenizer` (may be None), `vocab_size` (or
     `model.config.vocab_size`), `name`, and optionally `eos_ids`.
@@ -83,26 +83,26 @@ def pair_check(target: LoadedModel, draft: LoadedModel) -> list[Finding]:
     if tt is None and dt is None:  # models built without tokenizers (random test twins): ids are all there is
         return [Finding("warn", "tokens", "Neither model has a tokenizer, so ids are taken to mean the same "
                         "tokens in both (as the engine does) and nothing else about them can be checked."),
-                *(_check_eos_ids(target, draft) or [Finding("ok", "special", f"{_stops(target)}.")]),
-                *_check_sizes(target, draft, rows)]
-    findings = [_check_tokens(target, draft, shared)]
+                *(_topic_eos_ids(target, draft) or [Finding("ok", "special", f"{_stops(target)}.")]),
+                *_topic_sizes(target, draft, rows)]
+    findings = [_topic_tokens(target, draft, shared)]
     if tt is None or dt is None:
         missing = "target" if tt is None else "draft"
         skipped = f"Not checked: the {missing} has no tokenizer."
-        findings += _check_eos_ids(target, draft) or [Finding("ok", "special", f"{_stops(target)}.")]
+        findings += _topic_eos_ids(target, draft) or [Finding("ok", "special", f"{_stops(target)}.")]
         findings += [Finding("warn", "special", skipped), Finding("warn", "added", skipped),
                      Finding("warn", "chat_template", skipped)]
     else:
-        findings += _check_special(target, draft)
-        findings += _check_added(tt, dt, shared, rows["target"])
-        findings.append(_check_template(tt, dt))
-    return findings + _check_sizes(target, draft, rows)
+        findings += _topic_special(target, draft)
+        findings += _topic_added(tt, dt, shared, rows["target"])
+        findings.append(_topic_template(tt, dt))
+    return findings + _topic_sizes(target, draft, rows)
 
 
-# -- the checks ------------------------------------------------------------------------
+# -- the topics ------------------------------------------------------------------------
 
 
-def _check_tokens(target, draft, shared: int) -> Finding:
+def _topic_tokens(target, draft, shared: int) -> Finding:
     tt, dt = target.tokenizer, draft.tokenizer
     if tt is None or dt is None:
         missing = "target" if tt is None else "draft"
@@ -129,7 +129,7 @@ def _check_tokens(target, draft, shared: int) -> Finding:
                    "with the same tokenizer.")
 
 
-def _check_special(target, draft) -> list[Finding]:
+def _topic_special(target, draft) -> list[Finding]:
     tt, dt = target.tokenizer, draft.tokenizer
     found = []
     for role in SPECIALS:
@@ -137,7 +137,7 @@ def _check_special(target, draft) -> list[Finding]:
         if t != d:
             found.append(Finding("warn", "special", f"The {role} token differs, {_spec(t)} in the target and "
                                  f"{_spec(d)} in the draft: {_SPECIAL_EFFECT[role]}"))
-    found += _check_eos_ids(target, draft)
+    found += _topic_eos_ids(target, draft)
     if found:
         return found
     listed = ", ".join(f"{role} {_spec(_special(tt, role))}" for role in SPECIALS)
@@ -152,7 +152,7 @@ def _stops(target) -> str:
     return f"Both models stop at {_ids(stops)}" if stops else "Neither model has an end id"
 
 
-def _check_eos_ids(target, draft) -> list[Finding]:
+def _topic_eos_ids(target, draft) -> list[Finding]:
     t, d = set(getattr(target, "eos_ids", None) or ()), set(getattr(draft, "eos_ids", None) or ())
     if t == d:
         return []
@@ -161,7 +161,7 @@ def _check_eos_ids(target, draft) -> list[Finding]:
                     "end where the target goes on, and those drafts are rejected; the output does not change.")]
 
 
-def _check_added(tt, dt, shared: int, target_rows: int) -> list[Finding]:
+def _topic_added(tt, dt, shared: int, target_rows: int) -> list[Finding]:
     """Ids of either side's added tokens where the other side has another token, or none, grouped by
     what that costs (see the module docstring)."""
     clash: dict[int, str] = {}
@@ -204,7 +204,7 @@ def _check_added(tt, dt, shared: int, target_rows: int) -> list[Finding]:
     return found
 
 
-def _check_template(tt, dt) -> Finding:
+def _topic_template(tt, dt) -> Finding:
     t, d = getattr(tt, "chat_template", None), getattr(dt, "chat_template", None)
     if t == d:
         if t is None:
@@ -221,7 +221,7 @@ def _check_template(tt, dt) -> Finding:
                    f"({t_text[at:at + 20]!r} in the target, {d_text[at:at + 20]!r} in the draft): {_ALONE}")
 
 
-def _check_sizes(target, draft, rows: dict[str, int]) -> list[Finding]:
+def _topic_sizes(target, draft, rows: dict[str, int]) -> list[Finding]:
     models = {"target": target, "draft": draft}
     lengths = {side: None if m.tokenizer is None else len(m.tokenizer) for side, m in models.items()}
     found = []

@@ -1,4 +1,4 @@
-"""The pair check (specviz/measure/pair_check.py) on tiny word-level tokenizers and tiny random models."""
+"""Compatibility (specviz/measure/compatibility.py) on tiny word-level tokenizers and tiny random models."""
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import pytest
 
 from specviz.loading.loader import check_tokenizers, tiny_random
-from specviz.measure.pair_check import LEVELS, TOPICS, Finding, blocking, pair_check
+from specviz.measure.compatibility import LEVELS, TOPICS, Finding, blocking, compatibility
 from specviz.models.common import TokenizerMismatch
 
 TEMPLATE = "{% for m in messages %}<user> {{ m['content'] }} {% endfor %}"
@@ -47,7 +47,7 @@ def levels(findings: list[Finding], topic: str) -> set[str]:
 def test_an_identical_pair_is_all_ok():
     """Two separately built but equal tokenizers on equal models give only "ok" findings, at least one
     per topic, in the order of TOPICS, and nothing blocking."""
-    findings = pair_check(model(tok(), name="t"), model(tok(), name="d"))
+    findings = compatibility(model(tok(), name="t"), model(tok(), name="d"))
     assert {f.level for f in findings} == {"ok"}
     assert [f.topic for f in findings] == list(TOPICS)
     assert not blocking(findings)
@@ -57,7 +57,7 @@ def test_an_identical_pair_is_all_ok():
 def test_the_same_tokenizer_object_is_ok_at_once():
     """A draft that shares the target's tokenizer object is ok on tokens without a comparison."""
     shared = tok()
-    findings = pair_check(model(shared), model(shared))
+    findings = compatibility(model(shared), model(shared))
     assert {f.level for f in findings} == {"ok"}
     assert "same tokenizer" in by_topic(findings, "tokens")[0].message
 
@@ -66,7 +66,7 @@ def test_swapped_ids_are_an_error_naming_them():
     """A draft whose tokenizer swaps ids 5 and 6 is one error on tokens that counts 2 differing ids and
     names both with each side's token; check_tokenizers refuses the same pair."""
     target, draft = model(tok()), model(tok(swap=(5, 6)))
-    findings = pair_check(target, draft)
+    findings = compatibility(target, draft)
     errors = [f for f in findings if f.level == "error"]
     assert [f.topic for f in errors] == ["tokens"]
     msg = errors[0].message
@@ -80,9 +80,9 @@ def test_swapped_ids_are_an_error_naming_them():
 
 def test_many_differing_ids_name_only_the_first_few():
     """With 10 ids differing, the message names 3 and says how many more."""
-    from specviz.measure import pair_check as pc
+    from specviz.measure import compatibility as pc
 
-    findings = pair_check(model(tok(n=40)), model(tok(n=30), rows=40))
+    findings = compatibility(model(tok(n=40)), model(tok(n=30), rows=40))
     msg = by_topic(findings, "tokens")[0].message
     assert msg.startswith("The tokenizers differ at 10 of the 40 ids")
     assert msg.count(" in the draft") == pc.SHOWN
@@ -93,7 +93,7 @@ def test_many_differing_ids_name_only_the_first_few():
 def test_a_padded_draft_is_reported_and_not_an_error():
     """A draft with more embedding rows (48) than the target (40), same tokenizer, is one ok finding on
     vocab_size that names both sizes and the 40 shared ids; nothing blocks."""
-    findings = pair_check(model(tok(), rows=40), model(tok(), rows=48))
+    findings = compatibility(model(tok(), rows=40), model(tok(), rows=48))
     sizes = by_topic(findings, "vocab_size")
     assert [f.level for f in sizes] == ["ok"]
     assert "40 embedding rows" in sizes[0].message and "the draft 48" in sizes[0].message
@@ -108,7 +108,7 @@ def test_qwen2_sized_padding_is_fine():
         return SimpleNamespace(tokenizer=tok(), vocab_size=rows, name=name, eos_ids={1},
                                model=SimpleNamespace(config=SimpleNamespace(vocab_size=rows)))
 
-    findings = pair_check(like(152064, "72B"), like(151936, "1.5B"))
+    findings = compatibility(like(152064, "72B"), like(151936, "1.5B"))
     assert {f.level for f in findings} == {"ok"}
     msg = by_topic(findings, "vocab_size")[0].message
     assert "152064" in msg and "151936" in msg
@@ -120,7 +120,7 @@ def test_a_draft_with_too_few_rows_is_an_error_and_the_engine_refuses_it_too():
     before any run, refuses the pair as well (it used to let it through: the output was then cut to
     36 ids, not the target's)."""
     target, draft = model(tok(), rows=40), model(tok(), rows=36)
-    findings = pair_check(target, draft)
+    findings = compatibility(target, draft)
     sizes = by_topic(findings, "vocab_size")
     assert "error" in {f.level for f in sizes}
     assert "36 to 39" in next(f.message for f in sizes if f.level == "error")
@@ -132,7 +132,7 @@ def test_a_draft_with_too_few_rows_is_an_error_and_the_engine_refuses_it_too():
 
 def test_a_model_with_fewer_rows_than_its_tokenizer_is_warned():
     """A target with 40 rows under a 44-token tokenizer is warned about ids 40 to 43 it cannot read."""
-    findings = pair_check(model(tok(n=44), rows=40), model(tok(n=44), rows=40))
+    findings = compatibility(model(tok(n=44), rows=40), model(tok(n=44), rows=40))
     warns = [f.message for f in by_topic(findings, "vocab_size") if f.level == "warn"]
     assert len(warns) == 2 and "ids 40 to 43" in warns[0] and warns[0].startswith("The target's")
 
@@ -140,7 +140,7 @@ def test_a_model_with_fewer_rows_than_its_tokenizer_is_warned():
 def test_a_differing_eos_is_a_warning_naming_the_ids():
     """A draft whose end token is '<user>' (id 2), not '<eos>' (id 1), and whose model stops at id 2, gets
     two warnings on special naming both tokens and ids, and nothing blocks."""
-    findings = pair_check(model(tok(), eos_ids=(1,)), model(tok(eos="<user>"), eos_ids=(2,)))
+    findings = compatibility(model(tok(), eos_ids=(1,)), model(tok(eos="<user>"), eos_ids=(2,)))
     special = by_topic(findings, "special")
     assert {f.level for f in special} == {"warn"} and len(special) == 2
     assert "'<eos>' (id 1) in the target and '<user>' (id 2) in the draft" in special[0].message
@@ -152,7 +152,7 @@ def test_a_differing_chat_template_is_a_warning():
     """A template set on one side only, or different text on both, is one warning on chat_template saying
     it matters only to the draft run alone; the different text is located."""
     for draft_template in (None, TEMPLATE.replace("<user>", "[user]")):
-        findings = pair_check(model(tok()), model(tok(template=draft_template)))
+        findings = compatibility(model(tok()), model(tok(template=draft_template)))
         chat = by_topic(findings, "chat_template")
         assert [f.level for f in chat] == ["warn"]
         assert "only matters if you run the draft alone" in chat[0].message
@@ -164,7 +164,7 @@ def test_an_added_token_only_in_the_draft_above_the_shared_ids_is_a_warning():
     """'<tool>' added to the draft at id 40, above the 40 ids it shares with the target, is a warning on
     added (never proposed) and on vocab_size; nothing blocks, and check_tokenizers accepts the pair."""
     target, draft = model(tok(), rows=40), model(tok(added=("<tool>",)), rows=48)
-    findings = pair_check(target, draft)
+    findings = compatibility(target, draft)
     added = by_topic(findings, "added")
     assert [f.level for f in added] == ["warn"]
     assert "id 40 is no token in the target but '<tool>' in the draft" in added[0].message
@@ -178,7 +178,7 @@ def test_an_added_token_that_clashes_below_the_shared_ids_is_an_error(target_add
     """'<tool>' added to the draft at id 40 while both models have 48 rows is an error on added, whether
     the target has no token there or '<call>'; check_tokenizers refuses the same pair."""
     target, draft = model(tok(added=target_added), rows=48), model(tok(added=("<tool>",)), rows=48)
-    findings = pair_check(target, draft)
+    findings = compatibility(target, draft)
     assert "error" in levels(findings, "added") and levels(findings, "tokens") == {"error"}
     there = repr(target_added[0]) if target_added else "no token"
     assert f"id 40 is {there} in the target but '<tool>' in the draft" in by_topic(findings, "added")[0].message
@@ -190,7 +190,7 @@ def test_an_added_token_that_clashes_below_the_shared_ids_is_an_error(target_add
 def test_padding_rows_on_both_sides_are_ok():
     """Both models padded to 48 rows over a 40-token tokenizer: the tokens check says ids 40 and up are
     padding in both, and nothing is above ok."""
-    findings = pair_check(model(tok(), rows=48), model(tok(), rows=48))
+    findings = compatibility(model(tok(), rows=48), model(tok(), rows=48))
     assert {f.level for f in findings} == {"ok"}
     assert "neither tokenizer has a token from 40 up (padding)" in by_topic(findings, "tokens")[0].message
 
@@ -198,7 +198,7 @@ def test_padding_rows_on_both_sides_are_ok():
 def test_a_target_token_above_the_drafts_rows_is_an_error():
     """The target's added '<tool>' at id 40, which the target's 48 rows can produce but the draft's 40 rows
     cut off, is an error on added and on vocab_size."""
-    findings = pair_check(model(tok(added=("<tool>",)), rows=48), model(tok(), rows=40))
+    findings = compatibility(model(tok(added=("<tool>",)), rows=48), model(tok(), rows=40))
     assert levels(findings, "added") == {"error"} and "error" in levels(findings, "vocab_size")
     assert "above the 40 ids" in by_topic(findings, "added")[0].message
 
@@ -209,7 +209,7 @@ def test_a_missing_tokenizer_is_an_error(missing):
     they were not run, and the sizes are still compared."""
     target = model(None if missing == "target" else tok(), name="t")
     draft = model(None if missing == "draft" else tok(), name="d")
-    findings = pair_check(target, draft)
+    findings = compatibility(target, draft)
     assert by_topic(findings, "tokens")[0].level == "error"
     assert f"The {missing} '{missing[0]}' has no tokenizer" in by_topic(findings, "tokens")[0].message
     assert any(f.message == f"Not checked: the {missing} has no tokenizer." for f in by_topic(findings, "added"))
@@ -225,7 +225,7 @@ def test_every_message_is_one_plain_sentence():
              (model(tok(added=("<call>",)), rows=48), model(tok(added=("<tool>",)), rows=48)),
              (model(None), model(tok()))]
     for target, draft in pairs:
-        for f in pair_check(target, draft):
+        for f in compatibility(target, draft):
             assert f.level in LEVELS and f.topic in TOPICS
             assert "\n" not in f.message and f.message[0].isupper() and f.message.endswith("."), f.message
 
@@ -235,6 +235,6 @@ def test_two_models_without_tokenizers_warn_but_do_not_block():
     get a warning that nothing but ids could be compared, and the pair is not blocked."""
     target = tiny_random(vocab_size=32, hidden_size=16, layers=1, seed=1)
     draft = tiny_random(vocab_size=32, hidden_size=16, layers=1, seed=2)
-    found = pair_check(target, draft)
+    found = compatibility(target, draft)
     assert not blocking(found) and any(f.level == "warn" and "Neither model has a tokenizer" in f.message
                                        for f in found)
