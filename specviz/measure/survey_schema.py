@@ -2,8 +2,8 @@
 replays from a visitor's upload: its format names, its caps, the schema of the parts a Survey keeps
 as dicts, and the rules between fields that no single field's bounds can say (docs/UPLOADS.md).
 
-The Survey dataclasses in measure/advice.py are the schema: their annotations carry these caps, and
-advice.read validates a file against them through pydantic (decoding/upload.py).
+The Survey dataclasses in measure/survey.py are the schema: their annotations carry these caps, and
+survey.read validates a file against them through pydantic (decoding/upload.py).
 """
 from __future__ import annotations
 

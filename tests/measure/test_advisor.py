@@ -15,7 +15,7 @@ import pytest
 
 from specviz.decoding.trace import CycleTrace, NodeTrace, RunTrace
 from specviz.loading.loader import load
-from specviz.measure import advice, advice_report, advisor, deploy
+from specviz.measure import advice, advice_report, advisor, deploy, survey_schema
 from specviz.measure.theory import speedup
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -143,7 +143,7 @@ def test_layer_skip_candidates_name_their_layers_and_bad_lists_are_refused():
 def test_a_damaged_profile_is_refused_with_what_to_do():
     """A file in the right format but with a field missing is refused with one sentence, not a traceback."""
     with pytest.raises(ValueError, match="damaged.*measure it again"):
-        advice.Survey.from_dict({"format": advice.FORMAT, "target": "t"})
+        advice.Survey.from_dict({"format": survey_schema.FORMAT, "target": "t"})
 
 
 def test_a_draft_not_compatible_with_the_target_is_left_out_with_the_reason():
