@@ -4,7 +4,7 @@
     python scripts/screenshot.py --steps 4                          # measure the AR baseline, Step 4 times
     python scripts/screenshot.py --tab Advise --full-page --out assets/screenshot-advise.png
     python scripts/screenshot.py --tab Advise --at "#sv-adv-deploy" --out assets/screenshot-advise-deploy.png
-    python scripts/screenshot.py --query pair=good-vs-bad --at "#sv-pair-status" --out assets/screenshot-pair.png
+    python scripts/screenshot.py --query pair=good-vs-bad --full-page --out assets/screenshot-pair.png
 
 Needs Debian's chromium at /usr/bin/chromium (or CHROMIUM=/path) and the playwright package;
 the app runs in-process on a free local port with the bundled model.
@@ -49,7 +49,11 @@ def main() -> None:
             browser = launch_chromium(p)
             page = browser.new_page(viewport=VIEWPORT)
             page.goto(f"{url}?{args.query}" if args.query else url, wait_until="domcontentloaded")
-            page.wait_for_selector("#sv-tree .js-plotly-plot", timeout=60_000)
+            # the first paint is drawn; attached, not visible: a ?pair= link opens on another tab
+            page.wait_for_selector("#sv-tree .js-plotly-plot", state="attached", timeout=60_000)
+            if args.query:  # what the link opens is painted
+                page.wait_for_function("() => !!document.querySelector('#sv-pair-status .sv-status')",
+                                       timeout=60_000)
             if args.steps:
                 page.click("#sv-measure")  # the timing panel then compares with a measured baseline
                 page.wait_for_function("() => (document.querySelector('#sv-status')?.innerText || '')"
