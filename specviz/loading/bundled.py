@@ -11,6 +11,8 @@ import logging
 import os
 import shutil
 import tempfile
+import threading
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
@@ -89,14 +91,54 @@ def cache_fault(cache: Path) -> str | None:
     return None
 
 
+_READ_ONCE = threading.Lock()  # the patches below are the gguf module's globals: one conversion at a time
+
+
+@contextmanager
+def _gguf_read_once():
+    """While transformers converts one GGUF: parse the file once, not three times, and build gguf's
+    tensor-name map once, not once per module.
+
+    transformers reads the file for the tokenizer, the config and the weights, and each read builds a
+    `gguf.GGUFReader`, which parses every field (the vocabulary's 49 152 strings and the merges); and
+    it asks `gguf.get_tensor_name_map(arch, n_blocks)` again for each of the model's ~400 modules.
+    Both are pure functions of their arguments over a file nobody writes meanwhile, so they are
+    cached for the conversion; transformers imports both names from the gguf module at call time,
+    which is where they are swapped, and put back afterwards."""
+    import gguf
+
+    with _READ_ONCE:
+        reader, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+        readers: dict = {}
+        maps: dict = {}
+
+        def read_once(path, *args, **kwargs):
+            key = (os.fspath(path), args, tuple(sorted(kwargs.items())))
+            if key not in readers:
+                readers[key] = reader(path, *args, **kwargs)
+            return readers[key]
+
+        def map_once(*args):
+            if args not in maps:
+                maps[args] = name_map(*args)
+            return maps[args]
+
+        gguf.GGUFReader, gguf.get_tensor_name_map = read_once, map_once
+        try:
+            yield
+        finally:
+            gguf.GGUFReader, gguf.get_tensor_name_map = reader, name_map
+
+
 def _convert_gguf(folder: Path, cache: Path, progress) -> None:
     """Convert the GGUF once into a safetensors folder; an interrupted run leaves no half cache."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    _say(progress, "Converting the bundled GGUF model once (about 20 s)…")
+    _say(progress, "Converting the bundled GGUF model once (only on a first start)…")
     try:
-        tok = AutoTokenizer.from_pretrained(str(folder), gguf_file=BUNDLED_GGUF)
-        gguf_model = AutoModelForCausalLM.from_pretrained(str(folder), gguf_file=BUNDLED_GGUF)
+        with _gguf_read_once():
+            tok = AutoTokenizer.from_pretrained(str(folder), gguf_file=BUNDLED_GGUF)
+            gguf_model = AutoModelForCausalLM.from_pretrained(str(folder), gguf_file=BUNDLED_GGUF)
         # save_pretrained refuses GGUF-quantized models, so rebuild a plain one with the same weights.
         cfg = gguf_model.config
         if hasattr(cfg, "quantization_config"):
