@@ -101,7 +101,10 @@ def stop(request: gr.Request) -> str:
 # -- layout -------------------------------------------------------------------------------------------
 def _layout() -> dict:
     gr.HTML('<h3 class="sv-h">Theory against measurement</h3>')
+    # custom values allowed: the choices grow after a Compare (`sources`, through the page), and an API
+    # caller names a row by its index; `explain` refuses a row that was not measured, with a message
     t = {"source": gr.Dropdown([("The main view's run", MAIN_RUN)], value=MAIN_RUN, label="Run to explain",
+                               allow_custom_value=True,
                                info="A measured Compare row, or the main view's run and its AR baseline.")}
     with gr.Row():
         t["explain"] = gr.Button("Put it on the theory curve", variant="primary", elem_id="sv-theory-go")

@@ -128,6 +128,10 @@ def test_markup_in_prompt_and_model_text_stays_literal(app_page):
     target = page.locator("#sv-target input")
     target.fill(PAYLOAD)
     target.press("Enter")
+    # the changed target resets the finished run first; on a loaded machine that message could
+    # otherwise arrive after the Step's error and replace it
+    page.wait_for_function("() => (document.querySelector('#sv-status')?.innerText || '').includes('Settings changed')",
+                           timeout=60_000)
     page.click("#sv-step")
     page.wait_for_selector("#sv-status .sv-status-error", timeout=60_000)
     assert PAYLOAD.strip() in text_of(page, "#sv-status")

@@ -42,12 +42,23 @@ def wait_text(page, selector: str, needle: str, timeout: int = WAIT_MS) -> None:
                            arg=[selector, needle], timeout=timeout)
 
 
-def test_the_tab_opens_on_the_recorded_profile_before_any_model_loads(page):
+@pytest.fixture
+def asked(monkeypatch):
+    """Every model the app asks its pool for from now on (models other tests of this process loaded
+    stay loaded: what matters is that opening the tab asks for none)."""
+    from specviz.ui.runtime.state import MODELS
+
+    specs: list[str] = []
+    get = MODELS.get
+    monkeypatch.setattr(MODELS, "get", lambda spec, *a, **k: specs.append(spec) or get(spec, *a, **k))
+    return specs
+
+
+def test_the_tab_opens_on_the_recorded_profile_before_any_model_loads(asked, page):
     """Without a click beyond the tab: the recorded recommendation, a row per recorded candidate, the
-    S(K), acceptance and load figures with a trace per candidate, and still no model in memory."""
+    S(K), acceptance and load figures with a trace per candidate, and no model asked for."""
     from specviz.measure import advice, advice_report
     from specviz.ui import advise
-    from specviz.ui.runtime.state import MODELS
 
     recorded = advice.read(advise.RECORDED)
     assert "Recorded on" in page.locator("#sv-adv-status").inner_text()
@@ -57,7 +68,7 @@ def test_the_tab_opens_on_the_recorded_profile_before_any_model_loads(page):
     for plot in ("#sv-adv-curves", "#sv-adv-concurrency"):
         assert page.locator(f"{plot} .scatterlayer .trace").count() >= len(recorded.measured)
     assert page.locator("#sv-adv-accept .scatterlayer .trace").count() == 2 * len(recorded.measured)
-    assert MODELS.peek("bundled") is None
+    assert asked == []
 
 
 def test_a_saved_profile_replays_and_a_bad_file_is_refused(page, tmp_path):

@@ -18,6 +18,7 @@ from specviz.decoding import tracefile
 from specviz.decoding.tracefile import TraceFile
 from specviz.measure.batch_effect import BatchEffect
 from specviz.measure.theory import Analysis
+from specviz.pricing.cost_profile import renamed
 from specviz.pricing.costs import CostProfile
 from specviz.proposers import HEAD_DRAFT
 from specviz.ui.runtime.presets import DEFAULT_METHOD, METHODS
@@ -148,9 +149,9 @@ def batch_values() -> dict:
     """Status, figure and text of the batch-size panel: the recorded curve."""
     data = recorded()
     try:
-        d = data["batch"]
+        d = renamed(data["batch"])  # recorded before 2026-12-06: the one-token pass was "step_s"
         effect = BatchEffect(**{f.name: d[f.name] for f in fields(BatchEffect) if f.name != "cached"})
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, AttributeError):
         return {"batch_status": "", "batch_plot": None, "batch_html": ""}
     note = f"{_when(data)}. Press 'Measure batch sizes 1 to 32' to time it on this server."
     return {"batch_status": status_html(note, "info"), "batch_plot": cviz.batch_figure(effect),
