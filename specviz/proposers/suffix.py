@@ -105,11 +105,21 @@ EARLIER = EarlierRuns()
 os.register_at_fork(after_in_child=EARLIER._fresh_lock)  # a lock held at fork would stay held in the child
 
 
+def weakly_held(model) -> bool:
+    """Whether `model` can key the store (a weak reference to it can be made)."""
+    try:
+        weakref.ref(model)
+    except TypeError:
+        return False
+    return True
+
+
 def remember(model, state) -> None:
     """Feed a finished run (a RunState) of a suffix-drafting method into this process's store: the
     main process calls it where a worker's state comes back (on ZeroGPU the worker's store is lost)."""
     method = state.options.get("method")
-    if state.done and method in ("suffix", "hybrid") and state.options.get("share", True) is not False:
+    if state.done and method in ("suffix", "hybrid") and state.options.get("share", True) is not False \
+            and state.options.get("suffix", True) is not False and weakly_held(model):
         EARLIER.record(model, state.prompt_ids, state.ids[len(state.prompt_ids):], state.run_id)
 
 
@@ -128,7 +138,7 @@ class SuffixProposer(Proposer):
                              f"got {capacity}, {spec_factor}, {min_prob}, {patterns}")
         self.model, self.store = model, store
         self.capacity, self.spec_factor, self.min_prob = int(capacity), float(spec_factor), float(min_prob)
-        self.patterns, self.share = int(patterns), bool(share) and model is not None
+        self.patterns, self.share = int(patterns), bool(share) and weakly_held(model)
         self.own = Text(origin=SourceKind.SUFFIX_OUTPUT)
         self.entry: Entry | None = None
 

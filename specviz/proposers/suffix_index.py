@@ -79,10 +79,12 @@ def occurrences(text: Text, context: list[int], weight: int, origin_of) -> list[
 
 @dataclass
 class Grown:
-    """A draft tree grown from one pattern length: the tree, Σ D (its expected accepted tokens)."""
+    """A draft tree grown from one pattern length: the tree, Σ D (its expected accepted tokens), the
+    occurrences it was grown from and each node's count C."""
     tree: DraftTree
     score: float
     members: list[Occurrence]
+    counts: list[int]
 
 
 def grow(members: list[Occurrence], m: int, depth: int, budget: int, min_prob: float) -> Grown:
@@ -90,7 +92,7 @@ def grow(members: list[Occurrence], m: int, depth: int, budget: int, min_prob: f
     counts the (weighted) occurrences that continue that way; the `budget` nodes of highest D that
     reach at least `min_prob`, at most `depth` deep. A node's source is where most of its count
     came from; its branch is its rank among its siblings by count (0: the most frequent)."""
-    tokens, parents, sources, score = [], [], [], 0.0
+    tokens, parents, sources, counts, score = [], [], [], [], 0.0
     heap: list = []
     tie = 0
 
@@ -110,10 +112,11 @@ def grow(members: list[Occurrence], m: int, depth: int, budget: int, min_prob: f
         tokens.append(tok)
         parents.append(parent)
         sources.append(source)
+        counts.append(sum(o.weight for o in below))
         score -= neg_d
         if level < depth:
             offer(len(tokens) - 1, -neg_d, level, below)
-    return Grown(DraftTree(tokens, parents, None, sources), score, members)
+    return Grown(DraftTree(tokens, parents, None, sources), score, members, counts)
 
 
 def _children(held: list[Occurrence], level: int) -> list[tuple[int, list[Occurrence], SourceKind]]:
