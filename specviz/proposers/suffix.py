@@ -23,6 +23,7 @@ forked later reads what the main process held at the fork.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import weakref
@@ -102,6 +103,20 @@ class EarlierRuns:
 
 
 EARLIER = EarlierRuns()
+_LOCAL = threading.local()  # measurements: see unshared()
+
+
+@contextlib.contextmanager
+def unshared():
+    """Proposers built in this thread meanwhile neither read nor feed the store: a measurement
+    (bench, Compare, Advise) must not draft from its own warm-ups and repeats, nor from a class,
+    and must not feed a class with its prompts."""
+    before = getattr(_LOCAL, "off", False)
+    _LOCAL.off = True
+    try:
+        yield
+    finally:
+        _LOCAL.off = before
 os.register_at_fork(after_in_child=EARLIER._fresh_lock)  # a lock held at fork would stay held in the child
 
 
@@ -138,7 +153,8 @@ class SuffixProposer(Proposer):
                              f"got {capacity}, {spec_factor}, {min_prob}, {patterns}")
         self.model, self.store = model, store
         self.capacity, self.spec_factor, self.min_prob = int(capacity), float(spec_factor), float(min_prob)
-        self.patterns, self.share = int(patterns), bool(share) and weakly_held(model)
+        self.patterns = int(patterns)
+        self.share = bool(share) and weakly_held(model) and not getattr(_LOCAL, "off", False)
         self.own = Text(origin=SourceKind.SUFFIX_OUTPUT)
         self.entry: Entry | None = None
 
