@@ -64,7 +64,7 @@ PAIRS = (
          "On a maths question the text rarely repeats, so prompt lookup (A) often finds nothing; LogitSpec (B) "
          "also retrieves with the next-next token guessed from the last logits, and rescues some of those cycles.",
          "logitspec-rescue-pld", "logitspec-rescue"),
-    Pair("class-vs-lookup", "A class's suffix tree against prompt lookup",
+    Pair("class-vs-lookup", "The suffix tree of a class against prompt lookup",
          "Thirty students decode the same example prompt. Suffix decoding (A, the 30th student) drafts from "
          "the earlier students' outputs on exactly this prompt, so its drafts are long and right; prompt lookup "
          "(B) copies only from this run's own prompt and output. Hover a node of A's tree: its source says "
