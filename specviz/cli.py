@@ -18,7 +18,7 @@ from specviz.cli_args import _Parser, _positive_int, _temperature, _top_p, fail
 from specviz.decoding.speed import label
 
 # Mirrors specviz.proposers.METHODS; spelled out so a bad argument fails before torch loads.
-METHODS = ("ar", "draft", "layerskip", "pld", "logitspec", "head")
+METHODS = ("ar", "draft", "layerskip", "pld", "logitspec", "head", "suffix")
 
 # ANSI styles by token origin. Blue and orange stay apart under the common colour-vision
 # deficiencies; bonus is marked by weight and underline rather than by a third hue.

@@ -3,6 +3,7 @@
     python scripts/assets/make_lesson_traces.py              # every lesson → assets/lessons/<file>.json
     python scripts/assets/make_lesson_traces.py retrieval    # only the lessons named
     python scripts/assets/make_lesson_traces.py pairs        # only the runs the Side by side pairs add
+    python scripts/assets/make_lesson_traces.py pair-class-suffix pair-class-pld   # only the sides named
     python scripts/assets/make_lesson_traces.py --repeats 3  # keep the fastest of 3 runs: steadier timings
 
 Each file is an exported trace (specviz/decoding/tracefile.py): the run, its measured AR baseline and
@@ -23,9 +24,10 @@ import torch
 
 from specviz import Decoder, load
 from specviz.decoding import tracefile
+from specviz.proposers import suffix
 from specviz.ui.decode.lessons import LESSONS
 from specviz.ui.shared.recordings import LESSON_DIR
-from specviz.ui.side_by_side.pairs import PAIRS, RECORDED_SIDES
+from specviz.ui.side_by_side.pairs import CLASS_BEFORE, PAIRS, RECORDED_SIDES
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -91,8 +93,8 @@ def main() -> None:
     for lesson in LESSONS:
         if not args.lessons or lesson.key in args.lessons:
             jobs += [(v.file, v.settings, dict(lesson=lesson.key, variant=v.label)) for v in lesson.variants]
-    if not args.lessons or "pairs" in args.lessons:
-        for file, settings in RECORDED_SIDES.items():
+    for file, settings in RECORDED_SIDES.items():
+        if not args.lessons or "pairs" in args.lessons or file in args.lessons:
             used = [p.key for p in PAIRS if file in (p.a, p.b)]
             jobs.append((file, settings, dict(pairs=used, variant=settings.describe())))
     if args.threads:
@@ -100,6 +102,10 @@ def main() -> None:
     target = load("bundled", progress=lambda msg: print(msg, file=sys.stderr))
     LESSON_DIR.mkdir(parents=True, exist_ok=True)
     for file, settings, about in jobs:
+        if settings.proposer == "suffix":  # the class before this student: their outputs feed its drafts
+            suffix.EARLIER.clear()
+            for _ in range(CLASS_BEFORE):
+                Decoder(target, settings.prompt, settings.decode()).run()
         spec, ar = record(target, settings, args.repeats)
         focus = rescue_cycle(spec) if about.get("lesson") == "logitspec-rescue" and spec.method == "logitspec" else None
         meta = dict(about, prompt=settings.prompt, focus_cycle=focus, recorded_at=time.strftime("%Y-%m-%d"),

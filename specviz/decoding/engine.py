@@ -284,6 +284,8 @@ class Decoder:
         cycle.origins = kinds[:kept]
         cycle.cache_after = self._cache_lengths()
         self._adapt(cycle)
+        if self.done and self.proposer is not None:  # e.g. suffix decoding learns from finished runs
+            self.proposer.finish(self.run_id, list(self.ids), len(self.prompt_ids))
         t3 = time.perf_counter()
         cycle.draft_s, cycle.verify_s, cycle.other_s = t1 - t0, t2 - t1, t3 - t2
         self.elapsed += t3 - t0

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import torch
 
-from specviz.decoding.trace import NOT_REACHED, Alt, CycleTrace, NodeTrace
+from specviz.decoding.trace import MATCH_TOKENS, NOT_REACHED, Alt, CycleTrace, MatchTrace, NodeTrace
 from specviz.decoding.verify import Verdict
 from specviz.drafting.sampling import Sampling
-from specviz.drafting.tree import DraftTree, Source, SourceKind
+from specviz.drafting.tree import DraftTree, Match, Source, SourceKind
 
 TOP_N = 5  # alternatives shown per node: enough to see what the model hesitated between
 
@@ -27,6 +27,15 @@ def source_fields(source: Source | None) -> dict:
     if source is None:
         return {}
     return dict(source=SourceKind(source.kind).value, branch=source.branch, rank=source.rank, ngram=source.ngram)
+
+
+def match_trace(match: Match | None, text) -> MatchTrace | None:
+    """A suffix match as texts, each part cut to what a trace keeps."""
+    if match is None:
+        return None
+    words = lambda ids: [text(t) for t in ids[-MATCH_TOKENS:]]  # noqa: E731
+    return MatchTrace(SourceKind(match.found_in).value, words(match.before), words(match.matched),
+                      [text(t) for t in match.after[:MATCH_TOKENS]], int(match.count))
 
 
 def record_nodes(tree: DraftTree, verdict: Verdict, logits: torch.Tensor,
@@ -72,6 +81,8 @@ def record_cycle(cycle: CycleTrace, tree: DraftTree, verdict: Verdict, logits: t
     cycle.new_token = Alt(verdict.new_token, text(verdict.new_token), float(drawn_from[verdict.new_token]))
     cycle.new_kind = verdict.new_kind
     cycle.retrieval_hit = tree.retrieval_hit
+    suffix_sent = any(str(SourceKind(s.kind).value).startswith("suffix") for s in tree.sources or [])
+    cycle.match = match_trace(tree.match, text) if suffix_sent else None  # only beside what it drafted
 
 
 def record_counts(cycle: CycleTrace, tree: DraftTree, verdict: Verdict) -> None:

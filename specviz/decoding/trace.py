@@ -76,6 +76,21 @@ class Alt:
 
 
 TOP = items(Alt, MAX_TOP)
+MATCH_TOKENS = 64  # tokens of a suffix match's text kept in a trace: its context, the match, what followed
+
+
+@with_config(UPLOAD)
+@dataclass
+class MatchTrace:
+    """Where suffix decoding found the context's suffix (drafting/tree.Match, as texts): the kind of
+    text (a SUFFIX_* source: "suffix-prompt", "suffix-output" or "suffix-earlier"; never whose run),
+    a few tokens before the match there, the matched tokens, what followed them there, and how many
+    occurrences agreed that far."""
+    found_in: SOURCE
+    before: items(TOKEN_TEXT, MATCH_TOKENS) = field(default_factory=list)
+    matched: items(TOKEN_TEXT, MATCH_TOKENS) = field(default_factory=list)
+    after: items(TOKEN_TEXT, MATCH_TOKENS) = field(default_factory=list)
+    count: whole(0, 10 ** 9) = 0
 
 
 @with_config(UPLOAD)
@@ -137,6 +152,7 @@ class CycleTrace:
     total_tokens: whole(0, MAX_NEW_TOKENS) = 0  # new tokens committed so far, this cycle included
     retrieval_hit: bool | None = None  # retrieval proposers: did a lookup find anything
     offered: whole(0, 1_000_000) | None = None  # nodes the proposer offered; `nodes` are those worth a verify pass
+    match: MatchTrace | None = None  # suffix decoding: where the context's suffix was found
     greedy: bool = True
     # the runs the planner priced this cycle's verify pass for (pricing/batch_costs.py)
     priced_batch: whole(1, MAX_RUNS_SHARED) = 1
@@ -253,6 +269,7 @@ def _cycle_from_dict(d: dict[str, Any]) -> CycleTrace:
     d["nodes"] = nodes
     d["residual_top"] = _alts(d.get("residual_top"))
     d["new_token"] = Alt(**d["new_token"]) if d.get("new_token") else None
+    d["match"] = MatchTrace(**d["match"]) if d.get("match") else None
     names = {f.name for f in dataclasses.fields(CycleTrace)}
     return CycleTrace(**{k: v for k, v in d.items() if k in names})
 

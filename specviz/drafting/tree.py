@@ -22,6 +22,10 @@ class SourceKind(str, Enum):
     HEAD = "head"  # the trained draft head
     DRAFT = "draft"  # a draft model
     LAYERSKIP = "layerskip"  # the target's own layer subset
+    # suffix decoding (proposers/suffix.py), by the text the continuation was found in
+    SUFFIX_PROMPT = "suffix-prompt"  # the run's own prompt
+    SUFFIX_OUTPUT = "suffix-output"  # the run's own output so far
+    SUFFIX_EARLIER = "suffix-earlier"  # an earlier run on this target and exactly this prompt
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,19 @@ class Source:
     ngram: int | None = None  # retrieved nodes: the length of the n-gram match that found them
 
 
+@dataclass(frozen=True)
+class Match:
+    """Where a suffix proposer found the context's suffix (proposers/suffix.py), as ids: a few
+    tokens `before` it in that text, the `matched` suffix itself, what came `after` it there, and
+    how many (weighted) occurrences agreed over that length. The page highlights it; it names the
+    kind of text (SUFFIX_*), never whose run it was."""
+    found_in: SourceKind
+    before: tuple[int, ...]
+    matched: tuple[int, ...]
+    after: tuple[int, ...]
+    count: int
+
+
 @dataclass
 class DraftTree:
     tokens: list[int] = field(default_factory=list)
@@ -42,6 +59,7 @@ class DraftTree:
     q: list[torch.Tensor | None] | None = None
     sources: list[Source] | None = None  # per node: which proposer branch made it
     retrieval_hit: bool | None = None  # for retrieval proposers: did any lookup succeed
+    match: Match | None = None  # a suffix proposer's match, for the page
 
     def __post_init__(self):
         if len(self.tokens) != len(self.parents):
@@ -89,7 +107,7 @@ class DraftTree:
         pick = lambda xs: None if xs is None else [xs[i] for i in keep]
         return DraftTree([self.tokens[i] for i in keep],
                          [new_index.get(self.parents[i], -1) for i in keep],
-                         pick(self.q), pick(self.sources), self.retrieval_hit)
+                         pick(self.q), pick(self.sources), self.retrieval_hit, self.match)
 
     def ancestors(self, i: int) -> list[int]:
         """Node i and its ancestors, root-most first (the root itself excluded)."""

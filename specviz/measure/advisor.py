@@ -49,7 +49,7 @@ from specviz.measure.advice import (  # noqa: F401
 from specviz.measure.compatibility import blocking, compatibility
 from specviz.measure.disagreement import disagreement, why_not
 from specviz.pricing.timing import pass_times
-from specviz.proposers import default_k, proposer_class
+from specviz.proposers import default_k, proposer_class, suffix
 
 
 # -- measurement -------------------------------------------------------------------------------------
@@ -69,7 +69,8 @@ def count_positions(runs: list[RunTrace], k_max: int) -> tuple[int, list[float],
 
 
 def _decode_all(target, draft, prompts, **kw) -> tuple[list[RunTrace], float]:
-    runs = [generate(target, p, draft=draft, **kw) for p in prompts]
+    with suffix.unshared():  # a candidate must not draft from its own warm-ups and checks
+        runs = [generate(target, p, draft=draft, **kw) for p in prompts]
     tokens = sum(len(r.token_ids) - 1 for r in runs)
     seconds = sum(r.metrics["decode_s"] for r in runs)
     return runs, tokens / seconds if seconds > 0 else 0.0

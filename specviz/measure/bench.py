@@ -26,8 +26,9 @@ from specviz.decoding.engine import generate
 from specviz.decoding.planner import verify_cost
 from specviz.decoding.served import served_plain
 from specviz.loading.loader import load
+from specviz.proposers import suffix
 
-LOOKUP_METHODS = ("pld", "logitspec")  # draft lengths come from the proposer's own knobs, K only caps them
+LOOKUP_METHODS = ("pld", "logitspec", "suffix")  # draft lengths come from the proposer's own knobs, K only caps them
 HF_PLD_TOKENS = 10  # transformers' documented default for prompt_lookup_num_tokens
 
 
@@ -97,10 +98,11 @@ def _is_float(text: str) -> bool:
 
 def _ours_call(target, ids, variant, draft, args):
     method, record, knobs = parse_variant(variant)
-    run = generate(target, ids, method=method, draft=draft if method == "draft" else None,
-                   k=args.lookup_k if method in LOOKUP_METHODS else args.k,
-                   temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.max_new_tokens,
-                   chat=False, record=record, **knobs)
+    with suffix.unshared():  # a prompt's repeats must not draft from each other (a class does)
+        run = generate(target, ids, method=method, draft=draft if method == "draft" else None,
+                       k=args.lookup_k if method in LOOKUP_METHODS else args.k,
+                       temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.max_new_tokens,
+                       chat=False, record=record, **knobs)
     m = run.metrics
     return {"token_ids": run.token_ids, "mean_accepted_tokens": m["mean_accepted_tokens"],
             "acceptance_rate": m["acceptance_rate"], "retrieval_success": m["retrieval_success"],

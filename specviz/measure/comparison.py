@@ -21,7 +21,7 @@ from specviz.decoding.settings import MAX_K, DecodeSettings
 from specviz.decoding.trace import RunTrace
 from specviz.drafting.sampling import check_settings, is_greedy
 from specviz.loading.loader import LoadedModel
-from specviz.proposers import METHODS, default_k, resolve_draft, resolve_k
+from specviz.proposers import METHODS, default_k, resolve_draft, resolve_k, suffix
 
 MAX_CONFIGS = 6  # more rows than fit beside one bar chart at a glance
 WARMUP_TOKENS = 4  # enough to touch every code path (prefill, a draft, a verify, a rollback)
@@ -141,7 +141,8 @@ def decode(target: LoadedModel, draft: LoadedModel | None, config: Config, share
     settings = shared.for_row(config, max_new_tokens)
     if config.method == "ar" and target.remote is not None:  # a served target's anchor: its own decoding
         return served_plain(target, shared.prompt, settings), time.perf_counter() - t0
-    decoder = Decoder(target, shared.prompt, settings, draft)
+    with suffix.unshared():  # a row's timed run must not draft from its own warm-up
+        decoder = Decoder(target, shared.prompt, settings, draft)
     for _ in decoder:
         if should_stop():
             raise Stopped

@@ -11,6 +11,7 @@ REGISTRY = {
     "logitspec": "logitspec:LogitSpecProposer",
     "head": "head:HeadProposer",
     "hybrid": "hybrid:HybridProposer",
+    "suffix": "suffix:SuffixProposer",
 }
 
 METHODS = ("ar", *REGISTRY)
@@ -18,7 +19,8 @@ METHODS = ("ar", *REGISTRY)
 # Default K per method: the most a cycle may draft. The planner (planner.py) sends less when
 # less pays, so a default only has to stay out of a method's way: retrieval drafts are tuned
 # for up to 16 tokens (prompt_lookup.py, logitspec.py); model drafts rarely pay past 8 here.
-DEFAULT_K = {"ar": 1, "draft": 8, "head": 8, "layerskip": 8, "pld": 16, "logitspec": 16, "hybrid": 16}
+DEFAULT_K = {"ar": 1, "draft": 8, "head": 8, "layerskip": 8, "pld": 16, "logitspec": 16, "hybrid": 16,
+             "suffix": 16}
 
 
 def default_k(method) -> int:

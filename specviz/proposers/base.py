@@ -68,6 +68,9 @@ class Proposer:
     def observe(self, cycle) -> None:
         """Sees each finished CycleTrace, e.g. to adapt its draft length."""
 
+    def finish(self, run_id: str, ids: list[int], prompt_len: int) -> None:
+        """Called once when the run has ended, with every committed id (the prompt's first)."""
+
     # -- a run's state as data (runstate.py): what survives a process boundary ----------------
     def state(self) -> dict:
         """What this proposer knows that the committed ids cannot rebuild (plain data)."""

@@ -8,7 +8,12 @@ siblings stays exact: a head node is a draw from its q, independent of its retri
 and is never merged into one of them even when the tokens agree. The planner (planner.py) then
 sends the nodes that pay; it chooses the head's depth before the head drafts, from its record.
 
-Without the trained head (any target but the bundled one) the tree is LogitSpec's alone.
+Suffix decoding (suffix.py) adds its tree too: matches over the run's own text and over earlier
+runs on the same target and prompt (a class), each node keeping its SUFFIX_* source. Under greedy
+decoding only what retrieval and the head did not already offer is added; the planner sends it
+when its record says it pays. `suffix=False` leaves it out.
+
+Without the trained head (any target but the bundled one) the tree is LogitSpec's (and suffix's).
 """
 from __future__ import annotations
 
@@ -19,6 +24,7 @@ from specviz.loading.loader import ModelLoadError
 from specviz.proposers.base import ProposeContext, Proposer
 from specviz.proposers.head import HeadProposer
 from specviz.proposers.logitspec import LogitSpecProposer
+from specviz.proposers.suffix import SuffixProposer
 
 HEAD_K = 3  # the head's depth when no planner chooses it: its acceptance falls fast with depth
 
@@ -31,7 +37,7 @@ def join(first: DraftTree, second: DraftTree) -> DraftTree:
                      first.parents + [p if p < 0 else p + n for p in second.parents],
                      qs if any(q is not None for q in qs) else None,
                      [first.source_of(i) for i in range(n)] + [second.source_of(i) for i in range(len(second))],
-                     first.retrieval_hit)
+                     first.retrieval_hit, first.match or second.match)
 
 
 def merge_greedy(first: DraftTree, second: DraftTree) -> DraftTree:
@@ -60,23 +66,25 @@ def merge_greedy(first: DraftTree, second: DraftTree) -> DraftTree:
             at[(par, tok)] = same
         where.append(same)
     return DraftTree(tokens, parents, qs if any(q is not None for q in qs) else None, sources,
-                     first.retrieval_hit)
+                     first.retrieval_hit, first.match or second.match)
 
 
 class HybridProposer(Proposer):
     name = "hybrid"
     # the retrieval part's, and the head's greedy tree (head.py: children per node, nodes grown per depth)
     # head_path: another trained head file (e.g. two heads side by side in one benchmark run)
-    KNOBS = LogitSpecProposer.KNOBS + ("head_width", "head_beam", "head_path")
+    # suffix: add suffix decoding's tree (suffix.py)
+    KNOBS = LogitSpecProposer.KNOBS + ("head_width", "head_beam", "head_path", "suffix")
 
-    def __init__(self, retrieval: LogitSpecProposer, head: HeadProposer | None):
-        self.retrieval, self.head = retrieval, head
+    def __init__(self, retrieval: LogitSpecProposer, head: HeadProposer | None,
+                 suffix: SuffixProposer | None = None):
+        self.retrieval, self.head, self.suffix = retrieval, head, suffix
         self.call_cost = head.call_cost if head is not None else 0.0  # what the planner's K costs
         self.needs_hidden = head is not None
 
     @classmethod
     def build(cls, target, draft=None, head_width: int | None = None, head_beam: int | None = None,
-              head_path: str | None = None, **knobs):
+              head_path: str | None = None, suffix: bool = True, **knobs):
         if draft is not None:
             raise ValueError("method 'hybrid' drafts with retrieval and the trained head; do not pass a draft model")
         cls.check_knobs(knobs)
@@ -88,24 +96,32 @@ class HybridProposer(Proposer):
             if head_path is not None:  # a head asked for by name: say why it cannot be used
                 raise
             head = None  # no trained head for this target: retrieval alone
-        return cls(retrieval, head)
+        return cls(retrieval, head, SuffixProposer.build(target) if suffix else None)
 
     def start(self, ids: list[int]) -> None:
         self.retrieval.start(ids)
+        if self.suffix is not None:
+            self.suffix.start(ids)
 
     def propose(self, ctx: ProposeContext) -> DraftTree:
         tree = self.retrieval.propose(ctx)
+        add = merge_greedy if ctx.sampling.greedy else join
+        if self.suffix is not None:  # before the head, whose depth is priced beside what is offered
+            tree = add(tree, self.suffix.propose(ctx))
         if self.head is None:
             return tree
         # the head drafts only as deep as pays beside what retrieval already offers
         k = ctx.planner.depth(self.head.source, ctx.k, tree) if ctx.planner is not None else min(HEAD_K, ctx.k)
         if k < 1:
             return tree
-        drafts = self.head.propose(dataclasses.replace(ctx, k=k))
-        return merge_greedy(tree, drafts) if ctx.sampling.greedy else join(tree, drafts)
+        return add(tree, self.head.propose(dataclasses.replace(ctx, k=k)))
 
     def observe(self, cycle) -> None:
         self.retrieval.observe(cycle)
+
+    def finish(self, run_id: str, ids: list[int], prompt_len: int) -> None:
+        if self.suffix is not None:
+            self.suffix.finish(run_id, ids, prompt_len)
 
     def state(self) -> dict:
         return self.retrieval.state()  # the head keeps nothing: its hidden state is the run's
@@ -115,3 +131,5 @@ class HybridProposer(Proposer):
 
     def rebuild(self, ids: list[int]) -> None:
         self.retrieval.rebuild(ids)
+        if self.suffix is not None:
+            self.suffix.rebuild(ids)

@@ -26,9 +26,10 @@ from specviz.viz import deploy_figures as dfig
 
 RECORDED = ASSETS / "recorded_advice.json"
 METHODS = [("Hybrid, K auto (SpecViz's planner, as the app runs it)", "auto:hybrid"), ("Hybrid", "hybrid"),
-           ("Prompt lookup", "pld"), ("LogitSpec", "logitspec"), ("Draft head (bundled target)", "head"),
+           ("Prompt lookup", "pld"), ("LogitSpec", "logitspec"), ("Suffix decoding", "suffix"),
+           ("Draft head (bundled target)", "head"),
            ("Layer skip", "layerskip")]
-DEFAULT_METHODS = ["auto:hybrid", "hybrid", "pld", "logitspec", "head", "layerskip"]
+DEFAULT_METHODS = ["auto:hybrid", "hybrid", "pld", "logitspec", "suffix", "head", "layerskip"]
 SEPARATOR = "---"  # a line holding only this separates two prompts
 MAX_PROMPTS = 8
 MAX_CANDIDATES = 8

@@ -25,9 +25,9 @@ DEFAULT_ROWS = [[BUNDLED, "hybrid", "", 16, 0.0],  # the app's default method fi
 DEFAULT_PROMPT = "Write the days of the week, one per line, then the months of the year, one per line."
 MAX_NEW_DEFAULT = 48  # every configuration and its baseline decode this many: ~4 s each on a 2-core CPU
 REPEATS_RANGE = (1, 5)
-INTRO = ("<p class='sv-cmp-intro'>Each row is one configuration (method: ar, draft, pld, logitspec, layerskip; "
-         "the draft column is read only for method draft). One click warms every row up, then times it "
-         "against plain decoding of the same target and temperature, on the same prompt, with trace "
+INTRO = ("<p class='sv-cmp-intro'>Each row is one configuration (method: ar, draft, pld, logitspec, suffix, "
+         "hybrid, layerskip; the draft column is read only for method draft). One click warms every row up, "
+         "then times it against plain decoding of the same target and temperature, on the same prompt, with trace "
          "recording off. Greedy rows must reproduce the plain output token for token.</p>")
 OUTPUTS = ("status", "table", "chart")
 compare_handler = guard.guarded(OUTPUTS, guard.TAB_HINT)

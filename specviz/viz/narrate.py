@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from specviz.decoding.trace import BONUS, REJECTED, RESAMPLED, CycleTrace, NodeTrace
 from specviz.viz.style import num, quote
-from specviz.viz.tree_figure import is_tree, nodes_of, source_kind, source_label
+from specviz.viz.tree_figure import FOUND_IN, is_tree, nodes_of, source_kind, source_label
 
 
 def _drafted(cycle: CycleTrace) -> str:
@@ -84,6 +84,16 @@ def _new(cycle: CycleTrace, rejected: NodeTrace | None) -> str:
     return f"plain target step {tok}{p}"
 
 
+def _matched(cycle: CycleTrace) -> str:
+    """Suffix decoding: which suffix of the context matched, and in which text (never whose run)."""
+    match = getattr(cycle, "match", None)
+    if match is None or match.found_in not in FOUND_IN:
+        return ""
+    times = f", {match.count} times" if match.count > 1 else ""
+    return (f" Suffix decoding matched the last {len(match.matched)} tokens, "
+            f"{quote(''.join(match.matched))}, in {FOUND_IN[match.found_in]}{times}.")
+
+
 def _caches(cycle: CycleTrace) -> str:
     parts = []
     for name in ("target", "draft"):
@@ -108,6 +118,6 @@ def narrate(cycle: CycleTrace) -> str:
     kept = len(cycle.committed)
     if cycle.committed and kept < len(cycle.accepted) + 1:
         sentence += f" Only {kept} committed (end of sequence or token budget)."
-    sentence += _planned(cycle)
+    sentence += _planned(cycle) + _matched(cycle)
     caches = _caches(cycle)
     return f"{sentence} {caches}" if caches else sentence

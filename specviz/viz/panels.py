@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from specviz.decoding.trace import TARGET, CycleTrace, RunTrace
 from specviz.viz.style import BLUE, GREY, ORIGIN, STATUS, VERMILLION, esc
-from specviz.viz.tree_figure import nodes_of
+from specviz.viz.tree_figure import FOUND_IN, nodes_of
 
 MAX_SLOTS = 80  # cache cells drawn per row: a 64-node tree plus the newest token and context
 
@@ -64,6 +64,23 @@ def text_html(run: RunTrace) -> str:
     # pre-wrap keeps the model's newlines and spaces; no whitespace between spans on purpose
     return (f'<div class="sv-text">{origin_legend()}<div class="sv-text-body" style="white-space:pre-wrap;'
             f'line-height:1.8;font-size:15px;overflow-wrap:anywhere">{body}</div></div>')
+
+
+def match_html(cycle: CycleTrace) -> str:
+    """Suffix decoding's match, highlighted in the text it was found in: a few tokens before it,
+    the matched suffix marked, and what followed it there (what the draft copied). Empty when the
+    cycle drafted nothing from a suffix match. An earlier run is named only as "an earlier run on
+    this prompt"."""
+    match = getattr(cycle, "match", None)
+    if match is None or match.found_in not in FOUND_IN:
+        return ""
+    span = lambda texts, cls: f'<span class="{cls}">{esc("".join(texts))}</span>'  # noqa: E731
+    return (f'<div class="sv-match"><span class="sv-match-where">Matched in {esc(FOUND_IN[match.found_in])}'
+            f'{f" ({match.count} times)" if match.count > 1 else ""}:</span> '
+            f'<span style="white-space:pre-wrap">…{span(match.before, "sv-match-before")}'
+            f'<mark class="sv-match-suffix" title="the matched suffix">{esc("".join(match.matched))}</mark>'
+            f'<span class="sv-match-after" style="text-decoration:underline dotted" title="what followed it there">'
+            f'{esc("".join(match.after))}</span>…</span></div>')
 
 
 def _slots(before: int, after: int, peak: int) -> str:

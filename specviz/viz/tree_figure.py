@@ -7,6 +7,7 @@ from specviz.decoding.trace import BONUS, NOT_REACHED, RESAMPLED, TARGET, CycleT
 from specviz.viz.style import (
     BLUE,
     FIG_HEIGHT,
+    GREEN,
     GREY,
     PURPLE,
     ROOT_COLOUR,
@@ -122,12 +123,16 @@ def edges(cycle: CycleTrace, pos) -> tuple[list, list, list, list]:
 
 
 # A node's outline says who proposed it, when a tree mixes proposers (the fill says its status).
-SOURCE_COLOURS = {"head": PURPLE, "candidate": YELLOW, "lookup": SKY}
+SOURCE_COLOURS = {"head": PURPLE, "candidate": YELLOW, "lookup": SKY, "suffix": GREEN}
 
 
 # Who proposed a node, in words: NodeTrace's source fields (drafting/tree.Source) → a label.
 KIND_WORDS = {"candidate": "candidate", "root": "lookup", "lookup": "lookup", "head": "head",
-              "draft": "draft model", "layerskip": "layer skip"}
+              "draft": "draft model", "layerskip": "layer skip", "suffix-prompt": "suffix",
+              "suffix-output": "suffix", "suffix-earlier": "suffix"}
+# suffix decoding: the text a match was found in; an earlier run is never named, only its prompt
+FOUND_IN = {"suffix-prompt": "the prompt", "suffix-output": "this run's output",
+            "suffix-earlier": "an earlier run on this prompt"}
 
 
 def source_kind(node: NodeTrace) -> str:
@@ -146,6 +151,9 @@ def source_label(node: NodeTrace) -> str:
         return f"root {gram}"
     if node.source == "lookup":
         return gram
+    if node.source in FOUND_IN:  # e.g. 'suffix, 5-token match in the prompt (2nd most frequent)'
+        choice = f", choice {node.branch + 1} by frequency" if node.branch else ""
+        return f"suffix, {node.ngram}-token match in {FOUND_IN[node.source]}{choice}"
     if node.source == "head" and node.branch:  # greedy head trees: the head's 2nd, 3rd, … choice
         return f"head choice {node.branch + 1}"
     return KIND_WORDS.get(node.source, node.source)

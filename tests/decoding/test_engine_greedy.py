@@ -105,3 +105,16 @@ def test_eos_stops_and_budget_is_exact(tiny):
     for k in (1, 3, 8):
         run = specviz.generate(target, PROMPTS[1], method="draft", draft=draft, k=k, max_new_tokens=7, chat=False)
         assert len(run.token_ids) == 7
+
+
+def test_suffix_greedy_is_lossless(tiny):
+    """Suffix decoding, its store holding earlier runs on the same prompts (each prompt decoded
+    twice), gives the target's greedy tokens exactly, and some drafts get accepted."""
+    target, _ = tiny
+    accepted = 0
+    for prompt in PROMPTS:
+        for _ in range(2):
+            run = specviz.generate(target, prompt, method="suffix", max_new_tokens=N, chat=False, plan=False)
+            assert run.token_ids == hf_greedy(target, prompt, N)
+            accepted += run.metrics["accepted_tokens"]
+    assert accepted > 0

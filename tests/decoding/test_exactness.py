@@ -20,6 +20,7 @@ from specviz.loading.loader import derive_draft, tiny_random
 from specviz.proposers import make_proposer
 from specviz.proposers.draft_model import DraftModelProposer, shared_calls
 from specviz.proposers.head import HeadProposer
+from specviz.proposers.suffix import EarlierRuns, SuffixProposer
 from specviz.teach.toy import chi_square_p_value
 from specviz.training.head_train import new_head
 from tests.helpers import twins
@@ -63,8 +64,21 @@ def _proposer(models, name: str, seed: int):
         # the paper's way: every candidate kept, so each cycle has at least 3 siblings to try
         "tree, logitspec": lambda: make_proposer("logitspec", target, top_k=3, min_ngram=1, lone_cands=True,
                                                  adaptive=False),
+        # a class on one prompt: each run drafts from the runs before it (their sampled outputs),
+        # trees of several siblings ranked by how often each continuation came out
+        "tree, suffix (a class)": lambda: SuffixProposer(target.model, min_prob=0.0, store=_class_store(seed)),
     }
     return make[name]()
+
+
+CLASS: dict[str, EarlierRuns] = {}  # one store per check: runs 0…N−1 of one check feed each other
+
+
+def _class_store(seed: int) -> EarlierRuns:
+    """The check's store of earlier runs, emptied when a new check starts (seed 0)."""
+    if seed == 0 or "store" not in CLASS:
+        CLASS["store"] = EarlierRuns()
+    return CLASS["store"]
 
 
 def run_counts(models, name: str, settings) -> tuple[np.ndarray, Counter]:
@@ -125,7 +139,8 @@ def p_value(models, name: str, settings) -> tuple[float, Counter]:
 
 
 CASES = [(name, NUCLEUS) for name in ("chain, draft model", "tree, draft model", "chain, draft head",
-                                      "tree, draft head", "tree, deterministic drafts", "tree, logitspec")]
+                                      "tree, draft head", "tree, deterministic drafts", "tree, logitspec",
+                                      "tree, suffix (a class)")]
 CASES += [("chain, draft model", PLAIN), ("tree, deterministic drafts", PLAIN)]
 
 
@@ -192,7 +207,8 @@ def test_sampled_tokens_follow_the_target_with_load_aware_drafting(models, monke
 
 
 @pytest.mark.parametrize("twin", list(twins.TWINS))
-@pytest.mark.parametrize("name", ["chain, draft model", "tree, draft head", "tree, deterministic drafts"])
+@pytest.mark.parametrize("name", ["chain, draft model", "tree, draft head", "tree, deterministic drafts",
+                                  "tree, suffix (a class)"])
 def test_the_check_fails_for_every_broken_rule(models, monkeypatch, name, twin):
     """With one of verify.py's rules swapped for a broken twin, the same check at T = 0.7 and
     top-p = 0.9 rejects the output (χ² p < ALPHA)."""

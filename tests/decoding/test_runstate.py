@@ -11,9 +11,10 @@ import torch
 import specviz
 from specviz.decoding.engine import Decoder
 from specviz.decoding.runstate import LiveCaches, RunState
+from specviz.proposers.suffix import EARLIER
 from tests.helpers.tiny import PROMPTS, pair
 
-METHODS = ["ar", "draft", "pld", "logitspec", "layerskip"]
+METHODS = ["ar", "draft", "pld", "logitspec", "layerskip", "suffix"]
 N = 40  # tokens per run: enough cycles of every kind (accept, reject, bonus, plain step)
 
 
@@ -34,6 +35,14 @@ def _run(target, draft, method, temperature, drop_every_cycle, live):
     return state
 
 
+def _one_earlier_run(target, method) -> None:
+    """Suffix decoding's store as each compared run finds it: one earlier run on the same prompt
+    (a run feeds the store as it ends, so without this the second run would draft from the first)."""
+    if method == "suffix":
+        EARLIER.clear()
+        EARLIER.record(target.model, PROMPTS[2] * 3, [2, 11, 6, 4] * 6, "an earlier run")
+
+
 def _draws(state: RunState) -> list:
     """Every random or greedy decision of the run: statuses, draws r and chosen tokens."""
     return [([(n.token, n.status, n.r) for n in c.nodes], c.committed, c.new_token.token if c.new_token else None)
@@ -47,8 +56,11 @@ def test_dropping_caches_after_every_cycle_changes_nothing(method, temperature):
     every draw are the same as with the caches kept, and the same as an uninterrupted run."""
     target, draft = pair(noise=0.3, vocab=48, layers=3)
     draft = draft if method == "draft" else None
+    _one_earlier_run(target, method)
     kept = _run(target, draft, method, temperature, False, LiveCaches())
+    _one_earlier_run(target, method)
     dropped = _run(target, draft, method, temperature, True, LiveCaches())
+    _one_earlier_run(target, method)
     straight = specviz.generate(target, PROMPTS[2] * 3, method=method, draft=draft, k=4,
                                 temperature=temperature, top_p=0.9 if temperature else 1.0, seed=7,
                                 max_new_tokens=N, chat=False)

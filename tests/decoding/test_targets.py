@@ -53,7 +53,7 @@ def test_a_ragged_pass_gives_each_run_its_own_pass(family, kw):
             assert torch.allclose(a.keys, b.keys, atol=1e-5) and torch.allclose(a.values, b.values, atol=1e-5)
 
 
-@pytest.mark.parametrize("method", ["pld", "logitspec", "draft", "layerskip", "hybrid", "ar"])
+@pytest.mark.parametrize("method", ["pld", "logitspec", "draft", "layerskip", "hybrid", "suffix", "ar"])
 def test_greedy_runs_decoded_together_give_their_solo_tokens(method):
     """Six greedy runs on different prompts, decoded at once through one BatchedTarget that waits
     for all of them, give each run's solo tokens; most of their passes were shared."""

@@ -235,7 +235,7 @@ def test_retrieval_greedy_is_lossless(tiny_refs, method, knobs):
     assert accepted > 0
 
 
-@pytest.mark.parametrize("method", ["pld", "logitspec", "layerskip", "draft", "hybrid"])
+@pytest.mark.parametrize("method", ["pld", "logitspec", "layerskip", "draft", "hybrid", "suffix"])
 def test_an_unknown_option_names_the_ones_the_method_takes(method):
     """One option check for every proposer: an unknown option is refused, naming what it takes."""
     from specviz.proposers import make_proposer

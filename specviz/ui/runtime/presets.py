@@ -44,7 +44,8 @@ METHODS = [
     ("Prompt lookup (n-gram)", "pld"),
     ("LogitSpec", "logitspec"),
     ("Layer skip (self-draft)", "layerskip"),
-    ("Hybrid (lookup + LogitSpec + head)", "hybrid"),
+    ("Suffix decoding (prompt, output, earlier runs)", "suffix"),
+    ("Hybrid (lookup + LogitSpec + suffix + head)", "hybrid"),
 ]
 METHOD_LABELS = {value: label for label, value in METHODS}
 # The hybrid: prompt lookup, LogitSpec's candidates and (on the bundled target) the trained head's
@@ -111,6 +112,11 @@ KNOBS = [
          info="Lower-ranked candidates keep fewer (rank-based pruning)."),
     Knob("logitspec", "decay", "Branch length decay per rank", "float", 0.05, 1.0, 0.05),
     Knob("logitspec", "max_ngram", "Longest n-gram matched", "int", 1, 6),
+    Knob("suffix", "capacity", "Tree size cap (nodes)", "int", 1, 128),
+    Knob("suffix", "min_prob", "Least share of occurrences a node keeps", "float", 0.0, 1.0, 0.05,
+         info="A continuation that followed the matched suffix less often than this share is left out."),
+    Knob("suffix", "share", "Draft from earlier runs on this prompt (a class)", "bool",
+         info="Runs on exactly this target and prompt, in this server; never another prompt's text."),
     Knob("layerskip", "layers", "Layers the draft keeps", "layers", default="",
          info="Indices or ranges such as 0-9, 20-29 (layer 0 must stay). Blank: skip the middle third."),
 ]

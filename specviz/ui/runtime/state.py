@@ -18,6 +18,7 @@ from specviz.decoding.runstate import LIVE, RunState
 from specviz.decoding.trace import RunTrace
 from specviz.decoding.tracefile import TraceFile
 from specviz.loading import loader as models
+from specviz.proposers import suffix
 from specviz.proposers.head import HeadProposer
 from specviz.ui.runtime import memory
 from specviz.ui.runtime.limits import Limits, check_model_size, check_model_spec
@@ -166,7 +167,12 @@ class Session:
                 return False
             self.state = self.state.merge(later)
             self.view = None
-            return True
+            settings = self.settings
+        if later.done and settings is not None:  # on ZeroGPU the worker's own store is lost with it
+            target = MODELS.peek(settings.target)
+            if target is not None:
+                suffix.remember(target.model, later)
+        return True
 
     def run(self) -> RunTrace | None:
         """The run so far, or None before the first cycle."""

@@ -15,6 +15,8 @@ from specviz.ui.shared.recordings import LESSON_TOKENS as TOKENS
 from specviz.ui.shared.recordings import example_prompt, lesson_trace
 
 CHAT, SUMMARY = example_prompt("Chat"), example_prompt("Summarise")  # two of the lessons' prompts
+CODE = example_prompt("Code edit")  # the page's first example: the one a class would decode together
+CLASS_BEFORE = 29  # students before the recorded one: the class of 30 that docs/BENCHMARKS.md measures
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,10 @@ class Pair:
 RECORDED_SIDES = {
     "pair-head-chat": RunSettings(prompt=CHAT, proposer="draft", draft=HEAD_DRAFT, k=4, max_new_tokens=TOKENS),
     "pair-head-summary": RunSettings(prompt=SUMMARY, proposer="draft", draft=HEAD_DRAFT, k=4, max_new_tokens=TOKENS),
+    # the 30th student of a class on the first example prompt (CLASS_BEFORE runs recorded first), and
+    # prompt lookup on the same prompt, which has no class to learn from
+    "pair-class-suffix": RunSettings(prompt=CODE, proposer="suffix", k=16, max_new_tokens=TOKENS),
+    "pair-class-pld": RunSettings(prompt=CODE, proposer="pld", k=16, max_new_tokens=TOKENS),
 }
 
 PAIRS = (
@@ -58,6 +64,12 @@ PAIRS = (
          "On a maths question the text rarely repeats, so prompt lookup (A) often finds nothing; LogitSpec (B) "
          "also retrieves with the next-next token guessed from the last logits, and rescues some of those cycles.",
          "logitspec-rescue-pld", "logitspec-rescue"),
+    Pair("class-vs-lookup", "The suffix tree of a class against prompt lookup",
+         "Thirty students decode the same example prompt. Suffix decoding (A, the 30th student) drafts from "
+         "the earlier students' outputs on exactly this prompt, so its drafts are long and right; prompt lookup "
+         "(B) copies only from this run's own prompt and output. Hover a node of A's tree: its source says "
+         "'an earlier run on this prompt', and the narration highlights the matched suffix.",
+         "pair-class-suffix", "pair-class-pld"),
 )
 BY_KEY = {p.key: p for p in PAIRS}
 

@@ -1,0 +1,197 @@
+"""Suffix decoding (SuffixDecoding, Oliaro et al., NeurIPS 2025), written from the paper's
+description: match the longest suffix of the context in texts seen before, and draft a tree of
+what followed it there, ranked by how often it followed (suffix_index.py).
+
+Texts searched:
+- the run's own prompt and its output so far (the paper's per-request tree);
+- the outputs of earlier runs on the same target and exactly the same prompt ids, in this process
+  (the paper's global tree, narrowed for privacy): `EarlierRuns` keys them by the target model
+  object and the prompt's ids, so a run never reads the text of another prompt, whoever sent it.
+  A class on one example prompt is the case it serves: the first students' outputs draft the
+  later students' runs.
+
+Drafts are point masses (q = None) and depend only on committed ids and on runs that finished
+before this cycle, never on this cycle's draws, so verification stays exact under sampling
+(verify.py's recursive rule over siblings). A run's tree may differ with what ran before it, so
+under sampling one seed can give a different sample (from the same distribution) once the store
+has grown; `share=False` reads and feeds no store.
+
+What lives where (docs/ZEROGPU.md): the store is per process. A run feeds it when it ends
+(`finish`), in the process that decoded it; on ZeroGPU that is a forked worker, so the app's main
+process feeds its own store too (`remember`, called where a call's state comes back), and a worker
+forked later reads what the main process held at the fork.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import weakref
+from collections import OrderedDict
+
+from specviz.drafting.tree import DraftTree, SourceKind
+from specviz.proposers.base import ProposeContext, Proposer
+from specviz.proposers.suffix_index import Text, best_tree, match_of, occurrences
+
+CAPACITY = 24  # nodes offered: the planner (planner.py) sends what pays, on a CPU a dozen at most
+SPEC_FACTOR = 4.0  # at most 4 nodes per matched token (the paper's MAX_SPEC = α·p): a 1-token match is weak
+MIN_PROB = 0.1  # a node whose share of the occurrences falls below this is rarely worth its place
+PATTERNS = 3  # pattern lengths tried per cycle (the longest first), the best Σ D kept
+MAX_PROMPTS = 64  # prompts kept per target: a class's examples and a few visitors' own
+MAX_OUTPUTS = 32  # distinct outputs kept per prompt; a repeated output only adds to its count
+MAX_RUNS = 4096  # run ids remembered per prompt, so a run recorded twice counts once
+
+
+class Entry:
+    """The finished outputs of one (target, prompt): append-only, so readers need no lock."""
+
+    def __init__(self, prompt: tuple[int, ...]):
+        self.prompt = prompt
+        self.texts: list[Text] = []  # prompt + output, only the output's positions listed
+        self.weights: list[int] = []  # runs that produced each text
+        self.index: dict[tuple[int, ...], int] = {}
+        self.runs: OrderedDict[str, None] = OrderedDict()
+
+    def add(self, run_id: str, output: tuple[int, ...]) -> None:
+        if run_id in self.runs or not output:
+            return
+        self.runs[run_id] = None
+        if len(self.runs) > MAX_RUNS:
+            self.runs.popitem(last=False)
+        at = self.index.get(output)
+        if at is not None:
+            self.weights[at] += 1
+        elif len(self.texts) < MAX_OUTPUTS:
+            self.index[output] = len(self.texts)
+            self.weights.append(1)  # before the text: a reader iterates over texts
+            self.texts.append(Text(self.prompt + output, start=len(self.prompt) - 1))
+
+
+class EarlierRuns:
+    """Finished runs' outputs by target model and exact prompt ids, bounded and thread-safe.
+    A model that is freed takes its entries with it (weak keys)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._models: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    def entry(self, model, prompt) -> Entry:
+        """The entry of (model, prompt), made if new; the least recently used prompt goes past MAX_PROMPTS."""
+        prompt = tuple(prompt)
+        with self._lock:
+            prompts = self._models.setdefault(model, OrderedDict())
+            entry = prompts.get(prompt)
+            if entry is None:
+                entry = prompts[prompt] = Entry(prompt)
+                while len(prompts) > MAX_PROMPTS:
+                    prompts.popitem(last=False)
+            prompts.move_to_end(prompt)
+            return entry
+
+    def record(self, model, prompt, output, run_id: str) -> None:
+        """A finished run's output; the same run id twice counts once."""
+        entry = self.entry(model, prompt)
+        with self._lock:
+            entry.add(run_id, tuple(output))
+
+    def clear(self) -> None:
+        with self._lock:
+            self._models = weakref.WeakKeyDictionary()
+
+    def _fresh_lock(self) -> None:
+        self._lock = threading.Lock()
+
+
+EARLIER = EarlierRuns()
+_LOCAL = threading.local()  # measurements: see unshared()
+
+
+@contextlib.contextmanager
+def unshared():
+    """Proposers built in this thread meanwhile neither read nor feed the store: a measurement
+    (bench, Compare, Advise) must not draft from its own warm-ups and repeats, nor from a class,
+    and must not feed a class with its prompts."""
+    before = getattr(_LOCAL, "off", False)
+    _LOCAL.off = True
+    try:
+        yield
+    finally:
+        _LOCAL.off = before
+os.register_at_fork(after_in_child=EARLIER._fresh_lock)  # a lock held at fork would stay held in the child
+
+
+def weakly_held(model) -> bool:
+    """Whether `model` can key the store (a weak reference to it can be made)."""
+    try:
+        weakref.ref(model)
+    except TypeError:
+        return False
+    return True
+
+
+def remember(model, state) -> None:
+    """Feed a finished run (a RunState) of a suffix-drafting method into this process's store: the
+    main process calls it where a worker's state comes back (on ZeroGPU the worker's store is lost)."""
+    method = state.options.get("method")
+    if state.done and method in ("suffix", "hybrid") and state.options.get("share", True) is not False \
+            and state.options.get("suffix", True) is not False and weakly_held(model):
+        EARLIER.record(model, state.prompt_ids, state.ids[len(state.prompt_ids):], state.run_id)
+
+
+class SuffixProposer(Proposer):
+    """Knobs: `capacity` nodes offered, `spec_factor` nodes per matched token, `min_prob` the least
+    share of occurrences a node keeps, `patterns` pattern lengths tried, `share` whether to draft
+    from and feed earlier runs on the same target and prompt."""
+    name = "suffix"
+    KNOBS = ("capacity", "spec_factor", "min_prob", "patterns", "share")
+
+    def __init__(self, model=None, capacity: int = CAPACITY, spec_factor: float = SPEC_FACTOR,
+                 min_prob: float = MIN_PROB, patterns: int = PATTERNS, share: bool = True,
+                 store: EarlierRuns = EARLIER):
+        if capacity < 1 or spec_factor <= 0 or not 0 <= min_prob <= 1 or patterns < 1:
+            raise ValueError("suffix needs capacity ≥ 1, spec_factor > 0, 0 ≤ min_prob ≤ 1 and patterns ≥ 1; "
+                             f"got {capacity}, {spec_factor}, {min_prob}, {patterns}")
+        self.model, self.store = model, store
+        self.capacity, self.spec_factor, self.min_prob = int(capacity), float(spec_factor), float(min_prob)
+        self.patterns = int(patterns)
+        self.share = bool(share) and weakly_held(model) and not getattr(_LOCAL, "off", False)
+        self.own = Text(origin=SourceKind.SUFFIX_OUTPUT)
+        self.entry: Entry | None = None
+
+    @classmethod
+    def build(cls, target=None, draft=None, **knobs):
+        if draft is not None:
+            raise ValueError("method 'suffix' drafts from text seen before; do not pass a draft model")
+        cls.check_knobs(knobs)
+        return cls(None if target is None else target.model, **knobs)
+
+    def start(self, ids: list[int]) -> None:
+        self.own = Text(origin=SourceKind.SUFFIX_OUTPUT)
+        self.entry = None
+
+    def _earlier(self, ctx: ProposeContext):
+        """This prompt's entry in the store (looked up once per run and process)."""
+        if self.share and self.entry is None:
+            self.entry = self.store.entry(self.model, ctx.ids[: ctx.prompt_len])
+        return self.entry
+
+    def propose(self, ctx: ProposeContext) -> DraftTree:
+        self.own.sync(ctx.ids)
+        own = lambda after: SourceKind.SUFFIX_PROMPT if after < ctx.prompt_len else SourceKind.SUFFIX_OUTPUT
+        found = occurrences(self.own, ctx.ids, 1, own)
+        entry = self._earlier(ctx)
+        if entry is not None:
+            for text, weight in zip(list(entry.texts), entry.weights):
+                found += occurrences(text, ctx.ids, weight, lambda after: SourceKind.SUFFIX_EARLIER)
+        if ctx.k < 1 or not found:
+            return DraftTree(retrieval_hit=False)
+        grown = best_tree(found, ctx.k, self.capacity, self.spec_factor, self.min_prob, self.patterns)
+        if grown is None:
+            return DraftTree(retrieval_hit=False)
+        tree = grown.tree
+        tree.retrieval_hit, tree.match = True, match_of(grown, ctx.k)
+        return tree
+
+    def finish(self, run_id: str, ids: list[int], prompt_len: int) -> None:
+        if self.share:
+            self.store.record(self.model, ids[:prompt_len], ids[prompt_len:], run_id)
