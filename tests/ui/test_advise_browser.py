@@ -96,8 +96,8 @@ def test_a_small_advice_runs_and_offers_its_profile(page):
     """On the bundled model, two draft-free candidates on one short prompt: the status streams what
     it does, ends 'Done', the table ranks exactly those two, and the survey is offered for download."""
     methods = page.locator("#sv-adv-methods")
-    for name in ("Hybrid, K auto (SpecViz's planner, as the app runs it)", "Hybrid", "Draft head (bundled target)",
-                 "Layer skip"):
+    for name in ("Hybrid, K auto (SpecViz's planner, as the app runs it)", "Hybrid", "Suffix decoding",
+                 "Draft head (bundled target)", "Layer skip"):
         methods.get_by_label(name, exact=True).uncheck()
     page.locator("#sv-adv-prompts textarea").fill("Count from one to twenty: one, two, three,")
     for slider, value in (("#sv-adv-kmax", "2"), ("#sv-adv-maxnew", "8"), ("#sv-adv-check", "1")):
