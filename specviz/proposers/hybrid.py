@@ -73,6 +73,7 @@ class HybridProposer(Proposer):
         self.retrieval, self.head = retrieval, head
         self.call_cost = head.call_cost if head is not None else 0.0  # what the planner's K costs
         self.needs_hidden = head is not None
+        self.hidden_layers = head.hidden_layers if head is not None else ()  # a v2 head's features
 
     @classmethod
     def build(cls, target, draft=None, head_width: int | None = None, head_beam: int | None = None,
