@@ -257,7 +257,12 @@ def _tally(runs, subset: set[int]) -> dict:
 
 # -- the script ------------------------------------------------------------------------------------
 def parse_args(argv):
-    ap = argparse.ArgumentParser(prog="python -m specviz.training.head_train", description=__doc__.splitlines()[0])
+    return parser().parse_args(argv)
+
+
+def parser(prog: str = "python -m specviz.training.head_train", description: str = __doc__.splitlines()[0]):
+    """The script's options; head2_train.py starts from them and changes a few defaults."""
+    ap = argparse.ArgumentParser(prog=prog, description=description)
     ap.add_argument("--prompts", nargs="+", default=[str(f) for f in TRAIN_PROMPTS],
                     help="prompt files, one prompt a line (default: the shipped training batches)")
     ap.add_argument("--heldout", default=str(ASSETS / "prompts_heldout.txt"))
@@ -286,7 +291,7 @@ def parse_args(argv):
     ap.add_argument("--data-only", action="store_true", help="generate (and cache) the data, then stop")
     ap.add_argument("--data", default=None, help="folder caching the generated data, one file per prompt file "
                     "and decoding pass: a pass already there is reused")
-    return ap.parse_args(argv)
+    return ap
 
 
 def build_data(target, args, log) -> list[dict]:
