@@ -351,3 +351,19 @@ def test_real_size_has_five_million_parameters():
     head = DraftHead2(HeadConfig2(hidden=576, target_vocab=49152, aux_layers=[2, 15]), torch.arange(12288))
     n = sum(p.numel() for p in head.parameters())
     assert 4.5e6 < n < 8e6 and head.feature_width == 3 * 576
+
+
+@pytest.mark.bundled
+def test_a_v2_head_on_the_bundled_target(bundled_target):
+    """A random v2 head sized for the bundled target (layers 2 and 15, read through its fast
+    forward where it runs one): fed the rows hidden_states gives from scratch at every proposal, and
+    its greedy tree gives exactly plain greedy's tokens."""
+    head = new_head2(bundled_target.model, torch.arange(12288), seed=0)
+    assert head.hidden_layers == (2, 15)
+    check_target(head, bundled_target.model, "head2.safetensors")
+    CheckedHead.checks = 0
+    prompt = "Write a Python function that adds two numbers."
+    plain = specviz.generate(bundled_target, prompt, method="ar", max_new_tokens=16, record=False)
+    run = specviz.generate(bundled_target, prompt, proposer=checked(bundled_target, head.eval()), k=4,
+                           max_new_tokens=16, record=False, plan=False)
+    assert run.token_ids == plain.token_ids and CheckedHead.checks > 2
