@@ -289,6 +289,8 @@ def parser(prog: str = "python -m specviz.training.head_train", description: str
     ap.add_argument("--aux", type=int, nargs="*", default=[],
                     help="decoder layers whose outputs the data keeps beside the final norm's (head v2)")
     ap.add_argument("--data-only", action="store_true", help="generate (and cache) the data, then stop")
+    ap.add_argument("--cached-only", action="store_true",
+                    help="train on the passes already cached under --data, generating none (a time-boxed run)")
     ap.add_argument("--data", default=None, help="folder caching the generated data, one file per prompt file "
                     "and decoding pass: a pass already there is reused")
     return ap
@@ -315,6 +317,10 @@ def build_data(target, args, log) -> list[dict]:
             if cached is not None and cached.is_file():
                 log(f"reusing {cached}")
                 seqs += torch.load(cached)
+                args.passes_used = [*getattr(args, "passes_used", []), key]
+                continue
+            if args.cached_only:
+                log(f"skipping {key}: not cached, and --cached-only")
                 continue
             log(f"generating answers to {len(chosen)} prompts of {path} (T={temperature}, seed {seed})")
             part = collect(target.model, chosen, args.max_new_tokens, temperature, args.gen_batch, seed,
@@ -323,6 +329,7 @@ def build_data(target, args, log) -> list[dict]:
                 cached.parent.mkdir(parents=True, exist_ok=True)
                 torch.save(part, cached)
             seqs += part
+            args.passes_used = [*getattr(args, "passes_used", []), key]
     return seqs
 
 
