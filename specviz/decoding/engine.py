@@ -83,6 +83,8 @@ class Decoder:
         self.options, self.shown, self.run_id = start.options, start.shown, start.run_id
         # a proposer that reads the target's hidden state gets it from the engine's own passes
         self._wants_hidden = self.proposer is not None and self.proposer.needs_hidden
+        # and the decoder layers whose outputs lead each hidden row (a v2 draft head's features)
+        self._layers = tuple(getattr(self.proposer, "hidden_layers", ())) if self._wants_hidden else ()
         self._answered_by(target, settings, verifier)
         self._start_empty()
 
@@ -178,11 +180,12 @@ class Decoder:
     def _forward(self, tokens: list[int], last_only: bool = False) -> torch.Tensor:
         """A pass of this run's own (prefill, rebuild): logits, and the hidden rows if needed."""
         logits, self._hidden = self.local.forward(tokens, self.cache, last_only=last_only,
-                                                  hidden=self._wants_hidden)
+                                                  hidden=self._wants_hidden, layers=self._layers)
         return logits[:, : self.vocab]
 
     def _verify_pass(self, tree: DraftTree) -> VerifyAnswer:
-        request = VerifyRequest([self.ids[-1]] + tree.tokens, tree, self.cache, self.vocab, self._wants_hidden)
+        request = VerifyRequest([self.ids[-1]] + tree.tokens, tree, self.cache, self.vocab, self._wants_hidden,
+                                self._layers)
         answer = self.verifier.verify(request)
         self._hidden = answer.hidden
         return answer
@@ -191,7 +194,8 @@ class Decoder:
     def prefill(self) -> None:
         """Run the prompt through the target and commit the first new token."""
         t0 = time.perf_counter()
-        shared = PREFILLS.take(self.target.model, self.prompt_ids, self._wants_hidden) if self.share else None
+        shared = PREFILLS.take(self.target.model, self.prompt_ids, self._wants_hidden,
+                               self._layers) if self.share else None
         if shared is None:
             self.cache = self.local.new_cache()
             try:
@@ -201,7 +205,7 @@ class Decoder:
                     PREFILLS.release(self.target.model, self.prompt_ids)
                 raise
             hidden = self._hidden[-1] if self._wants_hidden else None
-            shared = Prefill(self.cache, logits[-1], hidden)
+            shared = Prefill(self.cache, logits[-1], hidden, self._layers)
             if self.share:
                 PREFILLS.put(self.target.model, self.prompt_ids, shared)
         else:

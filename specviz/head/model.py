@@ -14,6 +14,10 @@ To draft the token after next it reads its own f̂_{t+1}. It has no attention an
 f_t already summarises the context, and on this little data an attention layer measured worse
 (held-out top-1 agreement 0.34 against 0.40, docs/HEAD.md).
 The embedding and LM head are the target's and are not stored; the file holds only the head.
+
+This is head v1 ("specviz-draft-head/1"). Head v2 (v2.py) also reads two decoder layers and has
+one attention layer over its own drafted positions; `load_head` reads either, by the format its
+file's metadata names, and `save_head` writes either.
 """
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from specviz.head.v2 import FORMAT2, DraftHead2, HeadConfig2
 from specviz.loading.loader import ModelLoadError
 
 FORMAT = "specviz-draft-head/1"
@@ -65,6 +70,10 @@ class _Block(nn.Module):
 class DraftHead(nn.Module):
     """The head network; `vocab_ids` are the target token ids its logits cover, most frequent first."""
 
+    FORMAT = FORMAT
+    TRAIN = "specviz.training.head_train"  # the script that writes it (named in load and target errors)
+    hidden_layers: tuple[int, ...] = ()  # it reads the final norm's output only (v2 reads decoder layers too)
+
     def __init__(self, cfg: HeadConfig, vocab_ids: torch.Tensor):
         super().__init__()
         self.cfg = cfg
@@ -72,6 +81,11 @@ class DraftHead(nn.Module):
         self.blocks = nn.ModuleList(_Block(cfg.hidden, cfg.intermediate) for _ in range(cfg.blocks))
         self.out_norm = nn.Parameter(torch.ones(cfg.hidden))
         self.register_buffer("vocab_ids", vocab_ids.to(torch.long).clone())
+
+    @property
+    def feature_width(self) -> int:
+        """Width of the target features it reads: f_t alone."""
+        return self.cfg.hidden
 
     def forward(self, feats: torch.Tensor, embeds: torch.Tensor) -> torch.Tensor:
         """Predicted next hidden states [..., d] from hidden states and next-token embeddings [..., d]."""
@@ -103,32 +117,43 @@ def config_for(target_model: nn.Module, **sizes) -> HeadConfig:
     return HeadConfig(**base)
 
 
-def check_target(head: DraftHead, target_model: nn.Module, path) -> None:
-    """Refuse a target the head was not trained for: hidden size and vocabulary must match."""
+def check_target(head: nn.Module, target_model: nn.Module, path) -> None:
+    """Refuse a target the head (v1 or v2) was not trained for: hidden size and vocabulary must
+    match, and a v2 head's decoder layers must exist in it."""
     cfg = head.cfg
     d = target_model.config.hidden_size
     vocab = target_model.get_output_embeddings().weight.shape[0]
+    trained = f" ({cfg.target_name})" if cfg.target_name else ""
+    retrain = f"use it with that target only, or train one for this target (`python -m {head.TRAIN}`)"
     if (d, vocab) != (cfg.hidden, cfg.target_vocab) or int(head.vocab_ids.max()) >= vocab:
-        trained = f" ({cfg.target_name})" if cfg.target_name else ""
         raise ValueError(f"the draft head {path} was trained for a target with hidden size {cfg.hidden} and "
-                         f"vocabulary {cfg.target_vocab}{trained}, but this target has {d} and {vocab}: "
-                         f"use it with that target only, or train one for this target "
-                         f"(`python -m specviz.training.head_train`)")
+                         f"vocabulary {cfg.target_vocab}{trained}, but this target has {d} and {vocab}: {retrain}")
+    layers = int(getattr(target_model.config, "num_hidden_layers", 0))
+    if any(not 0 <= i < layers for i in head.hidden_layers):
+        raise ValueError(f"the draft head {path} reads decoder layers {list(head.hidden_layers)}{trained}, "
+                         f"but this target has {layers} layers: {retrain}")
 
 
 # -- files ---------------------------------------------------------------------------------------
-def save_head(head: DraftHead, path, dtype: torch.dtype = torch.bfloat16) -> None:
-    """Write the head as safetensors; weights in `dtype` (bf16 halves the file), config in the metadata."""
+def save_head(head: nn.Module, path, dtype: torch.dtype = torch.bfloat16) -> None:
+    """Write a head (v1 or v2) as safetensors; weights in `dtype` (bf16 halves the file), its
+    format and config in the metadata."""
     from safetensors.torch import save_file
 
     tensors = {k: (v if k == "vocab_ids" else v.to(dtype)).contiguous() for k, v in head.state_dict().items()}
-    meta = {"format": FORMAT, "config": json.dumps(asdict(head.cfg))}
+    meta = {"format": head.FORMAT, "config": json.dumps(asdict(head.cfg))}
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     save_file(tensors, str(path), metadata=meta)
 
 
-def load_head(path=None, dtype: torch.dtype = torch.float32, device=None) -> DraftHead:
-    """Read a head written by `save_head`; any problem is a ModelLoadError naming the file."""
+def _kinds() -> dict[str, tuple[type, type]]:
+    """Each file format with (its config class, its network class): v1 here, v2 in v2.py."""
+    return {FORMAT: (HeadConfig, DraftHead), FORMAT2: (HeadConfig2, DraftHead2)}
+
+
+def load_head(path=None, dtype: torch.dtype = torch.float32, device=None) -> nn.Module:
+    """Read a head written by `save_head`, v1 or v2 as its metadata says; any problem is a
+    ModelLoadError naming the file."""
     path = Path(path) if path is not None else DEFAULT_PATH
     if not path.is_file():
         raise ModelLoadError(f"no draft head at {path}: {RETRAIN}")
@@ -140,14 +165,17 @@ def load_head(path=None, dtype: torch.dtype = torch.float32, device=None) -> Dra
             tensors = {k: f.get_tensor(k) for k in f.keys()}
     except Exception as e:  # noqa: BLE001 -- a truncated or foreign file: say which and what to do
         raise ModelLoadError(f"the draft head {path} is not a readable safetensors file ({e}); {RETRAIN}") from e
-    if meta.get("format") != FORMAT or "config" not in meta:
+    kinds = _kinds()
+    if meta.get("format") not in kinds or "config" not in meta:
         raise ModelLoadError(f"{path} is not a specviz draft head (format {meta.get('format')!r}); {RETRAIN}")
+    config_class, network = kinds[meta["format"]]
     try:
-        cfg = HeadConfig(**json.loads(meta["config"]))
-        head = DraftHead(cfg, tensors["vocab_ids"])
+        cfg = config_class(**json.loads(meta["config"]))
+        head = network(cfg, tensors["vocab_ids"])
         head.load_state_dict({k: v.to(torch.float32) if k != "vocab_ids" else v for k, v in tensors.items()})
     except (KeyError, TypeError, ValueError, RuntimeError) as e:
         raise ModelLoadError(f"the draft head {path} does not match its own config "
-                             f"(wrong or missing tensor shapes: {str(e).splitlines()[0]}); {RETRAIN}") from e
+                             f"(wrong or missing tensor shapes: {str(e).splitlines()[0]}); "
+                             f"rebuild it with `python -m {network.TRAIN}`") from e
     return head.to(device=device, dtype=dtype).eval()
 

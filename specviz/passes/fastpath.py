@@ -94,14 +94,16 @@ def _stamp(model: torch.nn.Module) -> tuple:
 
 
 def forward(model: torch.nn.Module, ids: torch.Tensor, cache, position_ids=None, mask=None,
-            keep: int = 0) -> tuple[torch.Tensor, torch.Tensor] | None:
+            keep: int = 0, layers: tuple[int, ...] = ()) -> tuple[torch.Tensor, torch.Tensor] | None:
     """(logits (1, rows, vocab), final hidden states (1, n, d)) of one pass of `ids` (1, n) over
-    `cache`, which grows by n; `keep` > 0 computes logits for the last `keep` rows only. None where
-    the model has no fast forward (or `ids` is a batch of several rows): the caller runs the modules."""
+    `cache`, which grows by n; `keep` > 0 computes logits for the last `keep` rows only. With
+    `layers`, the hidden states are (1, n, (len(layers) + 1) d): the outputs of those decoder layers,
+    in that order, then the final norm's (the features a v2 draft head reads). None where the model
+    has no fast forward (or `ids` is a batch of several rows): the caller runs the modules."""
     if ids.shape[0] != 1:
         return None
     fast = of(model)
-    return None if fast is None else fast(ids, cache, position_ids, mask, keep)
+    return None if fast is None else fast(ids, cache, position_ids, mask, keep, layers)
 
 
 # Draft trees for the check's verify passes, by parent (-1: the root): a chain of 8 (the greedy
@@ -300,7 +302,8 @@ class FastForward:
 
     # -- the pass ----------------------------------------------------------------------------------
     @torch.inference_mode()
-    def __call__(self, ids: torch.Tensor, cache, position_ids=None, mask=None, keep: int = 0):
+    def __call__(self, ids: torch.Tensor, cache, position_ids=None, mask=None, keep: int = 0,
+                 layers: tuple[int, ...] = ()):
         from transformers.masking_utils import create_causal_mask
         from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
@@ -317,7 +320,8 @@ class FastForward:
         x = x[0]
         if pad:
             x = torch.cat([x, x.new_zeros(pad, x.shape[1])])
-        for layer in self.layers:
+        outputs: dict[int, torch.Tensor] = {}  # the decoder layers' outputs that `layers` asks for
+        for index, layer in enumerate(self.layers):
             h = _rms(x, layer.norm1, layer.eps1)
             y = _LINEAR(h, layer.qkv, layer.qkv_bias, "none", [], "")[:n]
             d, nq, nk = layer.head_dim, layer.n_q, layer.n_k
@@ -334,9 +338,13 @@ class FastForward:
             g = _LINEAR(h, layer.gate_up, layer.gate_up_bias, "none", [], "")
             x = x + _LINEAR(layer.act(g[:, : layer.n_gate]) * g[:, layer.n_gate:], layer.down, layer.down_bias,
                             "none", [], "")
+            if index in layers:
+                outputs[index] = x[:n]
         hidden = _rms(x[:n], self.norm, self.eps)
         rows = hidden[-keep:] if keep else hidden
         if rows.shape[0] < speedups.MIN_ROWS:
             rows = torch.cat([rows, rows.new_zeros(speedups.MIN_ROWS - rows.shape[0], rows.shape[1])])
         logits = _LINEAR(rows, self.lm, self.lm_bias, "none", [], "")[: (keep or n)]
+        if layers:
+            hidden = torch.cat([outputs[i] for i in layers] + [hidden], dim=-1)
         return logits.unsqueeze(0), hidden.unsqueeze(0)

@@ -81,6 +81,7 @@ class HybridProposer(Proposer):
         self.retrieval, self.head, self.suffix = retrieval, head, suffix
         self.call_cost = head.call_cost if head is not None else 0.0  # what the planner's K costs
         self.needs_hidden = head is not None
+        self.hidden_layers = head.hidden_layers if head is not None else ()  # a v2 head's features
 
     @classmethod
     def build(cls, target, draft=None, head_width: int | None = None, head_beam: int | None = None,

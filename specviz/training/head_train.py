@@ -48,19 +48,29 @@ def read_prompts(path) -> list[str]:
 
 @torch.inference_mode()
 def generate_batch(model, prompts: list[list[int]], max_new: int, temperature: float,
-                   gen: torch.Generator, eos: set[int]) -> list[dict]:
-    """Decode a batch (left padded); per sequence: its tokens and the hidden state of each but the last."""
+                   gen: torch.Generator, eos: set[int], aux: tuple[int, ...] = ()) -> list[dict]:
+    """Decode a batch (left padded); per sequence: its tokens and the hidden state of each but the last.
+
+    `aux` names more layers whose outputs are kept as well (index i: the output of decoder layer
+    i), for a head that fuses low, middle and high features (head v2).
+    """
     B, P = len(prompts), max(map(len, prompts))
     ids = torch.zeros(B, P, dtype=torch.long)
     mask = torch.zeros(B, P, dtype=torch.long)
     for i, p in enumerate(prompts):
         ids[i, P - len(p):], mask[i, P - len(p):] = torch.tensor(p), 1
     pos = (mask.cumsum(-1) - 1).clamp_min(0)
-    cache, feats, new = new_cache(), [], []
+    cache, feats, extra, new = new_cache(), [], [], []
     done = torch.zeros(B, dtype=torch.bool)
     eos_t = torch.tensor(sorted(eos) or [-1])
-    h = model.base_model(input_ids=ids, attention_mask=mask, position_ids=pos,
-                         past_key_values=cache, use_cache=True).last_hidden_state
+
+    def forward(**kw):
+        out = model.base_model(**kw, past_key_values=cache, use_cache=True, output_hidden_states=bool(aux))
+        if aux:  # hidden_states[0] is the embedding output, [i + 1] decoder layer i's
+            extra.append(torch.stack([out.hidden_states[i + 1] for i in aux], dim=2).to(torch.bfloat16))
+        return out.last_hidden_state
+
+    h = forward(input_ids=ids, attention_mask=mask, position_ids=pos)
     for step in range(max_new):
         feats.append(h)
         logits = model.lm_head(h[:, -1]).float()
@@ -74,24 +84,27 @@ def generate_batch(model, prompts: list[list[int]], max_new: int, temperature: f
             break
         mask = torch.cat([mask, torch.ones(B, 1, dtype=torch.long)], dim=1)
         pos = pos[:, -1:] + 1
-        h = model.base_model(input_ids=nxt[:, None], attention_mask=mask, position_ids=pos,
-                             past_key_values=cache, use_cache=True).last_hidden_state
-    return _unpad(prompts, torch.cat(feats, dim=1), torch.stack(new, dim=1), eos)
+        h = forward(input_ids=nxt[:, None], attention_mask=mask, position_ids=pos)
+    aux_all = torch.cat(extra[:len(feats)], dim=1) if aux else None
+    return _unpad(prompts, torch.cat(feats, dim=1), torch.stack(new, dim=1), eos, aux_all)
 
 
-def _unpad(prompts, feats, new, eos) -> list[dict]:
+def _unpad(prompts, feats, new, eos, aux_all=None) -> list[dict]:
     out, P = [], max(map(len, prompts))
     for i, p in enumerate(prompts):
         gen = new[i].tolist()
         cut = next((j + 1 for j, t in enumerate(gen) if t in eos), len(gen))
         tokens = list(p) + gen[:cut]
-        f = feats[i, P - len(p): P - len(p) + len(tokens) - 1]  # f_k for k = 0 … L-2
-        out.append({"tokens": torch.tensor(tokens), "feats": f.to(torch.bfloat16).clone(), "prompt_len": len(p)})
+        rows = slice(P - len(p), P - len(p) + len(tokens) - 1)  # f_k for k = 0 … L-2
+        seq = {"tokens": torch.tensor(tokens), "feats": feats[i, rows].to(torch.bfloat16).clone(), "prompt_len": len(p)}
+        if aux_all is not None:
+            seq["aux"] = aux_all[i, rows].clone()  # [L-1, len(aux), d]
+        out.append(seq)
     return out
 
 
 def collect(model, prompts: list[list[int]], max_new: int, temperature: float, batch: int,
-            seed: int, eos: set[int], log=print) -> list[dict]:
+            seed: int, eos: set[int], log=print, aux: tuple[int, ...] = ()) -> list[dict]:
     """generate_batch over all prompts, shortest first so that a batch pads little."""
     gen = torch.Generator().manual_seed(seed)
     order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
@@ -99,7 +112,7 @@ def collect(model, prompts: list[list[int]], max_new: int, temperature: float, b
     t0 = time.perf_counter()
     for b in range(0, len(order), batch):
         chunk = [prompts[i] for i in order[b: b + batch]]
-        seqs += generate_batch(model, chunk, max_new, temperature, gen, eos)
+        seqs += generate_batch(model, chunk, max_new, temperature, gen, eos, aux)
         n = sum(len(s["tokens"]) - s["prompt_len"] for s in seqs)
         log(f"  T={temperature}: {len(seqs)}/{len(prompts)} answers, {n} tokens, {time.perf_counter() - t0:.0f} s")
     return seqs
@@ -244,7 +257,12 @@ def _tally(runs, subset: set[int]) -> dict:
 
 # -- the script ------------------------------------------------------------------------------------
 def parse_args(argv):
-    ap = argparse.ArgumentParser(prog="python -m specviz.training.head_train", description=__doc__.splitlines()[0])
+    return parser().parse_args(argv)
+
+
+def parser(prog: str = "python -m specviz.training.head_train", description: str = __doc__.splitlines()[0]):
+    """The script's options; head2_train.py starts from them and changes a few defaults."""
+    ap = argparse.ArgumentParser(prog=prog, description=description)
     ap.add_argument("--prompts", nargs="+", default=[str(f) for f in TRAIN_PROMPTS],
                     help="prompt files, one prompt a line (default: the shipped training batches)")
     ap.add_argument("--heldout", default=str(ASSETS / "prompts_heldout.txt"))
@@ -268,9 +286,14 @@ def parse_args(argv):
     ap.add_argument("--k", type=int, default=4, help="draft length for the held-out evaluation")
     ap.add_argument("--eval-tokens", type=int, default=96)
     ap.add_argument("--limit", type=int, default=None, help="only the first N prompts (a quick trial)")
+    ap.add_argument("--aux", type=int, nargs="*", default=[],
+                    help="decoder layers whose outputs the data keeps beside the final norm's (head v2)")
+    ap.add_argument("--data-only", action="store_true", help="generate (and cache) the data, then stop")
+    ap.add_argument("--cached-only", action="store_true",
+                    help="train on the passes already cached under --data, generating none (a time-boxed run)")
     ap.add_argument("--data", default=None, help="folder caching the generated data, one file per prompt file "
                     "and decoding pass: a pass already there is reused")
-    return ap.parse_args(argv)
+    return ap
 
 
 def build_data(target, args, log) -> list[dict]:
@@ -288,19 +311,25 @@ def build_data(target, args, log) -> list[dict]:
                                           for i in range(args.samples)]
         for temperature, seed, every in passes:
             chosen = ids[::every]
-            key = f"{Path(path).stem}-{digest}-t{temperature}-s{seed}-e{every}-n{args.max_new_tokens}.pt"
+            key = f"{Path(path).stem}-{digest}-t{temperature}-s{seed}-e{every}-n{args.max_new_tokens}"
+            key += "".join(f"-a{i}" for i in args.aux) + ".pt"
             cached = Path(args.data) / key if args.data else None
             if cached is not None and cached.is_file():
                 log(f"reusing {cached}")
                 seqs += torch.load(cached)
+                args.passes_used = [*getattr(args, "passes_used", []), key]
+                continue
+            if args.cached_only:
+                log(f"skipping {key}: not cached, and --cached-only")
                 continue
             log(f"generating answers to {len(chosen)} prompts of {path} (T={temperature}, seed {seed})")
             part = collect(target.model, chosen, args.max_new_tokens, temperature, args.gen_batch, seed,
-                           target.eos_ids, log)
+                           target.eos_ids, log, tuple(args.aux))
             if cached is not None:
                 cached.parent.mkdir(parents=True, exist_ok=True)
                 torch.save(part, cached)
             seqs += part
+            args.passes_used = [*getattr(args, "passes_used", []), key]
     return seqs
 
 
@@ -313,6 +342,9 @@ def main(argv=None) -> int:
     target = load("bundled", progress=log)
     seqs = build_data(target, args, log)
     t_data = time.perf_counter() - t0
+    if args.data_only:
+        log(f"data ready in {t_data:.0f} s: {len(seqs)} answers")
+        return 0
     n_tokens = sum(len(s["tokens"]) - s["prompt_len"] for s in seqs)
     vocab_ids = vocab_subset(seqs, args.vocab, target.vocab_size)
     head = new_head(target.model, vocab_ids, args.seed, blocks=args.blocks,

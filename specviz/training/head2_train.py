@@ -1,0 +1,180 @@
+"""`python -m specviz.training.head2_train`: train draft head v2 (specviz/head/v2.py) for the bundled target.
+
+1. Data: head_train.py's, with the outputs of decoder layers `--aux` (default 2 and num_layers // 2)
+   kept beside the final norm's (`build_data`; its cached passes under `--data` are reused).
+2. Vocabulary: head_train.py's `vocab_subset`.
+3. Training, the EAGLE-3 way (training-time test): from a random answer position t, the head
+   fuses the TRUE features at t (layer low's, layer mid's and the final norm's f_t) into h_0 and
+   runs `--unroll` U draft steps exactly as it drafts: step j reads h_{j-1} and the TRUE token
+   x_{t+j}, attends to steps 1..j of the same sample, and predicts x_{t+j+1}. Its loss is the
+   cross-entropy against the target's own distribution there, softmax(W_sub · f_{t+j}) (the
+   true final-norm output at position t+j, through the subset LM head), averaged over the U
+   steps. No hidden-state regression: the head learns to read its own h. AdamW, warm-up then
+   cosine decay, fixed seeds.
+4. Evaluation: head_train.py's `evaluate` (α and tokens per cycle at K = `--k`, greedy and T = 0.7,
+   on the held-out prompts).
+Writes assets/head/head2.safetensors and card2.json beside it (never v1's head.safetensors).
+"""
+from __future__ import annotations
+
+import json
+import math
+import platform
+import statistics
+import time
+from dataclasses import asdict
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+
+from specviz.head.model import DEFAULT_PATH, load_head, save_head, target_parts
+from specviz.head.v2 import DraftHead2, config_for2
+from specviz.loading.loader import load
+from specviz.training.head_train import build_data, evaluate, parser, read_prompts, vocab_subset
+
+DEFAULT_PATH2 = DEFAULT_PATH.with_name("head2.safetensors")
+
+
+def new_head2(target_model, vocab_ids: torch.Tensor, seed: int, **sizes) -> DraftHead2:
+    """A freshly initialised v2 head; its output norm starts as the target's final norm."""
+    torch.manual_seed(seed)
+    head = DraftHead2(config_for2(target_model, **sizes), vocab_ids)
+    for p in head.parameters():
+        if p.dim() == 2:
+            torch.nn.init.normal_(p, std=0.02)  # the target family's initializer_range
+    with torch.no_grad():
+        head.out_norm.copy_(target_parts(target_model)[1].weight.float())
+    return head
+
+
+def flatten2(seqs: list[dict], unroll: int) -> tuple[torch.Tensor, ...]:
+    """(F, A, X, starts) over the answers: final-norm outputs F [N, d], decoder-layer outputs
+    A [N, 2, d], the token X[g] chosen from F[g], and the usable start rows.
+
+    Row g of a sequence is its position t = prompt_len - 1 + (g - its first row): only the last
+    prompt position and the answer are kept, as only they are read. A start g trains U steps;
+    step j reads X[g + j - 1] = x_{t+j} and learns softmax(W_sub · F[g + j]), so F[g + U] must lie
+    in the same sequence (the starts `flatten` in head_train.py picks)."""
+    feats, aux, nxt, starts, off = [], [], [], [], 0
+    for s in seqs:
+        first, n = s["prompt_len"] - 1, len(s["feats"])
+        feats.append(s["feats"][first:])
+        aux.append(s["aux"][first:])
+        nxt.append(s["tokens"][first + 1: n + 1])
+        starts += range(off, off + max(0, n - unroll - first))
+        off += n - first
+    return torch.cat(feats), torch.cat(aux), torch.cat(nxt), torch.tensor(starts, dtype=torch.long)
+
+
+def unroll_loss(head: DraftHead2, w_sub, embed, F_all, A_all, X_all, idx, unroll: int):
+    """(mean cross-entropy over the U steps, top-1 agreement with the target at each step)."""
+    feats = torch.cat([A_all[idx].float().flatten(1), F_all[idx].float()], dim=-1)  # [low ; mid ; f_t]
+    h = head.root(feats)
+    keys = values = head.empty_cache(len(idx), h)
+    total, agree = 0.0, []
+    for j in range(1, unroll + 1):
+        with torch.no_grad():
+            e = embed(X_all[idx + j - 1]).float()  # x_{t+j}, the true token
+            p = torch.softmax(F_all[idx + j].float() @ w_sub.T, dim=-1)  # the target's distribution of x_{t+j+1}
+        h, out, keys, values = head.step(h, e, keys, values)
+        logits = out @ w_sub.T
+        total = total - (p * torch.log_softmax(logits, dim=-1)).sum(-1).mean()
+        agree.append(logits.argmax(-1).eq(p.argmax(-1)).float().mean().item())
+    return total / unroll, agree
+
+
+def train2(head: DraftHead2, seqs: list[dict], target_model, steps: int, batch: int = 512, lr: float = 1e-3,
+           unroll: int = 4, seed: int = 0, log=print, every: int = 50) -> dict:
+    """AdamW with warm-up and cosine decay on random answer positions; means over the last tenth."""
+    embed, _, lm_head = target_parts(target_model)
+    w_sub = lm_head.weight.detach()[head.vocab_ids].float()
+    F_all, A_all, X_all, starts = flatten2(seqs, unroll)
+    if len(starts) == 0:
+        raise ValueError(f"no answer is long enough to train {unroll} steps from")
+    gen = torch.Generator().manual_seed(seed)
+    opt = torch.optim.AdamW(head.parameters(), lr=lr, weight_decay=0.01)
+    warm = max(1, steps // 20)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / warm) * 0.5 * (1 + math.cos(math.pi * min(s, steps) / steps)))
+    head.train()
+    tail, t0 = [], time.perf_counter()
+    for step in range(steps):
+        idx = starts[torch.randint(len(starts), (batch,), generator=gen)]
+        loss, agree = unroll_loss(head, w_sub, embed, F_all, A_all, X_all, idx, unroll)
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        if step >= steps - max(1, steps // 10):
+            tail.append((loss.item(), agree))
+        if (step + 1) % every == 0 or step + 1 == steps:
+            log(f"  step {step + 1}/{steps}: ce {loss.item():.3f}, top-1 agreement by step "
+                f"{', '.join(f'{a:.2f}' for a in agree)}, {time.perf_counter() - t0:.0f} s")
+    head.eval()
+    return {"ce_loss": round(statistics.mean(t[0] for t in tail), 4),
+            "top1_agreement_by_step": [round(statistics.mean(t[1][j] for t in tail), 4) for j in range(unroll)],
+            "s_per_step": round((time.perf_counter() - t0) / max(steps, 1), 3)}
+
+
+def parse_args2(argv):
+    ap = parser("python -m specviz.training.head2_train", __doc__.splitlines()[0])
+    ap.set_defaults(out=str(DEFAULT_PATH2), unroll=4, lr=1e-3, aux=None)
+    ap.add_argument("--heads", type=int, default=4, help="attention heads of the head's one layer")
+    ap.add_argument("--head-dim", type=int, default=64)
+    ap.add_argument("--intermediate", type=int, default=1536, help="width of its MLP")
+    args = ap.parse_args(argv)
+    if Path(args.out).resolve() == DEFAULT_PATH.resolve():
+        ap.error(f"--out {args.out} is head v1's file: write v2 elsewhere")
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args2(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    log = lambda msg: print(msg, flush=True)
+    t0 = time.perf_counter()
+    target = load("bundled", progress=log)
+    layers = target.model.config.num_hidden_layers
+    if args.aux is None:  # (low, mid), the layers head_train's --aux 2 15 keeps for the bundled target
+        args.aux = [min(2, layers - 1), layers // 2]
+    seqs = build_data(target, args, log)
+    t_data = time.perf_counter() - t0
+    if args.data_only:
+        log(f"data ready in {t_data:.0f} s: {len(seqs)} answers")
+        return 0
+    n_tokens = sum(len(s["tokens"]) - s["prompt_len"] for s in seqs)
+    vocab_ids = vocab_subset(seqs, args.vocab, target.vocab_size)
+    head = new_head2(target.model, vocab_ids, args.seed, aux_layers=list(args.aux), heads=args.heads,
+                     head_dim=args.head_dim, intermediate=args.intermediate,
+                     target_name="SmolLM2-135M-Instruct (bundled)")
+    log(f"training a {sum(p.numel() for p in head.parameters()) / 1e6:.2f} M-parameter v2 head on {n_tokens} "
+        f"answer tokens for {args.steps} steps, unroll {args.unroll}")
+    stats = train2(head, seqs, target.model, args.steps, args.batch, args.lr, args.unroll, args.seed, log)
+    t_train = time.perf_counter() - t0 - t_data
+    save_head(head, args.out)
+    log(f"wrote {args.out}; evaluating on held-out prompts")
+    shipped = load_head(args.out, dtype=target.dtype, device=target.device)  # evaluate what ships (bf16)
+    heldout = read_prompts(args.heldout)
+    evaluation = evaluate(target, shipped, heldout, args.k, args.eval_tokens, log)
+    card = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "target": target.name,
+            "format": head.FORMAT, "config": asdict(head.cfg),
+            "machine": f"{platform.machine()} CPU, {torch.get_num_threads()} torch threads, torch {torch.__version__}",
+            "params": sum(p.numel() for p in head.parameters()), "file_bytes": Path(args.out).stat().st_size,
+            "vocab_subset": len(vocab_ids),
+            "train_prompts": sum(len(read_prompts(f)[: args.limit]) for f in args.prompts),
+            "samples_per_prompt": args.samples, "data_passes": getattr(args, "passes_used", []),
+            "train_sequences": len(seqs), "train_answer_tokens": n_tokens,
+            "steps": args.steps, "batch": args.batch, "lr": args.lr, "unroll": args.unroll, "seed": args.seed,
+            "final": stats, "heldout_prompts": len(heldout),
+            "eval": {"k": args.k, "max_new_tokens": args.eval_tokens, **evaluation},
+            "wall_s": {"data": round(t_data), "train": round(t_train), "total": round(time.perf_counter() - t0)}}
+    Path(args.out).with_name("card2.json").write_text(json.dumps(card, indent=1) + "\n", encoding="utf-8")
+    log(json.dumps(card, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

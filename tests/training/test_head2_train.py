@@ -1,0 +1,152 @@
+"""Training draft head v2 (specviz/training/head2_train.py): its data are the features the proposer
+reads, its rows line up, its unrolled loss is the drafting itself, a few steps lower it, and the
+script writes a v2 head and its card beside each other, never over v1's file."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from specviz.head.model import DEFAULT_PATH, load_head
+from specviz.head.v2 import DraftHead2
+from specviz.loading.loader import tiny_random
+from specviz.passes import ragged
+from specviz.proposers.head import HeadProposer
+from specviz.training import head2_train
+from specviz.training.head2_train import flatten2, new_head2, train2, unroll_loss
+from specviz.training.head_train import collect, generate_batch, vocab_subset
+from tests.helpers.tiny import word_tokenizer
+
+SMALL = dict(aux_layers=[1, 2], intermediate=48, heads=2, head_dim=16)
+
+
+@pytest.fixture(scope="module")
+def data():
+    """A 4-layer tiny target (16 tokens) and its sampled answers to 24 random prompts, with the
+    outputs of its decoder layers 1 and 2 kept."""
+    torch.set_num_threads(1)
+    target = tiny_random(vocab_size=16, layers=4, seed=7)
+    with torch.no_grad():
+        target.model.lm_head.weight.mul_(8)  # a random model's p is nearly flat: a peaked p leaves something to learn
+    gen = torch.Generator().manual_seed(0)
+    lengths = torch.randint(2, 7, (24,), generator=gen)
+    prompts = [torch.randint(0, 16, (int(n),), generator=gen).tolist() for n in lengths]
+    seqs = collect(target.model, prompts, max_new=14, temperature=1.0, batch=8, seed=0, eos=set(),
+                   log=lambda m: None, aux=(1, 2))
+    return target, seqs
+
+
+def test_the_data_holds_the_features_the_proposer_reads(data):
+    """For answers decoded in a left-padded batch, each position's kept [layer 1, layer 2] and final
+    norm outputs (bf16) are what the engine's hooks (ragged.Features) read in one plain pass over
+    that answer's own tokens: the head trains on the features it drafts from."""
+    target, _ = data
+    model = target.model
+    seqs = generate_batch(model, [[1, 2, 3], [4, 5, 6, 7, 8, 9]], 6, 0.0, torch.Generator(), set(), aux=(1, 2))
+    for s in seqs:
+        features = ragged.Features(model, model.model.norm, (1, 2))
+        try:
+            with torch.inference_mode():
+                model(torch.tensor([s["tokens"][:-1].tolist()]))
+        finally:
+            features.remove()
+        kept = torch.cat([s["aux"].flatten(1), s["feats"]], dim=-1).float()
+        torch.testing.assert_close(kept, features.rows(), atol=0.02, rtol=0.02)
+
+
+def test_rows_tokens_and_starts_line_up():
+    """flatten2 keeps the last prompt position and the answer of each sequence; from every start g
+    (position t), step j reads the token x_{t+j} at X[g + j - 1] and learns the distribution of
+    F[g + j], the final-norm output at position t + j; no start reaches past its own sequence."""
+    seqs = []
+    for n_tokens, prompt_len in ((9, 3), (7, 2), (4, 3)):
+        pos = torch.arange(n_tokens - 1, dtype=torch.float32)
+        seqs.append({"tokens": 100 * len(seqs) + torch.arange(n_tokens), "prompt_len": prompt_len,
+                     "feats": pos[:, None].repeat(1, 4), "aux": pos[:, None, None].repeat(1, 2, 4) + 0.5})
+    unroll = 2
+    F, A, X, starts = flatten2(seqs, unroll)
+    first_rows = [0, 6, 11]  # each sequence's rows begin at position prompt_len - 1
+    assert len(F) == len(A) == len(X) == 6 + 5 + 1
+    assert starts.tolist() == [0, 1, 2, 3, 6, 7, 8]  # t = 2..5 and 1..3; the last answer is too short
+    for g in starts.tolist():
+        seq = max(i for i, r in enumerate(first_rows) if r <= g)
+        t = seqs[seq]["prompt_len"] - 1 + g - first_rows[seq]
+        assert float(F[g, 0]) == t and float(A[g, 1, 0]) == t + 0.5
+        for j in range(1, unroll + 1):
+            assert int(X[g + j - 1]) == int(seqs[seq]["tokens"][t + j])
+            assert float(F[g + j, 0]) == t + j
+
+
+def test_the_unrolled_loss_is_the_drafting(data):
+    """The logits training scores at step j are the proposer's after reading the true tokens
+    x_{t+1}..x_{t+j} from the true features at t: the head is trained in the regime it drafts in
+    (its own h and attention over its own earlier steps)."""
+    target, seqs = data
+    head = new_head2(target.model, torch.arange(12), seed=1, **SMALL)
+    F, A, X, starts = flatten2(seqs, 3)
+    g = int(starts[5])
+    embed, _, lm = target.model.get_input_embeddings(), None, target.model.get_output_embeddings()
+    w_sub = lm.weight.detach()[head.vocab_ids].float()
+    seen = []
+    real_step = head.step
+
+    def spy(*args):
+        out = real_step(*args)
+        seen.append(out[1] @ w_sub.T)
+        return out
+
+    head.step = spy
+    unroll_loss(head, w_sub, embed, F, A, X, torch.tensor([g]), 3)
+    del head.step
+    calls = HeadProposer(head, target.model).calls
+    with torch.inference_mode():
+        states = tuple(s[None] for s in calls.root(torch.cat([A[g].flatten(), F[g]]).float()))
+        for j in range(3):
+            states, logits = calls.many(states, [int(X[g + j])])
+            torch.testing.assert_close(logits[0], seen[j][0].detach(), atol=1e-5, rtol=1e-5)
+
+
+def test_a_few_steps_reduce_the_loss(data):
+    """Forty steps of training-time test lower the unrolled cross-entropy on a fixed batch of the
+    tiny target's answers (U = 3) by over a third of what lies above its floor, the target's own
+    entropy there (the KL from the target's distribution to the head's)."""
+    target, seqs = data
+    head = new_head2(target.model, vocab_subset(seqs, 12, 16), seed=0, **SMALL)
+    embed, lm = target.model.get_input_embeddings(), target.model.get_output_embeddings()
+    w_sub = lm.weight.detach()[head.vocab_ids].float()
+    F, A, X, starts = flatten2(seqs, 3)
+    fixed = starts[torch.randperm(len(starts), generator=torch.Generator().manual_seed(1))[:64]]
+
+    def loss():
+        with torch.no_grad():
+            return float(unroll_loss(head, w_sub, embed, F, A, X, fixed, 3)[0])
+
+    p = torch.softmax(torch.stack([F[fixed + j].float() for j in (1, 2, 3)]) @ w_sub.T, dim=-1)
+    floor = float(-(p * p.log()).sum(-1).mean())
+    before = loss()
+    stats = train2(head, seqs, target.model, steps=40, batch=32, lr=3e-3, unroll=3, log=lambda m: None)
+    assert loss() - floor < (before - floor) * 2 / 3, (floor, before, loss())
+    assert len(stats["top1_agreement_by_step"]) == 3
+
+
+def test_the_script_writes_a_v2_head_and_card2(tmp_path, monkeypatch):
+    """The whole script on a tiny target with a word tokenizer: it trains, writes a v2 head that
+    loads and reads layers (2, num_layers // 2), and card2.json beside it with the held-out α;
+    writing over v1's head.safetensors is refused."""
+    target = tiny_random(vocab_size=40, layers=4, seed=2, tokenizer=word_tokenizer(40))
+    monkeypatch.setattr(head2_train, "load", lambda spec, progress=None: target)
+    prompts, heldout = tmp_path / "prompts_train_x.txt", tmp_path / "heldout.txt"
+    prompts.write_text("\n".join(" ".join(f"w{4 + (i * j) % 30}" for j in range(5)) for i in range(12)) + "\n")
+    heldout.write_text("w5 w6 w7\nw9 w8\n")
+    out = tmp_path / "head2.safetensors"
+    args = ["--prompts", str(prompts), "--heldout", str(heldout), "--out", str(out), "--samples", "1",
+            "--max-new-tokens", "10", "--steps", "4", "--batch", "16", "--vocab", "20", "--intermediate", "32",
+            "--heads", "2", "--head-dim", "8", "--eval-tokens", "6"]
+    assert head2_train.main(args) == 0
+    head = load_head(out)
+    assert isinstance(head, DraftHead2) and head.hidden_layers == (2, 2)
+    card = json.loads((tmp_path / "card2.json").read_text())
+    assert card["format"] == "specviz-draft-head/2" and card["unroll"] == 4 and "alpha" in card["eval"]["greedy"]
+    with pytest.raises(SystemExit):
+        head2_train.parse_args2(["--out", str(DEFAULT_PATH)])
