@@ -342,9 +342,9 @@ def test_the_bundled_model_takes_the_fast_path(bundled_target, monkeypatch, capl
 
     ours, passes, modules = fastpath.FastForward.__call__, [], []
 
-    def counted(self, ids, cache, position_ids=None, mask=None, keep=0):
+    def counted(self, ids, cache, position_ids=None, mask=None, keep=0, layers=()):
         passes.append((ids.shape[1], None if mask is None else mask.dim(), position_ids is not None))
-        return ours(self, ids, cache, position_ids, mask, keep)
+        return ours(self, ids, cache, position_ids, mask, keep, layers)
 
     monkeypatch.setattr(fastpath.FastForward, "__call__", counted)
     hooks = [m.register_forward_pre_hook(lambda *a: modules.append(1)) for m in (model, model.model.layers[0])]
