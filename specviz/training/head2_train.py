@@ -17,21 +17,17 @@ Writes assets/head/head2.safetensors and card2.json beside it (never v1's head.s
 """
 from __future__ import annotations
 
-import json
 import math
-import platform
 import statistics
 import time
 from dataclasses import asdict
-from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
 
-from specviz.head.model import DEFAULT_PATH, load_head, save_head, target_parts
+from specviz.head.model import DEFAULT_PATH, target_parts
 from specviz.head.v2 import DraftHead2, config_for2
-from specviz.loading.loader import load
-from specviz.training.head_train import build_data, evaluate, parser, read_prompts, vocab_subset
+from specviz.training.head_train import answer_tokens, conclude, parser, prepare, vocab_subset
 
 DEFAULT_PATH2 = DEFAULT_PATH.with_name("head2.safetensors")
 
@@ -132,48 +128,20 @@ def parse_args2(argv):
 
 def main(argv=None) -> int:
     args = parse_args2(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    log = lambda msg: print(msg, flush=True)
-    t0 = time.perf_counter()
-    target = load("bundled", progress=log)
-    layers = target.model.config.num_hidden_layers
-    if args.aux is None:  # (low, mid), the layers head_train's --aux 2 15 keeps for the bundled target
-        args.aux = [min(2, layers - 1), layers // 2]
-    seqs = build_data(target, args, log)
-    t_data = time.perf_counter() - t0
-    if args.data_only:
-        log(f"data ready in {t_data:.0f} s: {len(seqs)} answers")
+    # (low, mid) by default: the layers head_train's --aux 2 15 keeps for the bundled target
+    log, t0, target, seqs, t_data = prepare(args, aux=lambda t: [min(2, t.model.config.num_hidden_layers - 1),
+                                                                 t.model.config.num_hidden_layers // 2])
+    if seqs is None:
         return 0
-    n_tokens = sum(len(s["tokens"]) - s["prompt_len"] for s in seqs)
     vocab_ids = vocab_subset(seqs, args.vocab, target.vocab_size)
     head = new_head2(target.model, vocab_ids, args.seed, aux_layers=list(args.aux), heads=args.heads,
                      head_dim=args.head_dim, intermediate=args.intermediate,
                      target_name="SmolLM2-135M-Instruct (bundled)")
-    log(f"training a {sum(p.numel() for p in head.parameters()) / 1e6:.2f} M-parameter v2 head on {n_tokens} "
-        f"answer tokens for {args.steps} steps, unroll {args.unroll}")
+    log(f"training a {sum(p.numel() for p in head.parameters()) / 1e6:.2f} M-parameter v2 head on "
+        f"{answer_tokens(seqs)} answer tokens for {args.steps} steps, unroll {args.unroll}")
     stats = train2(head, seqs, target.model, args.steps, args.batch, args.lr, args.unroll, args.seed, log)
-    t_train = time.perf_counter() - t0 - t_data
-    save_head(head, args.out)
-    log(f"wrote {args.out}; evaluating on held-out prompts")
-    shipped = load_head(args.out, dtype=target.dtype, device=target.device)  # evaluate what ships (bf16)
-    heldout = read_prompts(args.heldout)
-    evaluation = evaluate(target, shipped, heldout, args.k, args.eval_tokens, log)
-    card = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "target": target.name,
-            "format": head.FORMAT, "config": asdict(head.cfg),
-            "machine": f"{platform.machine()} CPU, {torch.get_num_threads()} torch threads, torch {torch.__version__}",
-            "params": sum(p.numel() for p in head.parameters()), "file_bytes": Path(args.out).stat().st_size,
-            "vocab_subset": len(vocab_ids),
-            "train_prompts": sum(len(read_prompts(f)[: args.limit]) for f in args.prompts),
-            "samples_per_prompt": args.samples, "data_passes": getattr(args, "passes_used", []),
-            "train_sequences": len(seqs), "train_answer_tokens": n_tokens,
-            "steps": args.steps, "batch": args.batch, "lr": args.lr, "unroll": args.unroll, "seed": args.seed,
-            "final": stats, "heldout_prompts": len(heldout),
-            "eval": {"k": args.k, "max_new_tokens": args.eval_tokens, **evaluation},
-            "wall_s": {"data": round(t_data), "train": round(t_train), "total": round(time.perf_counter() - t0)}}
-    Path(args.out).with_name("card2.json").write_text(json.dumps(card, indent=1) + "\n", encoding="utf-8")
-    log(json.dumps(card, indent=1))
-    return 0
+    return conclude(args, log, t0, t_data, target, head, seqs, stats, "card2.json",
+                    format=head.FORMAT, config=asdict(head.cfg))
 
 
 if __name__ == "__main__":

@@ -333,47 +333,66 @@ def build_data(target, args, log) -> list[dict]:
     return seqs
 
 
-def main(argv=None) -> int:
-    args = parse_args(argv)
+def prepare(args, aux=None):
+    """How both training scripts start: threads, a log, the clock, the bundled target and the data.
+    `aux(target)` gives the decoder layers to keep when `--aux` was not given. Returns
+    (log, t0, target, seqs, t_data); seqs is None after `--data-only`."""
     if args.threads:
         torch.set_num_threads(args.threads)
     log = lambda msg: print(msg, flush=True)
     t0 = time.perf_counter()
     target = load("bundled", progress=log)
+    if args.aux is None and aux is not None:
+        args.aux = aux(target)
     seqs = build_data(target, args, log)
     t_data = time.perf_counter() - t0
     if args.data_only:
         log(f"data ready in {t_data:.0f} s: {len(seqs)} answers")
-        return 0
-    n_tokens = sum(len(s["tokens"]) - s["prompt_len"] for s in seqs)
-    vocab_ids = vocab_subset(seqs, args.vocab, target.vocab_size)
-    head = new_head(target.model, vocab_ids, args.seed, blocks=args.blocks,
-                    target_name="SmolLM2-135M-Instruct (bundled)")
-    log(f"training a {sum(p.numel() for p in head.parameters()) / 1e6:.2f} M-parameter head on {n_tokens} "
-        f"answer tokens for {args.steps} steps")
-    stats = train(head, seqs, target.model, args.steps, args.batch, args.lr, args.unroll, args.noise,
-                  seed=args.seed, log=log)
+        return log, t0, target, None, t_data
+    return log, t0, target, seqs, t_data
+
+
+def conclude(args, log, t0, t_data, target, head, seqs, stats: dict, card_name: str, **fields) -> int:
+    """How both training scripts end: save the head, evaluate what ships (bf16) on the held-out
+    prompts, and write its card (`fields` are the script's own entries) beside the weights."""
     t_train = time.perf_counter() - t0 - t_data
     save_head(head, args.out)
     log(f"wrote {args.out}; evaluating on held-out prompts")
-    shipped = load_head(args.out, dtype=target.dtype, device=target.device)  # evaluate what ships (bf16)
+    shipped = load_head(args.out, dtype=target.dtype, device=target.device)
     heldout = read_prompts(args.heldout)
     evaluation = evaluate(target, shipped, heldout, args.k, args.eval_tokens, log)
-    card = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "target": target.name,
+    card = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "target": target.name, **fields,
             "machine": f"{platform.machine()} CPU, {torch.get_num_threads()} torch threads, torch {torch.__version__}",
             "params": sum(p.numel() for p in head.parameters()), "file_bytes": Path(args.out).stat().st_size,
-            "vocab_subset": len(vocab_ids),
+            "vocab_subset": len(head.vocab_ids),
             "train_prompts": sum(len(read_prompts(f)[: args.limit]) for f in args.prompts),
-            "samples_per_prompt": args.samples,
-            "train_sequences": len(seqs), "train_answer_tokens": n_tokens, "steps": args.steps,
-            "batch": args.batch, "lr": args.lr, "unroll": args.unroll, "noise": args.noise,
-            "seed": args.seed, "final": stats,
+            "samples_per_prompt": args.samples, "data_passes": getattr(args, "passes_used", []),
+            "train_sequences": len(seqs), "train_answer_tokens": answer_tokens(seqs), "steps": args.steps,
+            "batch": args.batch, "lr": args.lr, "unroll": args.unroll, "seed": args.seed, "final": stats,
             "heldout_prompts": len(heldout), "eval": {"k": args.k, "max_new_tokens": args.eval_tokens, **evaluation},
-            "wall_s": {"data": round(t_data), "train": round(t_train),
-                       "total": round(time.perf_counter() - t0)}}
-    Path(args.out).with_name("card.json").write_text(json.dumps(card, indent=1) + "\n", encoding="utf-8")
+            "wall_s": {"data": round(t_data), "train": round(t_train), "total": round(time.perf_counter() - t0)}}
+    Path(args.out).with_name(card_name).write_text(json.dumps(card, indent=1) + "\n", encoding="utf-8")
     log(json.dumps(card, indent=1))
     return 0
+
+
+def answer_tokens(seqs: list[dict]) -> int:
+    return sum(len(s["tokens"]) - s["prompt_len"] for s in seqs)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    log, t0, target, seqs, t_data = prepare(args)
+    if seqs is None:
+        return 0
+    vocab_ids = vocab_subset(seqs, args.vocab, target.vocab_size)
+    head = new_head(target.model, vocab_ids, args.seed, blocks=args.blocks,
+                    target_name="SmolLM2-135M-Instruct (bundled)")
+    log(f"training a {sum(p.numel() for p in head.parameters()) / 1e6:.2f} M-parameter head on "
+        f"{answer_tokens(seqs)} answer tokens for {args.steps} steps")
+    stats = train(head, seqs, target.model, args.steps, args.batch, args.lr, args.unroll, args.noise,
+                  seed=args.seed, log=log)
+    return conclude(args, log, t0, t_data, target, head, seqs, stats, "card.json", noise=args.noise)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from specviz.head.v2 import DraftHead2
 from specviz.loading.loader import tiny_random
 from specviz.passes import ragged
 from specviz.proposers.head import HeadProposer
-from specviz.training import head2_train
+from specviz.training import head2_train, head_train
 from specviz.training.head2_train import flatten2, new_head2, train2, unroll_loss
 from specviz.training.head_train import collect, generate_batch, vocab_subset
 from tests.helpers.tiny import word_tokenizer
@@ -135,7 +135,7 @@ def test_the_script_writes_a_v2_head_and_card2(tmp_path, monkeypatch):
     loads and reads layers (2, num_layers // 2), and card2.json beside it with the held-out α;
     writing over v1's head.safetensors is refused."""
     target = tiny_random(vocab_size=40, layers=4, seed=2, tokenizer=word_tokenizer(40))
-    monkeypatch.setattr(head2_train, "load", lambda spec, progress=None: target)
+    monkeypatch.setattr(head_train, "load", lambda spec, progress=None: target)  # prepare() loads it
     prompts, heldout = tmp_path / "prompts_train_x.txt", tmp_path / "heldout.txt"
     prompts.write_text("\n".join(" ".join(f"w{4 + (i * j) % 30}" for j in range(5)) for i in range(12)) + "\n")
     heldout.write_text("w5 w6 w7\nw9 w8\n")
