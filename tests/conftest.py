@@ -1,7 +1,8 @@
 """Shared pytest configuration.
 
-Markers (also listed in pytest.ini): `bundled` loads the bundled SmolLM2-135M model,
-`browser` drives the app in headless Chromium, `slow` takes more than a few seconds, `perf`
+Markers (also listed in pytest.ini): `bundled` loads the bundled SmolLM2-135M model, `gemma`
+the second offline model, Gemma 3 270M (skipped where it is not installed, except in CI), `browser`
+drives the app in headless Chromium, `slow` takes more than a few seconds, `perf`
 asserts a wall-clock or memory threshold (run apart by scripts/test.sh), `vllm` starts a real vLLM server.
 """
 import json
@@ -36,7 +37,7 @@ def torch_threads(request):
     import torch
 
     before = torch.get_num_threads()
-    if "bundled" not in request.keywords and "browser" not in request.keywords:
+    if not {"bundled", "gemma", "browser"} & set(request.keywords):
         torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
@@ -72,6 +73,20 @@ def bundled_target():
     import specviz
 
     return specviz.load("bundled")
+
+
+@pytest.fixture(scope="session")
+def gemma_target():
+    """Gemma 3 270M, the second offline model, loaded once per test session; where it is not
+    installed the test skips on a developer's machine and fails in CI (the dev install has it)."""
+    import specviz
+    from specviz.loading import gemma
+
+    if not gemma.installed():
+        if IN_CI:
+            pytest.fail(f"{gemma.missing_message()} (CI=true: the Gemma tests must run in CI)", pytrace=False)
+        pytest.skip(gemma.missing_message())
+    return specviz.load(gemma.SPEC)
 
 
 @pytest.fixture(scope="module")

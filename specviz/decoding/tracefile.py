@@ -35,7 +35,7 @@ FORMAT, VERSION = "specviz-trace", 1
 PAIR_FORMAT = "specviz-pair"  # Side by side's export: two trace documents, "a" and "b"
 SPECVIZ_VERSION = "0.1.0"  # the package's version (pyproject.toml), written into exported files
 MAX_BYTES = 16 * 1024 * 1024  # a 512-token run with 64-node trees is a few MB; more is not a trace (docs/UPLOADS.md)
-KNOWN_VOCAB = {"bundled": 49152}  # targets whose vocabulary is known without loading them
+KNOWN_VOCAB = {"bundled": 49152, "gemma3-270m": 262144}  # targets whose vocabulary is known without loading them
 
 
 class TraceFileError(ValueError):

