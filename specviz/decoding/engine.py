@@ -28,7 +28,7 @@ from specviz.decoding.trace import FROM_DRAFT, NOT_REACHED, TARGET, CycleTrace, 
 from specviz.decoding.verify import verify
 from specviz.drafting.sampling import Sampling
 from specviz.drafting.tree import DraftTree
-from specviz.loading.loader import LoadedModel, check_tokenizers
+from specviz.loading.loader import LoadedModel, check_tokenizers, same_tokenizer
 from specviz.passes.kvcache import cache_len, keep_path, rollback
 from specviz.pricing.timing import sync
 from specviz.proposers import make_proposer
@@ -41,7 +41,8 @@ def new_state(target: LoadedModel, prompt, settings: DecodeSettings, draft: Load
     the settings. It checks them and encodes the prompt but runs no model and reads no weight, so
     the main process can start a run on ZeroGPU; the first Step builds the proposer in its worker."""
     if draft is not None and settings.method == "draft":
-        check_tokenizers(target, draft)
+        # a model without a tokenizer is refused here; another family's draft is drafted through text
+        same_tokenizer(target, draft)
     prompt_ids = target.encode(prompt, settings.chat)
     options = settings.options()
     shown = dict(target=target.name, draft=None if draft is None else draft.name,
@@ -66,7 +67,7 @@ class Decoder:
         start = new_state(target, prompt, settings, draft)  # checks and encodes; runs no model
         self.sampling = Sampling(settings.temperature, settings.top_p, settings.seed)
         self.vocab = target.vocab_size
-        if draft is not None and settings.method == "draft":
+        if draft is not None and settings.method == "draft" and same_tokenizer(target, draft):
             self.vocab = check_tokenizers(target, draft)  # already checked: read from its cache
         self.prompt_ids = start.prompt_ids
         if proposer is None and settings.method != "ar":

@@ -89,6 +89,25 @@ def check_tokenizers(target: LoadedModel, draft: LoadedModel) -> int:
     return shared
 
 
+def same_tokenizer(target: LoadedModel, draft: LoadedModel) -> bool:
+    """Whether the draft's ids mean the target's tokens (`check_tokenizers` passes); False for a draft
+    from another family, which method 'draft' then drafts through text (proposers/cross_draft.py).
+    Raises TokenizerMismatch where one model has no tokenizer: then neither way can work (two models
+    without one, such as a tiny twin and its draft, share ids by construction)."""
+    if target.tokenizer is draft.tokenizer:
+        return True
+    if target.tokenizer is None or draft.tokenizer is None:
+        missing = "target" if target.tokenizer is None else "draft"
+        raise TokenizerMismatch(f"The {missing} model ('{(target if missing == 'target' else draft).name}') has no "
+                                "tokenizer, so its ids cannot be matched with the other model's, nor turned into "
+                                "text: pick a model that comes with its tokenizer.")
+    try:
+        check_tokenizers(target, draft)
+    except TokenizerMismatch:
+        return False
+    return True
+
+
 _TOKENIZERS_OK: dict[tuple, tuple] = {}  # pairs already checked, holding the tokenizers so ids stay theirs
 
 

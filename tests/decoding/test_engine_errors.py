@@ -52,7 +52,8 @@ def test_draft_method_needs_a_draft(tiny):
 
 
 def test_mismatched_tokenizers_name_both_models(tiny, word_level_model):
-    """A draft whose tokenizer differs from the target's is refused, naming both models."""
+    """A draft-model run where the target has no tokenizer (so its ids can be neither matched with the
+    draft's nor turned into text) is refused, naming the model."""
     target, _ = tiny
     with pytest.raises(TokenizerMismatch, match="tiny-random"):
         specviz.generate(target, [1, 2], method="draft", draft=word_level_model, chat=False)

@@ -67,3 +67,77 @@ def test_every_method_is_exact_on_gemma(gemma_target, prompts, references, metho
         accepted += run.metrics.get("accepted_tokens", 0)
     if method in ("pld", "logitspec", "hybrid"):
         assert accepted > 0, f"{method} never had a draft accepted on Gemma"
+
+
+# -- sampling: the token the first cycle commits follows the target's distribution ------------------
+CHI_PROMPT = "A B C D A B C D A B"  # peaked, and prompt lookup finds a draft after every likely first token
+CHI_T, CHI_P, CHI_N = 0.7, 0.95, 300
+ALPHA = 1e-3  # seeds are fixed, so a pass or a failure is the same every run
+
+
+@pytest.fixture(scope="module")
+def exact_second(gemma_target):
+    """p(t2) = Σ p(t1) p(t2 | t1) under T and top-p, by full forwards over the prompt and each possible t1."""
+    from specviz.drafting.sampling import probs_from_logits
+
+    model, ids = gemma_target.model, gemma_target.encode(CHI_PROMPT, chat=False)
+    with torch.inference_mode():
+        p1 = probs_from_logits(model(torch.tensor([ids])).logits[0, -1], CHI_T, CHI_P)
+        firsts = p1.nonzero().flatten().tolist()
+        rows = model(torch.tensor([ids + [t] for t in firsts])).logits[:, -1]
+        p2 = torch.stack([probs_from_logits(r, CHI_T, CHI_P) for r in rows])
+    return ids, (p1[firsts] @ p2).double()
+
+
+def second_token_pvalue(gemma_target, ids, exact) -> float:
+    """χ² p-value of the second new token over CHI_N seeds of prompt lookup (the first token a
+    draft-and-verify cycle commits); categories expected fewer than 5 times are pooled."""
+    from scipy.stats import chisquare
+
+    counts: dict[int, int] = {}
+    for seed in range(CHI_N):
+        run = specviz.generate(gemma_target, ids, method="pld", k=2, temperature=CHI_T, top_p=CHI_P, seed=seed,
+                               max_new_tokens=3, chat=False, plan=False, record=False)
+        assert run.cycles[0].nodes  # the second token came out of a verify pass over a draft
+        counts[run.token_ids[1]] = counts.get(run.token_ids[1], 0) + 1
+    expected = exact / exact.sum() * CHI_N
+    big = [t for t in expected.nonzero().flatten().tolist() if expected[t] >= 5]
+    observed = [counts.get(t, 0) for t in big] + [CHI_N - sum(counts.get(t, 0) for t in big)]
+    wanted = [float(expected[t]) for t in big] + [CHI_N - float(sum(expected[t] for t in big))]
+    return float(chisquare(observed, wanted).pvalue)
+
+
+def test_sampled_prompt_lookup_follows_gemma(gemma_target, exact_second):
+    """Under sampling (T 0.7, top-p 0.95) the token prompt lookup's first cycle commits follows Gemma's own
+    distribution (χ², 300 seeds, every cycle sending a draft)."""
+    assert second_token_pvalue(gemma_target, *exact_second) > ALPHA
+
+
+def test_the_gemma_sampling_check_catches_a_wrong_residual(gemma_target, exact_second, monkeypatch):
+    """The same check fails when a rejected token is redrawn from p itself instead of p without it: the
+    check has the power to see a wrong rule on this model."""
+    import specviz.decoding.verify as verify_mod
+
+    monkeypatch.setattr(verify_mod, "residual", lambda p, q, x: p)
+    assert second_token_pvalue(gemma_target, *exact_second) < ALPHA
+
+
+# -- a draft from another family, on two real models ----------------------------------------------
+@pytest.mark.bundled
+@pytest.mark.parametrize("direction", ["smollm2-drafts-for-gemma", "gemma-drafts-for-smollm2"])
+def test_a_draft_from_another_family_is_exact_both_ways(gemma_target, bundled_target, bench_prompts, direction):
+    """SmolLM2-135M drafting for Gemma 3 270M, and Gemma for SmolLM2 (its chat template on): greedy output
+    equals the target's own HF greedy, and drafts made of the other tokenizer's text are accepted."""
+    if direction.startswith("smollm2"):
+        target, draft, chat = gemma_target, bundled_target, False
+    else:
+        target, draft, chat = bundled_target, gemma_target, True
+    ids = target.encode(bench_prompts[0]["prompt"], chat=chat)
+    eos = sorted(target.eos_ids)
+    with torch.inference_mode():
+        ref = target.model.generate(torch.tensor([ids]), do_sample=False, max_new_tokens=24, eos_token_id=eos,
+                                    pad_token_id=eos[0])[0, len(ids):].tolist()
+    run = specviz.generate(target, ids, method="draft", draft=draft, k=4, max_new_tokens=24, chat=chat,
+                           record=False, plan=False)
+    assert run.token_ids == ref
+    assert run.metrics["accepted_tokens"] > 0

@@ -311,11 +311,18 @@ def gpt2_pair(swap=None):
     return target, draft
 
 
-def test_different_tokenizers_are_refused_clearly():
-    """A draft whose tokenizer maps one id to another token is refused, naming both models and the id."""
+def test_different_tokenizers_are_named_and_drafted_through_text():
+    """A draft whose tokenizer maps one id to another token fails the shared-tokenizer check, which names
+    both models and the id; method 'draft' then drafts through text and stays exact (greedy = HF)."""
+    from specviz.loading.loader import check_tokenizers
+    from tests.helpers.tiny import hf_greedy
+
     target, draft = gpt2_pair(swap=(9, 12))
     with pytest.raises(TokenizerMismatch, match="'gpt2-twin-draft' and target 'gpt2-twin'.*id 9"):
-        specviz.generate(target, "w4 w5 w6", method="draft", draft=draft, chat=False)
+        check_tokenizers(target, draft)
+    ids = target.encode("w4 w5 w6", chat=False)
+    run = specviz.generate(target, ids, method="draft", draft=draft, k=3, max_new_tokens=12, chat=False, plan=False)
+    assert run.token_ids == hf_greedy(target, ids, 12)
 
 
 def test_gpt2_pair_runs_through_compare():

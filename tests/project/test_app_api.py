@@ -133,7 +133,7 @@ def test_errors_leave_a_message_and_the_next_run_works(client, monkeypatch):
     cases = [
         (dict(target="not a model id!"), "not a valid Hugging Face model id"),
         (dict(target="specviz-test/no-such-model"), "could not be found"),
-        (dict(target="tiny-random", method="draft", draft="bundled"), "do not share a tokenizer"),
+        (dict(target="tiny-random", method="draft", draft="bundled"), "has no tokenizer"),
         (dict(prompt="   "), EMPTY_PROMPT),
         (dict(method="layerskip", layerskip_layers="0-99"), "layers"),
         (dict(method="layerskip", layerskip_layers="zero"), "not a number"),

@@ -50,7 +50,7 @@ CASES = [  # (id, change to the SHORT settings, expected text in the status, or 
     ("over-long id", dict(target="x" * 300), "not valid"),
     ("html as model id", dict(target="<b>x</b>"), "not a valid Hugging Face model id"),
     ("unknown hub id offline", dict(target="specviz-test/no-such-model"), "could not be found"),
-    ("mismatched draft", dict(target="tiny-random", method="draft", draft="bundled"), "do not share a tokenizer"),
+    ("target without tokenizer", dict(target="tiny-random", method="draft", draft="bundled"), "has no tokenizer"),
     ("draft without a draft", dict(target="tiny-random", method="draft", draft=""), "needs a draft"),
     ("blank draft on the bundled target takes the trained head", dict(method="draft", draft=""), OK),
     ("traversal as draft", dict(method="draft", draft="../../etc/passwd"), "Local folders are not allowed"),

@@ -12,7 +12,8 @@ from typing import Iterator
 import gradio as gr
 
 from specviz.decoding.activity import ACTIVITY
-from specviz.loading.loader import check_tokenizers
+from specviz.drafting.vocab_map import vocab_map
+from specviz.loading.loader import check_tokenizers, same_tokenizer
 from specviz.ui.runtime.settings import from_inputs
 from specviz.ui.runtime.state import BASELINES, SESSIONS, load_with_progress, session_of, visitor_key
 from specviz.ui.runtime.warmup import WARMUP
@@ -164,15 +165,20 @@ def settings_changed(request: gr.Request, **values) -> tuple:
 
 @decode_handler
 def load_models(request: gr.Request, progress=gr.Progress(), **values) -> Iterator[dict]:
-    """Load the target (and draft) now and check that they share a tokenizer."""
+    """Load the target (and draft) now, and say whether they share a tokenizer or the draft is
+    another family's (drafted through text, proposers/cross_draft.py)."""
     settings = from_inputs(values)
     yield from loading_frames(settings)
     target = load_with_progress(settings.target, progress)
     message = f"Loaded target {target.name} ({target.n_params / 1e6:.0f} M parameters, {target.dtype})."
     if settings.draft_spec:
         draft = load_with_progress(settings.draft_spec, progress)
-        vocab = check_tokenizers(target, draft)
-        message += f" Draft {draft.name} shares its tokenizer ({vocab} ids)."
+        if same_tokenizer(target, draft):
+            message += f" Draft {draft.name} shares its tokenizer ({check_tokenizers(target, draft)} ids)."
+        else:
+            shared = vocab_map(target, draft).shared
+            message += (f" Draft {draft.name} is from another family: its tokens become the target's through "
+                        f"text, and under sampling its q is kept to the {shared:,} tokens both vocabularies share.")
     yield views.only(status=views.status_html(message, "ok"))
 
 

@@ -238,11 +238,11 @@ def test_two_compare_rows_open_as_a_and_b():
 @pytest.mark.bundled
 @pytest.mark.parametrize("bad,expected", [
     (dict(target="nobody/no-such-model"), "nobody/no-such-model"),
-    (dict(method="draft", draft="tiny-random"), "do not share a tokenizer"),
+    (dict(method="draft", draft="tiny-random"), "has no tokenizer"),
     (dict(target="HuggingFaceTB/SmolLM2-360M-Instruct"), "SmolLM2-360M"),
 ], ids=["unknown model", "tokenizers differ", "hub preset offline"])
 def test_bad_input_in_b_gets_a_message_and_a_keeps_its_run(bundled, bad, expected, monkeypatch):
-    """An unknown model, a draft whose tokenizer differs, or a hub pair the hub cannot serve here in
+    """An unknown model, a draft without a tokenizer, or a hub pair the hub cannot serve here in
     B: B's status names the problem, and A steps on with its cycles kept. (Offline mode, as in
     tests/project/test_hostile.py: an unreachable hub not declared offline retries for about a minute.)"""
     import huggingface_hub
