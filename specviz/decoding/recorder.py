@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from specviz.decoding.trace import MATCH_TOKENS, NOT_REACHED, Alt, CycleTrace, MatchTrace, NodeTrace
+from specviz.decoding.trace import MATCH_TOKENS, NOT_REACHED, Alt, CycleTrace, MatchTrace, NodeTrace, SeamTrace
 from specviz.decoding.verify import Verdict
 from specviz.drafting.sampling import Sampling
 from specviz.drafting.tree import DraftTree, Match, Source, SourceKind
@@ -36,6 +36,14 @@ def match_trace(match: Match | None, text) -> MatchTrace | None:
     words = lambda ids: [text(t) for t in ids[-MATCH_TOKENS:]]  # noqa: E731
     return MatchTrace(SourceKind(match.found_in).value, words(match.before), words(match.matched),
                       [text(t) for t in match.after[:MATCH_TOKENS]], int(match.count))
+
+
+def seam_trace(seam, text) -> SeamTrace | None:
+    """A cross-family draft's seam as texts (drafting/tree.Seam)."""
+    if seam is None:
+        return None
+    return SeamTrace(list(seam.draft_texts), [text(t) for t in seam.target_ids],
+                     "greedy" if seam.greedy else "intersection", int(seam.shared), seam.cut)
 
 
 def record_nodes(tree: DraftTree, verdict: Verdict, logits: torch.Tensor,
@@ -83,6 +91,7 @@ def record_cycle(cycle: CycleTrace, tree: DraftTree, verdict: Verdict, logits: t
     cycle.retrieval_hit = tree.retrieval_hit
     suffix_sent = any(str(SourceKind(s.kind).value).startswith("suffix") for s in tree.sources or [])
     cycle.match = match_trace(tree.match, text) if suffix_sent else None  # only beside what it drafted
+    cycle.seam = seam_trace(tree.seam, text)
 
 
 def record_counts(cycle: CycleTrace, tree: DraftTree, verdict: Verdict) -> None:

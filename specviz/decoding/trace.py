@@ -95,6 +95,20 @@ class MatchTrace:
 
 @with_config(UPLOAD)
 @dataclass
+class SeamTrace:
+    """A draft from another family at the seam between the two tokenizers (drafting/tree.Seam, as
+    texts): the draft's own tokens, the target tokens their text became (what the nodes are), how
+    the nodes were judged ("greedy", or "intersection" with the draft's q kept to `shared` tokens
+    both vocabularies have), and why the proposal stops before the draft's text, if it does."""
+    draft: items(TOKEN_TEXT, MAX_K) = field(default_factory=list)
+    target: items(TOKEN_TEXT, MAX_K) = field(default_factory=list)
+    judged: Literal["greedy", "intersection"] = "greedy"
+    shared: whole(0, MAX_TOKEN_ID + 1) = 0
+    cut: text(200) = ""
+
+
+@with_config(UPLOAD)
+@dataclass
 class NodeTrace:
     """One draft token as verification saw it."""
     index: NODE_INDEX
@@ -153,6 +167,7 @@ class CycleTrace:
     retrieval_hit: bool | None = None  # retrieval proposers: did a lookup find anything
     offered: whole(0, 1_000_000) | None = None  # nodes the proposer offered; `nodes` are those worth a verify pass
     match: MatchTrace | None = None  # suffix decoding: where the context's suffix was found
+    seam: SeamTrace | None = None  # a draft from another family: its tokens and the target's
     greedy: bool = True
     # the runs the planner priced this cycle's verify pass for (pricing/batch_costs.py)
     priced_batch: whole(1, MAX_RUNS_SHARED) = 1
@@ -270,6 +285,7 @@ def _cycle_from_dict(d: dict[str, Any]) -> CycleTrace:
     d["residual_top"] = _alts(d.get("residual_top"))
     d["new_token"] = Alt(**d["new_token"]) if d.get("new_token") else None
     d["match"] = MatchTrace(**d["match"]) if d.get("match") else None
+    d["seam"] = SeamTrace(**d["seam"]) if d.get("seam") else None
     names = {f.name for f in dataclasses.fields(CycleTrace)}
     return CycleTrace(**{k: v for k, v in d.items() if k in names})
 

@@ -52,6 +52,19 @@ class Match:
     count: int
 
 
+@dataclass(frozen=True)
+class Seam:
+    """Where a draft from another family met the target's tokenizer (proposers/cross_draft.py): the
+    draft's own tokens as texts, the target ids they became, and how those were judged: greedy (by
+    the target's argmax alone) or with the draft's q kept to the `shared` tokens both vocabularies
+    have; `cut` says why the proposal ends before the draft's text does, if it does."""
+    draft_texts: tuple[str, ...]
+    target_ids: tuple[int, ...]
+    greedy: bool
+    shared: int
+    cut: str = ""
+
+
 @dataclass
 class DraftTree:
     tokens: list[int] = field(default_factory=list)
@@ -60,6 +73,7 @@ class DraftTree:
     sources: list[Source] | None = None  # per node: which proposer branch made it
     retrieval_hit: bool | None = None  # for retrieval proposers: did any lookup succeed
     match: Match | None = None  # a suffix proposer's match, for the page
+    seam: Seam | None = None  # a draft from another family: its tokens and the target's, for the page
 
     def __post_init__(self):
         if len(self.tokens) != len(self.parents):
@@ -107,7 +121,7 @@ class DraftTree:
         pick = lambda xs: None if xs is None else [xs[i] for i in keep]
         return DraftTree([self.tokens[i] for i in keep],
                          [new_index.get(self.parents[i], -1) for i in keep],
-                         pick(self.q), pick(self.sources), self.retrieval_hit, self.match)
+                         pick(self.q), pick(self.sources), self.retrieval_hit, self.match, self.seam)
 
     def ancestors(self, i: int) -> list[int]:
         """Node i and its ancestors, root-most first (the root itself excluded)."""

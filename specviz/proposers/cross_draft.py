@@ -17,13 +17,13 @@ a chain of its own tokens. What reaches the verifier are target tokens:
   that q and judging with it is the usual rule, so the output follows the target's distribution.
   Drafting stops where the restricted q has no mass left.
 
-The latest cycle's seam (draft tokens, their text, the target tokens) is kept in `last_seam`.
+Each tree carries its `Seam` (the draft's tokens as texts, the target ids, how they were judged) for the page.
 """
 from __future__ import annotations
 
 import torch
 
-from specviz.drafting.tree import DraftTree, Source, SourceKind
+from specviz.drafting.tree import DraftTree, Seam, Source, SourceKind
 from specviz.drafting.vocab_map import VocabMap, retokenize, text_after, vocab_map
 from specviz.passes.kvcache import cache_len, new_cache, rollback
 from specviz.proposers.base import ProposeContext, Proposer
@@ -43,7 +43,6 @@ class CrossDraftProposer(Proposer):
         self.target_unk = getattr(target.tokenizer, "unk_token_id", None)  # what text it cannot encode becomes
         self.source = Source(SourceKind.DRAFT)
         self.cache, self.fed = None, []  # the draft's cache and the draft ids it holds
-        self.last_seam: dict = {}  # the latest cycle's seam: draft tokens, their text, the target tokens
 
     @classmethod
     def build(cls, target, draft=None, **knobs):
@@ -102,7 +101,11 @@ class CrossDraftProposer(Proposer):
         logits = self._catch_up(context)
         if ctx.sampling.greedy:
             return self._greedy(ctx, context, logits)
-        return self._sampled(ctx, logits)
+        return self._sampled(ctx, context, logits)
+
+    def _texts(self, context: list[int], drafted: list[int]) -> tuple[str, ...]:
+        """Each drafted token's text as it reads after the context and the tokens before it."""
+        return tuple(text_after(self.draft_tok, context + drafted[:i], [x]) for i, x in enumerate(drafted))
 
     def _greedy(self, ctx: ProposeContext, context: list[int], logits: torch.Tensor) -> DraftTree:
         drafted: list[int] = []
@@ -117,21 +120,26 @@ class CrossDraftProposer(Proposer):
         body = drafted[:-1] if ended else drafted
         text = text_after(self.draft_tok, context, body)
         tokens, seam = retokenize(self.target_tok, ctx.ids, text) if text else ([], 0)
+        cut = ""
         if self.target_unk is not None and self.target_unk in tokens:  # text the target cannot encode
             tokens, ended = tokens[: tokens.index(self.target_unk)], False
+            cut = "the draft's text has characters the target's tokenizer cannot encode; the proposal stops there"
         elif not ended and len(tokens) > 1:
             tokens = tokens[:-1]  # the draft's text may stop inside the last one
+            cut = "the last target token is left out: the draft's text may stop inside it"
         if ended:
             tokens = tokens + [int(self.vmap.to_target[drafted[-1]])]
-        tokens = tokens[: ctx.k]
-        self.last_seam = {"draft": drafted, "text": text, "target": tokens, "seam": seam}
-        return DraftTree.chain(tokens, sources=[self.source] * len(tokens))
+        if len(tokens) > ctx.k:
+            tokens, cut = tokens[: ctx.k], f"cut to K = {ctx.k} target tokens"
+        seam_info = Seam(self._texts(context, drafted), tuple(tokens), True, self.vmap.shared, cut)
+        return DraftTree.chain(tokens, sources=[self.source] * len(tokens), seam=seam_info)
 
-    def _sampled(self, ctx: ProposeContext, logits: torch.Tensor) -> DraftTree:
-        tokens, qs, drafted = [], [], []
+    def _sampled(self, ctx: ProposeContext, context: list[int], logits: torch.Tensor) -> DraftTree:
+        tokens, qs, drafted, cut = [], [], [], ""
         for j in range(ctx.k):
             q = self.vmap.restrict(ctx.sampling.probs(logits))
             if q is None:  # every token the draft would draw is one the target lacks
+                cut = "every token the draft could draw here is missing from the target's vocabulary"
                 break
             x = ctx.sampling.draw(q)
             drafted.append(x)
@@ -141,5 +149,5 @@ class CrossDraftProposer(Proposer):
                 break
             if j + 1 < ctx.k:
                 logits = self._step(x)
-        self.last_seam = {"draft": drafted, "target": tokens}
-        return DraftTree.chain(tokens, qs, sources=[self.source] * len(tokens))
+        seam_info = Seam(self._texts(context, drafted), tuple(tokens), False, self.vmap.shared, cut)
+        return DraftTree.chain(tokens, qs, sources=[self.source] * len(tokens), seam=seam_info)

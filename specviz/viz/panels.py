@@ -83,6 +83,51 @@ def match_html(cycle: CycleTrace) -> str:
             f'{esc("".join(match.after))}</span>…</span></div>')
 
 
+def _ends(texts: list[str]) -> list[int]:
+    """Where each token ends, as a character offset into their joined text."""
+    out, at = [], 0
+    for t in texts:
+        at += len(t)
+        out.append(at)
+    return out
+
+
+def _tokens_row(label: str, texts: list[str], other_ends: set[int], title: str) -> str:
+    """One tokenizer's tokens, each boxed; a token whose end is not also an end in the other row has
+    a dashed vermillion right edge: the two tokenizers split the text differently there."""
+    cells, at = [], 0
+    for t in texts:
+        at += len(t)
+        edge = f"2px solid {GREY}" if at in other_ends else f"2px dashed {VERMILLION}"
+        cells.append(f'<span class="sv-seam-tok" title="{esc(title)}" style="display:inline-block;white-space:pre;'
+                     f'padding:1px 3px;margin:1px 0;border-right:{edge};background:rgba(0,0,0,0.04)">{esc(t)}</span>')
+    return (f'<div class="sv-seam-row"><span class="sv-seam-label" style="display:inline-block;min-width:9em">'
+            f'{esc(label)}</span>{"".join(cells) or "(none)"}</div>')
+
+
+def seam_html(cycle: CycleTrace) -> str:
+    """A draft from another family at the seam: its own tokens, the target tokens their text became
+    (the tree's nodes), boundaries where the two tokenizers split differently (dashed), and which q
+    the nodes were judged with. Empty for a draft that shares the target's tokenizer."""
+    seam = getattr(cycle, "seam", None)
+    if seam is None:
+        return ""
+    d_ends, t_ends = _ends(seam.draft), _ends(seam.target)
+    if seam.judged == "greedy":
+        judged = ("Greedy: each target token is checked against the target's own argmax, so q plays no part; "
+                  "the draft's text was encoded again with the target's tokenizer.")
+    else:
+        judged = (f"Sampled: each draft token was drawn from the draft's q kept to the {seam.shared:,} tokens "
+                  "both vocabularies share and renormalised; the node is the target token with the same text, "
+                  "judged with that q (token-level intersection).")
+    cut = f'<div class="sv-seam-cut">{esc(seam.cut[:1].upper() + seam.cut[1:])}.</div>' if seam.cut else ""
+    return ('<div class="sv-seam"><div class="sv-seam-head">A draft from another family: the seam between '
+            'two tokenizers</div>'
+            + _tokens_row("draft's tokens", seam.draft, set(t_ends), "a token of the draft's own tokenizer")
+            + _tokens_row("target tokens", seam.target, set(d_ends), "a target token: a node of the tree")
+            + f'<div class="sv-seam-judged">{esc(judged)}</div>{cut}</div>')
+
+
 def _slots(before: int, after: int, peak: int) -> str:
     """The tail of a cache, one cell per entry: kept (grey), added and kept (blue), written
     then rolled back (dashed vermillion outline, empty)."""

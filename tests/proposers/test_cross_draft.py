@@ -185,3 +185,31 @@ def test_retokenize_reads_the_boundary_with_the_committed_tokens():
     texts = token_texts(target.tokenizer, V)
     assert texts[t_words.index("w8")] == " w8" and texts[0] is None
     assert vocab_mod.BROKEN not in "".join(t for t in texts if t)
+
+
+def test_the_seam_is_recorded_and_drawn():
+    """A cross-family cycle's trace holds the draft's own tokens and the target tokens they became, and
+    says how they were judged; the page's seam view shows both rows with the text escaped, greedy and
+    sampled, and says nothing for a same-tokenizer draft."""
+    from specviz.decoding.trace import RunTrace
+    from specviz.viz import seam_html
+    from specviz.viz.style import esc
+
+    target, draft, _, _ = cross_pair(noise=0.0)
+    ids = target.encode("w5 w9 w12 w7", chat=False)
+    for temperature, judged in ((0.0, "greedy"), (0.9, "intersection")):
+        run = specviz.generate(target, ids, method="draft", draft=draft, k=3, max_new_tokens=8, chat=False,
+                               plan=False, temperature=temperature)
+        seams = [c.seam for c in run.cycles if c.seam is not None]
+        assert seams and all(s.judged == judged and s.shared == 30 for s in seams)
+        first = next(c for c in run.cycles if c.seam is not None and c.nodes)
+        assert [n.text for n in first.nodes] == first.seam.target[: len(first.nodes)]
+        again = RunTrace.from_json(run.to_json()).cycles[run.cycles.index(first)].seam
+        assert again == first.seam
+        html = seam_html(first)
+        assert all(esc(t) in html for t in first.seam.draft + first.seam.target)
+        assert ("Greedy:" if judged == "greedy" else "token-level intersection") in html
+    first.seam.draft = ["<b>x</b>"]
+    assert "<b>x</b>" not in seam_html(first) and "&lt;b&gt;" in seam_html(first)
+    first.seam = None
+    assert seam_html(first) == ""

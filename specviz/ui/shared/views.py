@@ -61,7 +61,8 @@ def cycle_views(run: RunTrace | None, index: int | None) -> dict:
                 "tree": None, "pq": None, "residual": None, "cache": ""}
     i = index_on_screen(run, index)
     cycle = run.cycles[i]
-    narration = narration_html(viz.narrate(cycle)) + viz.match_html(cycle)  # a suffix match, highlighted
+    # a suffix match, highlighted; a cross-family draft's seam between the two tokenizers
+    narration = narration_html(viz.narrate(cycle)) + viz.match_html(cycle) + viz.seam_html(cycle)
     return {"cycle": slider_update(len(run.cycles), i), "narration": narration,
             "tree": viz.tree_figure(cycle), "pq": viz.pq_figure(cycle),
             "residual": viz.residual_figure(cycle), "cache": viz.cache_html(cycle)}
