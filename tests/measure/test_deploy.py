@@ -50,12 +50,14 @@ def _survey(*measured: Measured, temperature: float = 0.0, target: str = "Huggin
 
 
 def _surveys() -> list[Survey]:
-    """Surveys holding pld and draft candidates: a hub target, the bundled one sampled, a served one."""
+    """Surveys holding pld and draft candidates: a hub target, the bundled one sampled, a served one, and
+    Gemma 3 270M with SmolLM2 as a draft from another family."""
     pld, draft = _measured("pld"), _measured("draft", "HuggingFaceTB/SmolLM2-135M", c=0.1, per_call=True)
     bundled = _measured("draft", "bundled", marginal=(0.9, 0.8, 0.7, 0.6), c=0.05, per_call=True)
     return [_survey(pld, draft, _measured("logitspec")),
             _survey(bundled, pld, temperature=0.7, target="bundled"),
             _survey(draft, target="vllm:http://127.0.0.1:8000|bundled"),
+            _survey(_measured("draft", "bundled", c=0.5, per_call=True), pld, target="gemma3-270m"),
             advice.read(ROOT / "assets" / "recorded_advice.json")]
 
 
@@ -110,14 +112,17 @@ def test_vllm_keys_are_fields_of_its_speculative_config():
 
 def test_hf_keys_are_generation_config_attributes():
     """Each HF option is an attribute of transformers.GenerationConfig() in .venv, except the draft
-    model itself, which is a parameter of GenerationMixin.generate."""
+    model itself, a parameter of GenerationMixin.generate, and the two tokenizers of universal assisted
+    decoding, which generate hands to _get_candidate_generator's parameters of those names."""
     from transformers import GenerationConfig
     from transformers.generation.utils import GenerationMixin
 
     config = GenerationConfig()
     names = set(deploy.OPTIONS[deploy.HF]) | {key for d in _all() if d.engine == deploy.HF for key in d.options}
-    assert {n for n in names if not hasattr(config, n)} == {"assistant_model"}
+    assert {n for n in names if not hasattr(config, n)} == {"assistant_model", "tokenizer", "assistant_tokenizer"}
     assert "assistant_model" in inspect.signature(GenerationMixin.generate).parameters
+    chooser = inspect.signature(GenerationMixin._get_candidate_generator).parameters
+    assert "assistant_tokenizer" in chooser and "target_tokenizer" in chooser
 
 
 def _k_in(d: deploy.Deployment) -> int:
@@ -127,7 +132,8 @@ def _k_in(d: deploy.Deployment) -> int:
     if d.engine == deploy.HF:
         call = ast.parse(f"f({d.config})", mode="eval").body
         kw = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
-        assert kw == {k: v for k, v in d.options.items() if k != "assistant_model"}
+        objects = ("assistant_model", "tokenizer", "assistant_tokenizer")  # Python objects, not config values
+        assert kw == {k: v for k, v in d.options.items() if k not in objects}
         return kw.get("prompt_lookup_num_tokens", kw.get("num_assistant_tokens"))
     words = shlex.split(d.config)
     flags = dict(zip(words[::2], words[1::2]))
@@ -188,3 +194,20 @@ def test_by_concurrency_lowers_k_as_requests_grow_and_turns_speculation_off():
     assert "| requests at once | K |" in text and "off" in text and json.dumps(schedule) in text
     assert deploy.by_concurrency(_survey(_measured("pld"))) == [] and "no concurrency" in deploy.by_concurrency_text(
         _survey(_measured("pld")))
+
+
+def test_a_draft_from_another_family_is_written_as_universal_assisted_decoding():
+    """For Gemma 3 270M with SmolLM2 as its draft, HF's form passes both tokenizers to generate (universal
+    assisted decoding) and its code parses; the engines that cannot take another family's draft say so;
+    a draft of the target's own family gets neither."""
+    cross = _survey(_measured("draft", "bundled", c=0.5, per_call=True), target="gemma3-270m")
+    got = {d.engine: d for d in deploy.deployments(cross)}
+    hf = got[deploy.HF]
+    assert "assistant_tokenizer=draft_tok" in hf.command and "tokenizer=tok" in hf.command
+    ast.parse(hf.command.replace("PROMPT", "'x'"))
+    assert "another family" in hf.note
+    for engine in (deploy.VLLM, deploy.SGLANG, deploy.LLAMA):
+        assert "family" in got[engine].note, engine
+    same = {d.engine: d for d in deploy.deployments(_survey(_measured("draft", "bundled"), target="bundled"))}
+    assert "assistant_tokenizer" not in same[deploy.HF].command and "family" not in same[deploy.VLLM].note
+    assert deploy.cross_family("gemma3-270m", "bundled") and not deploy.cross_family("bundled", "unknown/model")

@@ -90,6 +90,18 @@ LESSONS = (
            "to prompt lookup alone on the same prompt.",
            (Variant("LogitSpec", "logitspec-rescue", _s(MATHS, "logitspec")),
             Variant("prompt lookup alone", "logitspec-rescue-pld", _s(MATHS, "pld")))),
+    Lesson("seam", "A draft from another family: the seam",
+           "SmolLM2-135M drafts for Gemma 3 270M, though their tokenizers differ (49,152 byte-level pieces "
+           "against 262,144 SentencePiece ones). Under the narration, the seam shows the draft's own tokens "
+           "and the Gemma tokens their text became: a dashed edge marks where the two split the text "
+           "differently. Greedy, the text is encoded again as Gemma's tokens and Gemma checks each against its "
+           "argmax, so q plays no part. Sampled, each draft token is drawn from SmolLM2's q kept to the tokens "
+           "both vocabularies share, and judged with that q: hover a node to read it. Either way the output is "
+           "Gemma's own. (Needs Gemma 3 270M installed to step live: bash scripts/install.sh models.)",
+           (Variant("greedy", "seam-greedy", _s(SUMMARY, "draft", target="gemma3-270m", draft="bundled",
+                                                 chat=False)),
+            Variant("sampled, T = 0.7", "seam-sampled", _s(SUMMARY, "draft", target="gemma3-270m",
+                                                           draft="bundled", chat=False, temperature=0.7)))),
 )
 BY_KEY = {lesson.key: lesson for lesson in LESSONS}
 

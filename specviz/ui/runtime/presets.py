@@ -31,7 +31,9 @@ TARGETS = [
     ("GPT-2 XL", "openai-community/gpt2-xl"),
 ]
 
-# Drafts that share a tokenizer with a family of targets: (substring of the target spec, drafts);
+# Drafts for a family of targets: (substrings of the target spec, drafts), those that share its
+# tokenizer, and for Gemma 3 270M offline also SmolLM2, a draft from another family (drafted through
+# text, proposers/cross_draft.py);
 # the first matching family wins and its first draft is the default. For the bundled target the
 # default is the project's trained draft head (docs/HEAD.md): a real, cheap draft with its own q,
 # offline. The bundled model is also its own draft: a perfect draft, to see what α = 1 looks like.
@@ -42,7 +44,8 @@ BUNDLED_DRAFTS = [("SpecViz draft head (trained, offline)", HEAD_DRAFT), *_SMOLL
 DRAFT_FAMILIES = [
     (("bundled", "smollm2"), _SMOLLM2_DRAFTS),
     (("qwen2.5",), [("Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct")]),
-    ((GEMMA,), [*_OFFLINE_GEMMA, ("Gemma 3 270M (hub, base)", gemma.HUB_ID)]),
+    ((GEMMA,), [*_OFFLINE_GEMMA, ("Gemma 3 270M (hub, base)", gemma.HUB_ID),
+                ("bundled SmolLM2-135M (offline; another family, drafted through text)", BUNDLED)]),
     (("gemma-3",), [*_OFFLINE_GEMMA, ("Gemma 3 270M (instruction-tuned)", "google/gemma-3-270m-it")]),
     (("gpt2",), [("DistilGPT-2", "distilbert/distilgpt2"), ("GPT-2", "openai-community/gpt2")]),
 ]
@@ -146,7 +149,7 @@ def knobs_for(method: str) -> list[Knob]:
 
 
 def draft_choices(target: str | None) -> list[tuple[str, str]]:
-    """Draft presets that share the target's tokenizer; empty when the family is unknown."""
+    """Draft presets for the target (its family's; see DRAFT_FAMILIES); empty when the family is unknown."""
     if (target or "").strip() == BUNDLED:  # the head fits this one model, not every name containing it
         return list(BUNDLED_DRAFTS)
     spec = (target or "").lower()

@@ -16,6 +16,7 @@ from specviz.ui.shared.recordings import example_prompt, lesson_trace
 
 CHAT, SUMMARY = example_prompt("Chat"), example_prompt("Summarise")  # two of the lessons' prompts
 CODE = example_prompt("Code edit")  # the page's first example: the one a class would decode together
+GEMMA = "gemma3-270m"  # the second offline model (loading/gemma.py): another family, no chat template
 CLASS_BEFORE = 29  # students before the recorded one: the class of 30 that docs/BENCHMARKS.md measures
 
 
@@ -38,6 +39,17 @@ RECORDED_SIDES = {
     # prompt lookup on the same prompt, which has no class to learn from
     "pair-class-suffix": RunSettings(prompt=CODE, proposer="suffix", k=16, max_new_tokens=TOKENS),
     "pair-class-pld": RunSettings(prompt=CODE, proposer="pld", k=16, max_new_tokens=TOKENS),
+    # two families on one prompt, each with its best proposer (SmolLM2 with its chat template; Gemma 3
+    # 270M has none, so it continues the raw text), and SmolLM2 drafting for Gemma across the two
+    # tokenizers, every cycle sent (plan=False: the planner would judge this draft too dear to send on
+    # this CPU, and the pair is there to show the seam)
+    "pair-family-smollm2": RunSettings(prompt=SUMMARY, proposer="hybrid", k=16, max_new_tokens=TOKENS),
+    "pair-family-gemma": RunSettings(prompt=SUMMARY, target=GEMMA, proposer="hybrid", k=16, max_new_tokens=TOKENS,
+                                     draft=None),
+    "pair-cross-draft": RunSettings(prompt=SUMMARY, target=GEMMA, proposer="draft", draft="bundled", k=4,
+                                    max_new_tokens=TOKENS, chat=False, plan=False),
+    "pair-cross-lookup": RunSettings(prompt=SUMMARY, target=GEMMA, proposer="pld", k=16, max_new_tokens=TOKENS,
+                                     chat=False, draft=None),
 }
 
 PAIRS = (
@@ -70,6 +82,19 @@ PAIRS = (
          "(B) copies only from this run's own prompt and output. Hover a node of A's tree: its source says "
          "'an earlier run on this prompt', and the narration highlights the matched suffix.",
          "pair-class-suffix", "pair-class-pld"),
+    Pair("two-families", "Two model families on one prompt",
+         "SmolLM2-135M (A, Llama's shape, 49,152 tokens) and Gemma 3 270M (B, sliding-window layers, 262,144 "
+         "tokens), each with its best proposer on the same summary prompt (SmolLM2 through its chat template; "
+         "Gemma is a base model with none, so it continues the raw text). Their tokens differ from the first, "
+         "as two models' must; compare tokens per cycle, and what a cycle costs each: Gemma's larger vocabulary "
+         "makes every pass dearer.",
+         "pair-family-smollm2", "pair-family-gemma"),
+    Pair("cross-family-draft", "A draft from another family against prompt lookup on Gemma",
+         "SmolLM2-135M drafts for Gemma 3 270M (A) although their tokenizers differ: its tokens are decoded to "
+         "text and encoded again as Gemma's, and the narration shows the seam between the two tokenizers. "
+         "Prompt lookup (B) needs no draft model. Both outputs are Gemma's greedy output, token for token. (A "
+         "sends every draft, its planner off: on this CPU the planner finds this draft too dear to send.)",
+         "pair-cross-draft", "pair-cross-lookup"),
 )
 BY_KEY = {p.key: p for p in PAIRS}
 

@@ -53,9 +53,12 @@ def open_pair(key: str | None, request: gr.Request) -> tuple:
     sitting = ("Both were recorded in one sitting" if len(when) == 1 else
                "They were recorded in different sittings, so compare their wall-clock times with care")
     inputs = {f"a_{k}": v for k, v in _inputs_of(ta).items()} | {f"b_{k}": v for k, v in _inputs_of(tb).items()}
-    inputs.update(prompt=ta.meta.get("prompt"), max_new_tokens=ta.run.settings.get("max_new_tokens"), chat=True)
+    inputs.update(prompt=ta.meta.get("prompt"), max_new_tokens=ta.run.settings.get("max_new_tokens"),
+                  chat=ta.run.settings.get("chat", True) is not False)
+    # a recording that names a cycle to look at (a seam, a rescue) opens there, else on the last one
+    focus = next((t.meta.get("focus_cycle") for t in (ta, tb) if isinstance(t.meta.get("focus_cycle"), int)), None)
     shown = frame(paint(a, b, {"a": (f"Recorded: {ta.run.settings.get('method')}", "info"),
-                                  "b": (f"Recorded: {tb.run.settings.get('method')}", "info")},
+                                  "b": (f"Recorded: {tb.run.settings.get('method')}", "info")}, index=focus,
                            message=f"{pair.title}. {pair.look_for} {sitting}; no model was loaded. Step or Run "
                                    "decodes the same configurations live.", level="ok"))
     return shown + tuple(gr.skip() if inputs.get(k) is None else inputs[k] for k in INPUTS)

@@ -57,15 +57,18 @@ def test_every_ready_made_pair_paints_with_no_model_loaded():
 
 
 def test_the_pairs_say_what_they_should_about_their_outputs():
-    """Greedy pairs on one target show the lossless badge; greedy against T = 1 shows where and why
-    the outputs part."""
+    """Greedy pairs on one target (Gemma's cross-family draft against its prompt lookup too) show the
+    lossless badge; greedy against T = 1 shows where and why the outputs part; two families part
+    because their targets differ."""
     for pair in PAIRS:
         ta, tb = pair_traces(pair)
-        a = pv.Side(ta.run, ta.ar, "bundled", ta.run.settings["temperature"] == 0, "A")
-        b = pv.Side(tb.run, tb.ar, "bundled", tb.run.settings["temperature"] == 0, "B")
+        a = pv.Side(ta.run, ta.ar, ta.run.settings.get("target", "bundled"), ta.run.settings["temperature"] == 0, "A")
+        b = pv.Side(tb.run, tb.ar, tb.run.settings.get("target", "bundled"), tb.run.settings["temperature"] == 0, "B")
         d = pv.first_difference(a, b)
-        if a.greedy and b.greedy:
-            assert d.level == "ok" and d.position is None and "lossless" in pv.difference_html(d)
+        if a.target != b.target:
+            assert pair.key == "two-families" and d.position is not None and "targets differ" in d.sentence
+        elif a.greedy and b.greedy:
+            assert d.level == "ok" and d.position is None and "lossless" in pv.difference_html(d), pair.key
         else:
             assert d.position is not None and "sampling" in d.sentence
 

@@ -63,3 +63,31 @@ def test_three_steps_give_three_cycles_in_each_column(page, app_url):
     diff = page.locator("#sv-pair-diff").inner_text()
     assert "lossless" in diff and "identical" in diff
     assert page.locator("#sv-pair-race-chart .scatterlayer .trace").count() >= 2
+
+
+@pytest.mark.parametrize("key,title,look", [
+    ("two-families", "Two model families on one prompt", "targets differ"),
+    ("cross-family-draft", "A draft from another family", "identical"),
+])
+def test_shared_links_open_the_pairs_of_two_families(chromium, key, title, look):
+    """?pair= links to the two pairs of real model families (SmolLM2 against Gemma 3 270M; SmolLM2 drafting
+    for Gemma against Gemma's own prompt lookup) paint both recordings with no model loaded; the
+    cross-family one shows the seam between the two tokenizers in A's narration."""
+    from specviz.browser import serve
+    from specviz.ui.runtime.state import MODELS
+
+    demo, url = serve()
+    try:
+        loaded = dict(MODELS._models)
+        context = chromium.new_context(viewport={"width": 1600, "height": 1100})
+        page = context.new_page()
+        page.goto(url + f"?pair={key}", wait_until="domcontentloaded")
+        page.wait_for_selector("#sv-b-tree .js-plotly-plot", timeout=WAIT_MS)
+        assert title in page.locator("#sv-pair-status").inner_text()
+        assert look in page.locator("#sv-pair-diff").inner_text()
+        if key == "cross-family-draft":
+            assert "seam between two tokenizers" in page.locator("#sv-a-narration").inner_text()
+        assert dict(MODELS._models) == loaded  # painting the pair loaded nothing
+        context.close()
+    finally:
+        demo.close()
