@@ -77,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _check_combination(args: argparse.Namespace) -> None:
     """Options that only make sense together, checked before any model loads."""
     if args.method == "draft" and not args.draft:
-        fail("--method draft needs --draft SPEC, a model that shares the target's tokenizer")
+        fail("--method draft needs --draft SPEC: a model of the target's family, or of another (drafted through text)")
     if args.draft and args.method != "draft":
         fail(f"--draft only applies to --method draft, not {args.method}")
     if args.layers is not None and args.method != "layerskip":

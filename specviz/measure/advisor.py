@@ -46,7 +46,7 @@ from specviz.measure.advice import (  # noqa: F401
     read,
     save,
 )
-from specviz.measure.compatibility import blocking, compatibility
+from specviz.measure.compatibility import Finding, blocking, compatibility
 from specviz.measure.disagreement import disagreement, why_not
 from specviz.pricing.timing import pass_times
 from specviz.proposers import default_k, proposer_class, suffix
@@ -156,8 +156,12 @@ def _draft_for(survey: Survey, target, cand: Candidate, get_model) -> Iterator[t
         survey.refused[cand.label] = f"it did not load ({type(e).__name__}: {e})"
         return None
     found = compatibility(target, draft)
+    cross = blocking(found) and target.tokenizer is not None and draft.tokenizer is not None
+    if cross:  # ids cannot pass between them: measured as a draft from another family, through text
+        found.insert(0, Finding("warn", "tokens", "Measured as a draft from another family: its tokens reach the "
+                                "target through text (greedy) or the tokens both vocabularies share (sampled)."))
     survey.pairs[cand.label] = [{"level": f.level, "topic": f.topic, "message": f.message} for f in found]
-    if blocking(found):
+    if blocking(found) and not cross:
         survey.refused[cand.label] = "the draft is not compatible with the target (above)"
         return None
     return draft

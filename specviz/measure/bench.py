@@ -25,7 +25,7 @@ from specviz.decoding import speed
 from specviz.decoding.engine import generate
 from specviz.decoding.planner import verify_cost
 from specviz.decoding.served import served_plain
-from specviz.loading.loader import load
+from specviz.loading.loader import load, same_tokenizer
 from specviz.proposers import suffix
 
 LOOKUP_METHODS = ("pld", "logitspec", "suffix")  # draft lengths come from the proposer's own knobs, K only caps them
@@ -68,6 +68,8 @@ def _hf_call(target, ids, anchor, draft, args):
         kw["prompt_lookup_num_tokens"] = HF_PLD_TOKENS
     if anchor == "hf_assist":
         kw["assistant_model"] = draft.model
+        if not same_tokenizer(target, draft):  # another family: HF's universal assisted decoding
+            kw.update(tokenizer=target.tokenizer, assistant_tokenizer=draft.tokenizer)
     x = torch.tensor([ids], device=target.device)
     with torch.inference_mode():
         out = target.model.generate(x, attention_mask=torch.ones_like(x), **kw)

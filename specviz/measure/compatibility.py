@@ -6,8 +6,10 @@ engine reads only the first N = min(target rows, draft rows) columns of both mod
 (`check_tokenizers` in loading/loader.py). Rows are the LM head's (`vocab_size`, else the config's).
 
 1. **tokens**: every id below N that either tokenizer has must be the same token string in both
-   (`convert_ids_to_tokens`); this is `check_tokenizers`' own rule, which makes the app refuse the
-   pair: error, with how many ids differ and the first few. A missing tokenizer is an error too.
+   (`convert_ids_to_tokens`); this is `check_tokenizers`' own rule: error, with how many ids differ and
+   the first few. Ids cannot pass between such a pair, so the engine drafts through text instead (a
+   draft from another family, proposers/cross_draft.py), and the advisor measures it that way. A
+   missing tokenizer is an error too, and then neither way works.
 2. **special**: bos, eos, pad and unk of the two tokenizers, and the ids each model stops at
    (`eos_ids`). Prompts are encoded by the target's tokenizer and a run stops only at the target's
    end ids, so no difference changes the output: warn. Differing end tokens cost acceptance where
@@ -125,8 +127,9 @@ def _topic_tokens(target, draft, shared: int) -> Finding:
                       for i in differ[:SHOWN])
     more = f", and {len(differ) - SHOWN} more" if len(differ) > SHOWN else ""
     return Finding("error", "tokens", f"The tokenizers differ at {len(differ)} of the {n} ids the pair shares: "
-                   f"{named}{more}. The app refuses this pair: pick a draft from the target's model family, "
-                   "with the same tokenizer.")
+                   f"{named}{more}. Ids cannot pass between them, so the app drafts through text, as a draft "
+                   "from another family (exact, with a cost at the seam each cycle); a draft of the target's "
+                   "family, with its tokenizer, passes ids directly.")
 
 
 def _topic_special(target, draft) -> list[Finding]:

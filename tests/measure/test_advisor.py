@@ -146,20 +146,34 @@ def test_a_damaged_profile_is_refused_with_what_to_do():
         advice.Survey.from_dict({"format": survey_schema.FORMAT, "target": "t"})
 
 
-def test_a_draft_not_compatible_with_the_target_is_left_out_with_the_reason():
+def test_a_draft_from_another_family_is_measured_through_text_with_the_findings():
     """The advisor compares a draft model with the target before measuring it: a draft whose
-    tokenizer swaps two ids is not measured, the survey says why, and the report carries the
-    compatibility finding; the other candidates are measured as usual."""
+    tokenizer swaps two ids cannot pass ids, so it is measured as a draft from another family (through
+    text), and the report carries the compatibility finding and says how it was measured."""
     from tests.measure.test_compatibility import model, tok
 
-    target, bad = model(tok(), name="t"), model(tok(swap=(5, 6)), name="swapped")
+    target, other = model(tok(), name="t"), model(tok(swap=(5, 6)), name="swapped")
     survey = advisor.measure(target, [advice.Candidate("pld"), advice.Candidate("draft", "swapped")],
-                              [[3, 4, 5, 3, 4, 5, 3, 4]], lambda spec: bad, lambda n: 1.0, k_max=2,
+                              [[3, 4, 5, 3, 4, 5, 3, 4]], lambda spec: other, lambda n: 1.0, k_max=2,
                               max_new_tokens=6, check=0, concurrency=(), progress=lambda m: None)
-    assert [m.candidate.label for m in survey.measured] == ["pld"]
-    assert "not compatible with the target" in survey.refused["draft swapped"]
+    assert [m.candidate.label for m in survey.measured] == ["pld", "draft swapped"]
+    assert "draft swapped" not in survey.refused
     text = advice_report.report(survey)
     assert "draft swapped: The tokenizers differ at 2 of the 40 ids" in text and "id 5 is" in text
+    assert "Measured as a draft from another family" in text
+
+
+def test_a_draft_without_a_tokenizer_is_left_out_with_the_reason():
+    """A draft with no tokenizer can neither pass ids that can be checked nor be turned into text: it is not
+    measured, and the survey says why; the other candidates are measured as usual."""
+    from tests.measure.test_compatibility import model, tok
+
+    target, bare = model(tok(), name="t"), model(None, name="bare")
+    survey = advisor.measure(target, [advice.Candidate("pld"), advice.Candidate("draft", "bare")],
+                              [[3, 4, 5, 3, 4, 5, 3, 4]], lambda spec: bare, lambda n: 1.0, k_max=2,
+                              max_new_tokens=6, check=0, concurrency=(), progress=lambda m: None)
+    assert [m.candidate.label for m in survey.measured] == ["pld"]
+    assert "not compatible with the target" in survey.refused["draft bare"]
 
 
 def test_a_planned_candidate_is_one_point_priced_by_what_its_planner_sent():

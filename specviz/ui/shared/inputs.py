@@ -26,7 +26,8 @@ from specviz.ui.runtime.state import LIMITS
 
 TARGET_INFO = "A preset, any hub id (owner/name) or a local model folder."
 SERVED_INFO = " The 'served by vLLM' targets run on this deployment's vLLM server."
-DRAFT_INFO = "For the draft-model proposer. It must share the target's tokenizer: a preset or any hub id."
+DRAFT_INFO = ("For the draft-model proposer: a preset or any hub id. One of another family (another tokenizer) is "
+              "drafted through text, and the narration shows the seam.")
 
 
 def _id(prefix: str, name: str) -> str:
@@ -45,7 +46,7 @@ def knob_input(knob: Knob):
 
 
 def draft_update(target: str | None, draft: str | None):
-    """The draft picker after the target changed: the drafts that share its tokenizer, the chosen
+    """The draft picker after the target changed: the drafts offered for its family, the chosen
     one kept when it is among them."""
     choices = draft_choices(target)
     values = [v for _, v in choices]
@@ -91,7 +92,7 @@ def seed_input(s: RunSettings, prefix: str = "") -> dict:
 
 
 def wire_draft_follows_target(inputs: dict, prefix: str = "") -> None:
-    """A changed target offers the drafts that share its tokenizer (`draft_update`)."""
+    """A changed target offers the drafts for its family (`draft_update`)."""
     inputs[prefix + "target"].change(draft_update, inputs=[inputs[prefix + "target"], inputs[prefix + "draft"]],
                                      outputs=inputs[prefix + "draft"], queue=False, show_progress="hidden",
                                      api_visibility="private")

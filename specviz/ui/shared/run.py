@@ -59,7 +59,7 @@ def check_early(settings: RunSettings) -> None:
         check_model_spec(settings.draft_spec, LIMITS)
     if settings.proposer == "draft" and not settings.draft:
         raise ValueError("The draft-model method needs a draft: pick one in 'Draft model' "
-                         "(it must share the target's tokenizer).")
+                         "(one of the target's family, or of another: it is then drafted through text).")
 
 
 def needs_loading(settings: RunSettings) -> list[str]:
