@@ -180,14 +180,15 @@ def summarise(results: dict, variants: list[str]) -> dict:
         if by_pos:  # α at draft position 1, 2, …, averaged over the prompts that reached it
             s["acceptance_by_position"] = [statistics.mean(a[d] for a in by_pos if len(a) > d)
                                            for d in range(max(map(len, by_pos)))]
-        if rows[0][1].get("cycles"):  # ours: where the wall-clock time went (the profile)
+        if rows[0][1].get("cycles") is not None:  # ours: where the wall-clock time went (the profile)
             xs = [x for _, x, _, _ in rows]
             s["profile"] = {
                 "draft_share": statistics.mean(x["draft_s"] / x["wall_s"] for x in xs),
                 "verify_share": statistics.mean(x["verify_s"] / x["wall_s"] for x in xs),
                 "other_share": statistics.mean(x["other_s"] / x["wall_s"] for x in xs),
-                "ms_per_verify_pass": 1000 * statistics.median(x["verify_s"] / x["cycles"] for x in xs),
-                "tokens_per_verify_pass": statistics.mean(x["new_tokens"] / x["cycles"] for x in xs)}
+                # a run that ended at its prefill (the first token was an end token) has no cycle
+                "ms_per_verify_pass": 1000 * statistics.median(x["verify_s"] / max(1, x["cycles"]) for x in xs),
+                "tokens_per_verify_pass": statistics.mean(x["new_tokens"] / max(1, x["cycles"]) for x in xs)}
         out[v] = s
     return out
 

@@ -127,7 +127,7 @@ class CrossDraftProposer(Proposer):
         elif not ended and len(tokens) > 1:
             tokens = tokens[:-1]  # the draft's text may stop inside the last one
             cut = "the last target token is left out: the draft's text may stop inside it"
-        if ended:
+        if ended and int(self.vmap.to_target[drafted[-1]]) >= 0:  # its end of sequence, as the target's
             tokens = tokens + [int(self.vmap.to_target[drafted[-1]])]
         if len(tokens) > ctx.k:
             tokens, cut = tokens[: ctx.k], f"cut to K = {ctx.k} target tokens"

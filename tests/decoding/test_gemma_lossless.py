@@ -55,6 +55,16 @@ def test_gemma_loads_as_a_second_family(gemma_target):
     assert gemma_target.encode("Hello there", chat=True) == gemma_target.encode("Hello there", chat=False)
 
 
+def test_llama_only_fast_paths_say_why_they_step_aside(gemma_target):
+    """Our fast forward covers Llama only: on Gemma it is not used, and the reason it gives (logged once per
+    model when a pass falls back to the modules) names both classes."""
+    from specviz.passes import fastpath
+
+    assert fastpath.of(gemma_target.model) is None
+    why = fastpath.FastForward.unsupported(gemma_target.model)
+    assert "LlamaForCausalLM" in why and "Gemma3ForCausalLM" in why
+
+
 @pytest.mark.parametrize("method", METHODS)
 def test_every_method_is_exact_on_gemma(gemma_target, prompts, references, method):
     """Greedy output of each method on Gemma 3 270M equals HF generate's, on short prompts and on one

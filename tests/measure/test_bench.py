@@ -99,3 +99,14 @@ def test_repeat_by_repeat_the_prompts_slower_every_time_are_named():
     assert "slower_every_repeat" not in bench.summarise(one, ["hf", "ar"])["ar"]  # one repeat: no pairs to read
     sampled = {"a": {"hf": _row([1.0, 1.0], tokens=(1, 2)), "ar": _row([1.5, 1.5], tokens=(1, 2, 3, 4))}}
     assert bench.summarise(sampled, ["hf", "ar"])["ar"]["repeat_ratios_vs_hf"]["a"] == pytest.approx([4 / 3, 4 / 3])
+
+
+def test_a_run_that_ended_at_its_prefill_does_not_break_the_profile():
+    """A prompt whose first new token is an end token gives a run of no cycle (Gemma 3 270M did, on a
+    benchmark prompt): the profile's per-pass numbers count it as one pass instead of dividing by zero."""
+    ours = lambda cycles, tokens: {**_row([1.0], tokens=tuple(range(tokens))), "cycles": cycles,  # noqa: E731
+                                   "verify_s": 0.1 * cycles, "draft_s": 0.0, "other_s": 0.01, "wall_s": 1.0,
+                                   "new_tokens": tokens}
+    results = {"a": {"hf": _row([1.0]), "ar": ours(0, 1)}, "b": {"hf": _row([1.0]), "ar": ours(4, 4)}}
+    profile = bench.summarise(results, ["hf", "ar"])["ar"]["profile"]
+    assert profile["ms_per_verify_pass"] == pytest.approx(50.0) and profile["tokens_per_verify_pass"] == 1.0
