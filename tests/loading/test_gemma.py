@@ -115,3 +115,18 @@ def test_a_target_without_chat_template_is_said_on_the_page():
     chatty = SimpleNamespace(name="bundled", tokenizer=SimpleNamespace(chat_template="{{ messages }}"))
     assert "no chat template" in no_template_note(base, True) and gemma.SPEC in no_template_note(base, True)
     assert no_template_note(base, False) == "" and no_template_note(chatty, True) == ""
+
+
+def test_a_pair_too_large_for_the_memory_here_is_refused_before_loading(monkeypatch):
+    """Gemma 3 270M with SmolLM2 as its draft, on a machine with 2 GB available (3.2 GB needed, packed
+    copies included): refused before anything loads, naming both models and both sizes; with enough
+    memory, or with a model already loaded, it passes; one model drafting for itself counts once."""
+    from specviz.ui.runtime.limits import check_pair_memory
+
+    gb = 2 ** 30
+    with pytest.raises(ValueError, match="Not enough memory") as err:
+        check_pair_memory(gemma.SPEC, "bundled", available=2 * gb)
+    assert "gemma3-270m" in str(err.value) and "bundled" in str(err.value) and "2.0 GB available" in str(err.value)
+    check_pair_memory(gemma.SPEC, "bundled", available=8 * gb)
+    check_pair_memory(gemma.SPEC, "bundled", loaded=lambda spec: spec == gemma.SPEC, available=2 * gb)
+    check_pair_memory("bundled", "bundled", available=int(1.5 * gb))

@@ -173,6 +173,64 @@ def check_model_size(spec: str, limits: Limits) -> None:
                          f"{limits.max_params / 1e9:.1f} B (SPECVIZ_MAX_MODEL_PARAMS).")
 
 
+# Parameters of the offline models, known without loading them (their load prints these counts)
+OFFLINE_PARAMS = {"bundled": 134_515_008, "gemma3-270m": 268_098_176}
+# bytes a loaded parameter holds on a CPU: float32, and as much again for the packed copies of the
+# linear weights the CPU speed-ups make (passes/speedups.py)
+CPU_BYTES_PER_PARAM = 8
+
+
+def available_bytes() -> int | None:
+    """Memory this machine has available now (Linux's MemAvailable), or None where it cannot be read."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def params_of(spec: str) -> int | None:
+    """A model's parameters from its name or config, before loading it; None when unknown here."""
+    if spec in OFFLINE_PARAMS:
+        return OFFLINE_PARAMS[spec]
+    if spec.startswith(("tiny-random", REMOTE_PREFIX)):
+        return 0  # milliseconds of memory, or the server's
+    from transformers import AutoConfig
+
+    try:
+        return count_params_from_config(AutoConfig.from_pretrained(spec, trust_remote_code=False))
+    except Exception:  # noqa: BLE001 -- offline, unknown or odd: the loader gives the better message
+        return None
+
+
+def check_pair_memory(target: str, draft: str | None, loaded=lambda spec: False, available: int | None = None) -> None:
+    """Refuse, before loading anything, a target and draft that together will not fit in the memory
+    this machine has available (models already `loaded` count as there; on a GPU this is not the
+    limit, so nothing is checked)."""
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    to_load = {"target": target} if not loaded(target) else {}
+    if draft and draft != target and not loaded(draft):
+        to_load["draft"] = draft
+    if not to_load:
+        return
+    available = available_bytes() if available is None else available
+    sizes = {role: params_of(spec) for role, spec in to_load.items()}
+    if available is None or any(n is None for n in sizes.values()):
+        return
+    need = sum(sizes.values()) * CPU_BYTES_PER_PARAM
+    if need > available:
+        parts = " and ".join(f"the {role} '{to_load[role]}' ({sizes[role] / 1e6:,.0f} M parameters)" for role in sizes)
+        raise ValueError(f"Not enough memory for this pair: {parts} need about {need / 2**30:.1f} GB here, and this "
+                         f"machine has {available / 2**30:.1f} GB available. Pick a smaller draft or target; "
+                         "your current run is kept.")
+
+
 def check_prompt_text(prompt: str, limits: Limits) -> None:
     """Refuse text no tokenizer should see: NUL bytes, broken UTF-8, or far too much of it."""
     if "\x00" in prompt:

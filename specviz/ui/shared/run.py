@@ -15,7 +15,7 @@ from specviz.decoding.runstate import RunState
 from specviz.drafting.sampling import check_settings
 from specviz.loading.loader import EMPTY_PROMPT
 from specviz.ui.runtime import work
-from specviz.ui.runtime.limits import check_model_spec, check_prompt_text, check_run_settings
+from specviz.ui.runtime.limits import check_model_spec, check_pair_memory, check_prompt_text, check_run_settings
 from specviz.ui.runtime.settings import RunSettings
 from specviz.ui.runtime.state import BASELINES, LIMITS, MODELS, Session, load_with_progress
 from specviz.ui.runtime.warmup import WARMUP
@@ -81,6 +81,7 @@ def ensure_run(session: Session, settings: RunSettings, progress) -> str | None:
     if session.state is not None and session.settings == settings:
         return None
     check_early(settings)
+    check_pair_memory(settings.target, settings.draft_spec, loaded=MODELS.loaded)
     target = load_with_progress(settings.target, progress)
     draft = load_with_progress(settings.draft_spec, progress) if settings.draft_spec else None
     state = new_state(target, settings.prompt, settings.decode(), draft)

@@ -243,13 +243,18 @@ def test_two_compare_rows_open_as_a_and_b():
     (dict(target="nobody/no-such-model"), "nobody/no-such-model"),
     (dict(method="draft", draft="tiny-random"), "has no tokenizer"),
     (dict(target="HuggingFaceTB/SmolLM2-360M-Instruct"), "SmolLM2-360M"),
-], ids=["unknown model", "tokenizers differ", "hub preset offline"])
+    (dict(target="gemma3-270m", method="draft", draft="bundled"), "Not enough memory"),
+], ids=["unknown model", "tokenizers differ", "hub preset offline", "pair too large"])
 def test_bad_input_in_b_gets_a_message_and_a_keeps_its_run(bundled, bad, expected, monkeypatch):
-    """An unknown model, a draft without a tokenizer, or a hub pair the hub cannot serve here in
-    B: B's status names the problem, and A steps on with its cycles kept. (Offline mode, as in
-    tests/project/test_hostile.py: an unreachable hub not declared offline retries for about a minute.)"""
+    """An unknown model, a draft without a tokenizer, a hub pair the hub cannot serve here, or a pair
+    too large for the memory available (1 GB, for Gemma 3 270M not loaded yet) in B: B's status names
+    the problem, and A steps on with its cycles kept. (Offline mode, as in tests/project/test_hostile.py:
+    an unreachable hub not declared offline retries for about a minute.)"""
     import huggingface_hub
 
+    from specviz.ui.runtime import limits
+
+    monkeypatch.setattr(limits, "available_bytes", lambda: 2 ** 30)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     a = dict(target="bundled", method="pld", k=3, temperature=0.0, top_p=1.0, seed=0, adaptive_k=False)
