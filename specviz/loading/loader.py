@@ -101,13 +101,20 @@ def same_tokenizer(target: LoadedModel, draft: LoadedModel) -> bool:
         raise TokenizerMismatch(f"The {missing} model ('{(target if missing == 'target' else draft).name}') has no "
                                 "tokenizer, so its ids cannot be matched with the other model's, nor turned into "
                                 "text: pick a model that comes with its tokenizer.")
+    key = (id(target.tokenizer), id(draft.tokenizer), target.vocab_size, draft.vocab_size)
+    known = _SAME.get(key)
+    if known is not None and known[0] is target.tokenizer and known[1] is draft.tokenizer:
+        return known[2]  # asked at every run's start, Step and proposer; the answer cannot change
     try:
         check_tokenizers(target, draft)
+        same = True
     except TokenizerMismatch:
-        return False
-    return True
+        same = False
+    _SAME[key] = (target.tokenizer, draft.tokenizer, same)
+    return same
 
 
+_SAME: dict[tuple, tuple] = {}  # same_tokenizer's answers, holding the tokenizers so ids stay theirs
 _TOKENIZERS_OK: dict[tuple, tuple] = {}  # pairs already checked, holding the tokenizers so ids stay theirs
 
 

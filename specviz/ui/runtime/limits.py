@@ -193,7 +193,9 @@ def available_bytes() -> int | None:
 
 
 def params_of(spec: str) -> int | None:
-    """A model's parameters from its name or config, before loading it; None when unknown here."""
+    """A model's parameters from its name, or from its config where this machine already has it (never
+    a download: `check_model_size` fetches configs, and an unreachable hub would make this wait);
+    None when unknown here."""
     if spec in OFFLINE_PARAMS:
         return OFFLINE_PARAMS[spec]
     if spec.startswith(("tiny-random", REMOTE_PREFIX)):
@@ -201,7 +203,8 @@ def params_of(spec: str) -> int | None:
     from transformers import AutoConfig
 
     try:
-        return count_params_from_config(AutoConfig.from_pretrained(spec, trust_remote_code=False))
+        return count_params_from_config(AutoConfig.from_pretrained(spec, trust_remote_code=False,
+                                                                   local_files_only=True))
     except Exception:  # noqa: BLE001 -- offline, unknown or odd: the loader gives the better message
         return None
 
