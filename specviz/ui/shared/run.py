@@ -13,7 +13,8 @@ from specviz.decoding.activity import ACTIVITY
 from specviz.decoding.engine import new_state
 from specviz.decoding.runstate import RunState
 from specviz.drafting.sampling import check_settings
-from specviz.loading.loader import EMPTY_PROMPT
+from specviz.drafting.vocab_map import vocab_map
+from specviz.loading.loader import EMPTY_PROMPT, same_tokenizer
 from specviz.ui.runtime import work
 from specviz.ui.runtime.limits import check_model_spec, check_pair_memory, check_prompt_text, check_run_settings
 from specviz.ui.runtime.settings import RunSettings
@@ -85,6 +86,8 @@ def ensure_run(session: Session, settings: RunSettings, progress) -> str | None:
     target = load_with_progress(settings.target, progress)
     draft = load_with_progress(settings.draft_spec, progress) if settings.draft_spec else None
     state = new_state(target, settings.prompt, settings.decode(), draft)
+    if draft is not None and settings.method == "draft" and not same_tokenizer(target, draft):
+        vocab_map(target, draft)  # built here, in the main process, so a forked GPU worker finds it made
     check_run_settings(LIMITS, settings.k, settings.max_new_tokens, len(state.prompt_ids))
     restarted = session.state is not None
     session.replace(state, settings)
