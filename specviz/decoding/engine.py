@@ -41,8 +41,7 @@ def new_state(target: LoadedModel, prompt, settings: DecodeSettings, draft: Load
     the settings. It checks them and encodes the prompt but runs no model and reads no weight, so
     the main process can start a run on ZeroGPU; the first Step builds the proposer in its worker."""
     if draft is not None and settings.method == "draft":
-        # a model without a tokenizer is refused here; another family's draft is drafted through text
-        same_tokenizer(target, draft)
+        same_tokenizer(target, draft)  # refuses a model without a tokenizer; another family's draft is fine
     prompt_ids = target.encode(prompt, settings.chat)
     options = settings.options()
     shown = dict(target=target.name, draft=None if draft is None else draft.name,
