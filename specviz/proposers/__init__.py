@@ -15,6 +15,8 @@ REGISTRY = {
 }
 
 METHODS = ("ar", *REGISTRY)
+# method "draft" with a draft from another family (a tokenizer of its own): not a method of its own
+CROSS_DRAFT = "cross_draft:CrossDraftProposer"
 
 # Default K per method: the most a cycle may draft. The planner (planner.py) sends less when
 # less pays, so a default only has to stay out of a method's way: retrieval drafts are tuned
@@ -53,5 +55,12 @@ def proposer_class(method: str):
 
 
 def make_proposer(method: str, target, draft=None, **knobs):
-    """Build the proposer registered under `method`; unknown names get a list of valid ones."""
+    """Build the proposer registered under `method`; unknown names get a list of valid ones. A draft
+    model whose tokenizer is not the target's (another family) gets the cross-family proposer."""
+    if method == "draft" and draft is not None:
+        from specviz.loading.loader import same_tokenizer
+
+        if not same_tokenizer(target, draft):  # drafted through text
+            module, cls = CROSS_DRAFT.split(":")
+            return getattr(importlib.import_module(f"{__name__}.{module}"), cls).build(target, draft, **knobs)
     return proposer_class(method).build(target, draft, **knobs)

@@ -11,7 +11,6 @@ import weakref
 import torch
 
 from specviz.drafting.tree import DraftTree, Source, SourceKind
-from specviz.loading.loader import same_tokenizer
 from specviz.passes import fastpath, ragged
 from specviz.passes.kvcache import cache_len, new_cache, rollback, undo_pass
 from specviz.passes.rounds import Rounds, Slot
@@ -91,10 +90,6 @@ class DraftModelProposer(Proposer):
     def build(cls, target, draft=None, **knobs):
         if draft is None:
             raise ValueError("method 'draft' needs a draft model: pick one in the draft picker")
-        if not same_tokenizer(target, draft):  # another family: drafted through text (cross_draft.py)
-            from specviz.proposers.cross_draft import CrossDraftProposer
-
-            return CrossDraftProposer.build(target, draft, **knobs)
         cls.check_knobs(knobs)
         proposer = cls(draft.model, draft.model.config, min(target.vocab_size, draft.vocab_size), draft.device)
         proposer.call_cost = draft.n_params / max(target.n_params, 1)  # a step costs about its weights

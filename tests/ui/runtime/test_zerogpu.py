@@ -234,3 +234,35 @@ def test_the_app_under_forked_workers_shows_what_it_shows_in_one_process(app_url
     assert under_fork == in_process
     assert under_fork["compare"] == [("pld, K=4, greedy", True), ("logitspec, K=4, greedy", True)]
     assert {"step", "run", "baseline", "compare"} <= names
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_a_cross_family_draft_steps_in_forked_workers_as_in_one_process(fresh_workers, temperature):
+    """A draft from another family (its own tokenizer) stepped in fresh forked workers, each rebuilding its
+    caches and finding the vocabulary map the main process built, gives the run one process gives,
+    greedy and sampled, seams included."""
+    from specviz.drafting.vocab_map import vocab_map
+    from tests.proposers.test_cross_draft import cross_pair
+
+    target, draft, _, _ = cross_pair()
+    specs = ("tiny-cross-target", "tiny-cross-draft")
+    MODELS.put(specs[0], target), MODELS.put(specs[1], draft)
+    vocab_map(target, draft)  # as ensure_run builds it, before any worker forks
+
+    def steps() -> list:
+        state = Decoder(target, "w5 w9 w12 w7 w30", method="draft", draft=draft, k=3, temperature=temperature,
+                        seed=4, max_new_tokens=20, chat=False, plan=False).state()
+        out = []
+        for _ in range(5):
+            state = state.merge(work.step(specs, state.light()))
+            out.append(state)
+        return out
+
+    in_fork = steps()
+    zerogpu.use_backend(None)
+    LIVE.clear()
+    in_process = steps()
+    assert [_comparable(s) for s in in_fork] == [_comparable(s) for s in in_process]
+    assert [c.seam for c in in_fork[-1].cycles] == [c.seam for c in in_process[-1].cycles]
+    assert any(c.seam is not None and c.nodes for c in in_fork[-1].cycles)
+    assert [name for name, _ in fresh_workers] == ["step"] * 5
