@@ -99,8 +99,10 @@ def _tokens_row(label: str, texts: list[str], other_ends: set[int], title: str) 
     for t in texts:
         at += len(t)
         edge = f"2px solid {GREY}" if at in other_ends else f"2px dashed {VERMILLION}"
+        shown = t.replace("\n", "↵")  # a newline token would show as an empty box
         cells.append(f'<span class="sv-seam-tok" title="{esc(title)}" style="display:inline-block;white-space:pre;'
-                     f'padding:1px 3px;margin:1px 0;border-right:{edge};background:rgba(0,0,0,0.04)">{esc(t)}</span>')
+                     f'padding:1px 3px;margin:1px 0;border-right:{edge};background:rgba(0,0,0,0.04)">'
+                     f'{esc(shown)}</span>')
     return (f'<div class="sv-seam-row"><span class="sv-seam-label" style="display:inline-block;min-width:9em">'
             f'{esc(label)}</span>{"".join(cells) or "(none)"}</div>')
 

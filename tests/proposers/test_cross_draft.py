@@ -207,9 +207,9 @@ def test_the_seam_is_recorded_and_drawn():
         again = RunTrace.from_json(run.to_json()).cycles[run.cycles.index(first)].seam
         assert again == first.seam
         html = seam_html(first)
-        assert all(esc(t) in html for t in first.seam.draft + first.seam.target)
+        assert all(esc(t.replace("\n", "↵")) in html for t in first.seam.draft + first.seam.target)
         assert ("Greedy:" if judged == "greedy" else "token-level intersection") in html
-    first.seam.draft = ["<b>x</b>"]
-    assert "<b>x</b>" not in seam_html(first) and "&lt;b&gt;" in seam_html(first)
+    first.seam.draft = ["<b>x</b>", "\n"]
+    assert "<b>x</b>" not in seam_html(first) and "&lt;b&gt;" in seam_html(first) and "↵" in seam_html(first)
     first.seam = None
     assert seam_html(first) == ""
