@@ -181,15 +181,11 @@ CPU_BYTES_PER_PARAM = 8
 
 
 def available_bytes() -> int | None:
-    """Memory this machine has available now (Linux's MemAvailable), or None where it cannot be read."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
+    """Memory this machine has available now (the speed-ups' own reading), or None where unknown."""
+    from specviz.passes.speedups import _available_bytes
+
+    found = _available_bytes()
+    return None if found == float("inf") else int(found)
 
 
 def params_of(spec: str) -> int | None:
