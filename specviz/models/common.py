@@ -18,9 +18,18 @@ class ModelLoadError(RuntimeError):
     """A model spec could not be loaded; the message says what to do."""
 
 
+SPACE_STORAGE = Path("/data")  # a Hugging Face Space's persistent storage, where it has some
+
+
 def cache_root() -> Path:
-    """Where converted models live: $SPECVIZ_CACHE_DIR, else ~/.cache/specviz."""
-    return Path(os.environ.get("SPECVIZ_CACHE_DIR") or "~/.cache/specviz").expanduser()
+    """Where converted models live: $SPECVIZ_CACHE_DIR; else, on a Hugging Face Space (SPACE_ID set)
+    with persistent storage mounted, /data/specviz, which outlives a restart; else ~/.cache/specviz."""
+    chosen = os.environ.get("SPECVIZ_CACHE_DIR")
+    if chosen:
+        return Path(chosen).expanduser()
+    if os.environ.get("SPACE_ID") and SPACE_STORAGE.is_dir() and os.access(SPACE_STORAGE, os.W_OK):
+        return SPACE_STORAGE / "specviz"
+    return Path("~/.cache/specviz").expanduser()
 
 
 def say(progress: Callable[[str], None] | None, msg: str) -> None:

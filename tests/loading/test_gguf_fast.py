@@ -169,3 +169,24 @@ def test_the_bundled_conversion_falls_back_to_transformers_for_what_it_does_not_
     cache = tmp_path / "cache" / "q"
     bundled._convert_gguf(tmp_path, cache, lambda m: None, gguf_file="q.gguf")
     assert called == ["q.gguf"] and (cache / "config.json").read_text() == "{}"
+
+
+def test_on_a_space_with_persistent_storage_the_cache_outlives_a_restart(tmp_path, monkeypatch):
+    """SPECVIZ_CACHE_DIR wins; else on a Space (SPACE_ID set) whose persistent storage is mounted and
+    writable, converted models go to <storage>/specviz; without one, or off Spaces, ~/.cache/specviz."""
+    from specviz.models import common
+
+    storage = tmp_path / "data"
+    storage.mkdir()
+    monkeypatch.setattr(common, "SPACE_STORAGE", storage)
+    monkeypatch.delenv("SPECVIZ_CACHE_DIR", raising=False)
+    monkeypatch.setenv("SPACE_ID", "someone/specviz")
+    assert common.cache_root() == storage / "specviz"
+    monkeypatch.setenv("SPECVIZ_CACHE_DIR", str(tmp_path / "mine"))
+    assert common.cache_root() == tmp_path / "mine"
+    monkeypatch.delenv("SPECVIZ_CACHE_DIR")
+    monkeypatch.setattr(common, "SPACE_STORAGE", tmp_path / "not-mounted")
+    assert common.cache_root() == Path("~/.cache/specviz").expanduser()
+    monkeypatch.setattr(common, "SPACE_STORAGE", storage)
+    monkeypatch.delenv("SPACE_ID")
+    assert common.cache_root() == Path("~/.cache/specviz").expanduser()
