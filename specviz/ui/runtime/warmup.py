@@ -4,8 +4,10 @@ starts, with its progress on the page and in the log.
 On a fresh machine the first Step after `python app.py` used to pay for all of it: converting the
 bundled model, timing its cost profile, pricing the draft head, and prefilling the prompt. Spaces
 restart often, so the first class after a restart paid it. Here the app does it once, at start-up,
-in the stages below; then, with the app already answering, it times the costs of passes shared by
-several runs (AFTER), which load-aware drafting reads once they are there. A Step pressed before it is done
+in the stages below, prefilling only the page's own example prompt (the one a class presses); then,
+with the app already answering, it times the costs of passes shared by several runs (AFTER), which
+load-aware drafting reads once they are there, and prefills the other example prompts
+(AFTER_PREFILLS). A Step pressed before the stages are done
 waits for it, and its progress bar says which stage is running and how far along the warm-up is;
 the page's status line says the same from the moment it opens. Nothing here changes what a Step
 computes: each stage fills a cache a Step would otherwise fill itself.
@@ -28,8 +30,11 @@ from specviz.ui.runtime.settings import RunSettings
 log = logging.getLogger(__name__)
 
 STAGES = ("loading the model", "timing its cost profile", "pricing the draft head",
-          "prefilling the example prompts")
-AFTER = "timing passes shared by several runs"  # after the app is ready: Steps price alone until then
+          "prefilling the example prompt")
+# after the app is ready: Steps price alone until the first is done, and a Step on another example
+# prefills it itself until the second is
+AFTER = "timing passes shared by several runs"
+AFTER_PREFILLS = "prefilling the other example prompts"
 POLL_S = 0.5
 
 
@@ -92,9 +97,8 @@ class Warmup:
             verify_cost(target)
             self.enter(2)
             state.price_head(target)
-            for i, prompt in enumerate(prompts):
-                self.enter(3, f"{i + 1} of {len(prompts)}")
-                prefill_examples(settings, [prompt])
+            self.enter(3)
+            prefill_examples(settings, prompts[:1])  # the page's own: what a class presses first
         except Exception as e:  # noqa: BLE001 -- a warm-up must never stop the page
             self.failed = f"{STAGES[max(self.stage, 0)]}: {type(e).__name__}: {e}"
             log.exception("SpecViz warm-up failed at %s", STAGES[max(self.stage, 0)])
@@ -105,6 +109,9 @@ class Warmup:
             log.info("SpecViz warm-up %s in %.1f s", "stopped" if self.failed else "done", self.ended - self.started)
         if not self.failed:
             self._time_batches(target)
+            if prompts[1:]:
+                log.info("SpecViz, the app being ready: %s", AFTER_PREFILLS)
+                prefill_examples(settings, prompts[1:])
 
     @staticmethod
     def _time_batches(target) -> None:

@@ -97,3 +97,19 @@ def test_the_warm_up_leaves_nothing_for_the_first_step_to_make(bundled_target):
     costs.profile(bundled_target, timer=lambda n: pytest.fail("the profile was timed again"))
     assert batch_costs.cached(bundled_target) is not None
     assert warmup.prefill_examples(settings, [prompt]) == 0
+
+
+def test_only_the_pages_own_example_is_prefilled_before_ready(monkeypatch):
+    """The warm-up's stages prefill the page's first example prompt only; the app says Ready, and
+    only then are the shared passes timed and the other example prompts prefilled."""
+    w = Warmup()
+    calls = []
+    target = SimpleNamespace(name="fake")
+    monkeypatch.setattr(warmup.state.MODELS, "get", lambda spec, say=None: target)
+    monkeypatch.setattr(warmup, "verify_cost", lambda t: None)
+    monkeypatch.setattr(warmup.state, "price_head", lambda t: None)
+    monkeypatch.setattr(warmup, "prefill_examples", lambda s, prompts: calls.append((list(prompts), w.running)))
+    monkeypatch.setattr(Warmup, "_time_batches", staticmethod(lambda t: calls.append(("batches", w.running))))
+    w.start(recordings.example_settings(), ["first", "second", "third"]).join(timeout=30)
+    assert w.failed == "" and not w.running
+    assert calls == [(["first"], True), ("batches", False), (["second", "third"], False)]
