@@ -111,10 +111,33 @@ def read_header(buf) -> tuple[dict, list[tuple[str, tuple[int, ...], int, int]],
     return meta, tensors, start
 
 
-def _unpermute(w: np.ndarray, heads: int) -> np.ndarray:
-    """Undo llama.cpp's interleaving of each head's rotary halves in q or k (rows = heads × dim)."""
+def _unpermute(w, heads: int):
+    """Undo llama.cpp's interleaving of each head's rotary halves in q or k (rows = heads × dim; numpy or torch)."""
     half = w.shape[0] // heads // 2
     return w.reshape(heads, half, 2, *w.shape[1:]).swapaxes(2, 1).reshape(w.shape)
+
+
+def _dequantize(raw: np.ndarray, qtype, shape: tuple[int, ...]):
+    """A float32 tensor of `shape` from the file's blocks. Q4_1 and Q8_0 (the bundled model's) are
+    computed here on the whole tensor at once with torch, in the same float32 operations gguf's
+    numpy code does (d · q + m, and d · q), so in the same bits; any other type goes to gguf."""
+    import torch
+    from gguf import GGMLQuantizationType
+    from gguf.quants import dequantize
+
+    if qtype == GGMLQuantizationType.Q4_1:  # per 32 weights: d, m (f16), 16 bytes of 4-bit q, low nibbles first
+        blocks = torch.from_numpy(np.array(raw).reshape(-1, 20))
+        d = blocks[:, 0:2].contiguous().view(torch.float16).float()
+        m = blocks[:, 2:4].contiguous().view(torch.float16).float()
+        packed = blocks[:, 4:]
+        q = torch.cat([packed & 0x0F, packed >> 4], dim=1).float()
+        return (d * q + m).reshape(shape)
+    if qtype == GGMLQuantizationType.Q8_0:  # per 32 weights: d (f16), 32 signed bytes
+        blocks = torch.from_numpy(np.array(raw).reshape(-1, 34))
+        d = blocks[:, 0:2].contiguous().view(torch.float16).float()
+        q = blocks[:, 2:].contiguous().view(torch.int8).float()
+        return (q * d).reshape(shape)
+    return torch.from_numpy(np.array(dequantize(raw, qtype).reshape(shape), dtype=np.float32))
 
 
 def _hf_name(name: str) -> str:
@@ -174,9 +197,7 @@ def convert(path: Path, out: Path) -> None:
     followed by `save_pretrained` would: config.json, generation_config.json, model.safetensors,
     tokenizer.json, tokenizer_config.json and chat_template.jinja. Raises Unsupported before
     writing anything when the file is not a Llama with a byte-level BPE vocabulary."""
-    import torch
     from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
-    from gguf.quants import dequantize
     from safetensors.torch import save_file
     from transformers import GenerationConfig
     from transformers.tokenization_utils_tokenizers import TokenizersBackend
@@ -203,12 +224,12 @@ def convert(path: Path, out: Path) -> None:
     for name, hf, shape, qtype, at, row_bytes in plan:
         rows = int(np.prod(shape[:-1])) if len(shape) > 1 else 1
         raw = data[at:at + rows * row_bytes].reshape(*shape[:-1], row_bytes)
-        w = dequantize(raw, qtype).reshape(shape)
+        w = _dequantize(raw, qtype, shape)
         if ".attn_q." in name:
             w = _unpermute(w, config.num_attention_heads)
         elif ".attn_k." in name:
             w = _unpermute(w, config.num_key_value_heads)
-        weights[hf] = torch.from_numpy(np.array(w, dtype=np.float32))
+        weights[hf] = w.contiguous()
     if config.tie_word_embeddings:
         weights.pop("lm_head.weight", None)
     save_file(weights, str(out / "model.safetensors"), metadata={"format": "pt"})
