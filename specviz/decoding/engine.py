@@ -213,7 +213,7 @@ class Decoder:
         self.last_logits = shared.logits
         if self._wants_hidden:
             self.last_hidden = shared.hidden
-        first = self.sampling.pick(self.last_logits)
+        first = shared.first_token(self.sampling)  # = sampling.pick(last_logits), its p shared
         self._commit([first], [TARGET], -1)
         if self.proposer is not None and not self.done:
             self.proposer.start(list(self.ids))

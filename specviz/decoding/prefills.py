@@ -13,7 +13,7 @@ import os
 import threading
 import weakref
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -28,6 +28,20 @@ class Prefill:
     logits: torch.Tensor
     hidden: torch.Tensor | None
     layers: tuple[int, ...] = ()  # the decoder layers whose outputs lead `hidden` (targets.VerifyRequest.layers)
+    # the first token's distribution by (temperature, top_p), shared by the kept prefill and every
+    # copy of it: a class at T 0.7 computes the nucleus over the vocabulary once, not once a student
+    first_probs: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def first_token(self, sampling) -> int:
+        """The run's first new token, as `sampling.pick(self.logits)` gives it: the same
+        distribution (computed once per settings, read-only) and the run's own draw from it."""
+        if sampling.greedy:
+            return sampling.pick(self.logits)
+        key = (float(sampling.temperature), float(sampling.top_p))
+        probs = self.first_probs.get(key)
+        if probs is None:
+            probs = self.first_probs.setdefault(key, sampling.probs(self.logits))
+        return sampling.draw(probs)
 
 
 class SharedPrefills:
@@ -65,12 +79,13 @@ class SharedPrefills:
             if not event.wait(self.wait_s):
                 return None  # the one computing it is slow: compute it here too
         return Prefill(_copy(kept.cache), kept.logits.clone(),
-                       None if kept.hidden is None else kept.hidden.clone(), kept.layers)
+                       None if kept.hidden is None else kept.hidden.clone(), kept.layers, kept.first_probs)
 
     def put(self, model: torch.nn.Module, ids: list[int], prefill: Prefill) -> None:
         """Keep a copy of `prefill` (the caller goes on mutating its own cache); wake the waiters."""
         kept = Prefill(_copy(prefill.cache), prefill.logits.detach().clone(),
-                       None if prefill.hidden is None else prefill.hidden.detach().clone(), tuple(prefill.layers))
+                       None if prefill.hidden is None else prefill.hidden.detach().clone(), tuple(prefill.layers),
+                       prefill.first_probs)
         key = (id(model), tuple(ids))
         with self._lock:
             self._items[key] = (weakref.ref(model), kept)

@@ -213,3 +213,25 @@ def test_a_copied_cache_is_cut_in_one_go_to_what_layer_by_layer_cuts_give():
         keep_path(apart, 300, [302, 305])
         agree()
         assert together._whole is None
+
+
+def test_a_class_on_one_prefill_computes_the_first_tokens_distribution_once(monkeypatch):
+    """Runs sharing a prefill at T > 0 compute the first token's distribution once per settings
+    (the nucleus over the whole vocabulary), not once a run; each run's first token is still its
+    own draw, equal to what a run that prefilled alone picks with the same seed, for every seed."""
+    from specviz.drafting import sampling as sampling_mod
+
+    target, _ = pair(noise=0.3, vocab=48, layers=2)
+    kw = dict(method="ar", temperature=0.9, top_p=0.8, max_new_tokens=2, chat=False)
+    prompt = PROMPTS[1]
+    alone = {seed: specviz.generate(target, prompt, seed=seed, **kw).token_ids for seed in range(12)}
+    computed = []
+    real = sampling_mod.Sampling.probs
+    monkeypatch.setattr(sampling_mod.Sampling, "probs", lambda self, logits: computed.append(1) or real(self, logits))
+    shared = {seed: Decoder(target, prompt, seed=seed, share_prefill=True, **kw) for seed in range(12)}
+    for decoder in shared.values():
+        decoder.prefill()
+    firsts = len(computed)
+    assert PREFILLS.hits == 11 and firsts == 1
+    assert all(d.ids[-1] == alone[seed][0] for seed, d in shared.items())
+    assert len({alone[seed][0] for seed in alone}) > 1  # the seeds draw different first tokens
