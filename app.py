@@ -12,8 +12,10 @@ logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(leveln
 logging.getLogger("specviz").setLevel(logging.INFO)
 
 # warm_up: the model, its costs and the example prefills are made as the app starts, with their
-# progress on the page and in the log, so the first Step does not pay for them (SPECVIZ_WARM_UP=0: not)
-demo = build_demo(warm_up=LIMITS.warm_up)
+# progress on the page and in the log, so the first Step does not pay for them (SPECVIZ_WARM_UP=0: not);
+# settle_gc: then what start-up made is frozen out of the garbage collector's full passes, which
+# otherwise stop a class's Steps for 0.3 s at a time
+demo = build_demo(warm_up=LIMITS.warm_up, settle_gc=True)
 
 if __name__ == "__main__":
     demo.launch(**launch_kwargs())

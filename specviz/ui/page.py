@@ -45,9 +45,11 @@ def launch_kwargs() -> dict:
                 run_history=False, max_file_size=tracefile.MAX_BYTES)
 
 
-def start_runtime(warm_up: bool) -> None:
+def start_runtime(warm_up: bool, settle_gc: bool = False) -> None:
     """The server side, before any tab is built. `warm_up`: make what the first Step needs now, in
-    the background (runtime/warmup.py; app.py asks for it unless SPECVIZ_WARM_UP=0; never on ZeroGPU)."""
+    the background (runtime/warmup.py; app.py asks for it unless SPECVIZ_WARM_UP=0; never on ZeroGPU);
+    `settle_gc`: end the warm-up by freezing what start-up made out of the garbage collector's sight
+    (warmup.settle_garbage_collector; app.py's process only)."""
     limits = state.LIMITS
     memory.tune_allocator()  # before a class's passes, so their large tensors are given back
     state.preload(limits.preload)  # on ZeroGPU: before any worker forks, in the main thread
@@ -55,12 +57,12 @@ def start_runtime(warm_up: bool) -> None:
     lazy_state.lazy_sessions()  # a new visitor's first event renders no config it does not need
     lazy_state.skip_absent_imports()  # Gradio's per-event imports of plotting libraries we lack
     if warm_up and not on_zero_gpu():
-        WARMUP.start(recordings.example_settings(), [e["prompt"] for e in recordings.examples()])
+        WARMUP.start(recordings.example_settings(), [e["prompt"] for e in recordings.examples()], settle_gc)
 
 
-def build_demo(warm_up: bool = False) -> gr.Blocks:
-    """The whole page (see the module docstring); `warm_up` as in start_runtime."""
-    start_runtime(warm_up)
+def build_demo(warm_up: bool = False, settle_gc: bool = False) -> gr.Blocks:
+    """The whole page (see the module docstring); `warm_up` and `settle_gc` as in start_runtime."""
+    start_runtime(warm_up, settle_gc)
     limits = state.LIMITS
     decode = decode_events(limits)
     settings = recordings.example_settings()

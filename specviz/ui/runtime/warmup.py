@@ -17,6 +17,7 @@ SPECVIZ_WARM_UP=0 turns it off (app.py reads it); not on ZeroGPU, whose main pro
 from __future__ import annotations
 
 import dataclasses
+import gc
 import logging
 import threading
 import time
@@ -54,6 +55,16 @@ def prefill_examples(settings: RunSettings, prompts: list[str]) -> int:
     return done
 
 
+def settle_garbage_collector() -> None:
+    """Collect once, then move every object alive now (the libraries' modules, the model, the page:
+    some millions) out of the cyclic collector's sight with `gc.freeze`. Python's full collections
+    otherwise walk all of them while holding the GIL: 0.3 s at a time, in the middle of a class's
+    Steps, which all stop meanwhile (measured: docs/BENCHMARKS.md, "A lecture hall on the page's
+    defaults"). What is frozen stays alive, as it would anyway; later objects are collected as before."""
+    gc.collect()
+    gc.freeze()
+
+
 class Warmup:
     """The warm-up's progress, read by Steps that arrive early and by the page's status line."""
 
@@ -63,6 +74,7 @@ class Warmup:
         self.started = self.ended = None
         self.failed = ""  # what went wrong, if a stage failed: the Step then does the work itself
         self.target = None  # the spec being warmed
+        self.settle_gc = False  # the app's own start: freeze what start-up made (settle_garbage_collector)
         self._done = threading.Event()
         self._done.set()  # nothing to wait for until started
 
@@ -99,6 +111,8 @@ class Warmup:
             state.price_head(target)
             self.enter(3)
             prefill_examples(settings, prompts[:1])  # the page's own: what a class presses first
+            if self.settle_gc:
+                settle_garbage_collector()
         except Exception as e:  # noqa: BLE001 -- a warm-up must never stop the page
             self.failed = f"{STAGES[max(self.stage, 0)]}: {type(e).__name__}: {e}"
             log.exception("SpecViz warm-up failed at %s", STAGES[max(self.stage, 0)])
@@ -130,7 +144,10 @@ class Warmup:
         except Exception:  # noqa: BLE001 -- load-aware pricing is an improvement, never a condition
             log.exception("SpecViz: %s failed; passes stay priced as if alone", AFTER)
 
-    def start(self, settings: RunSettings, prompts: list[str]) -> threading.Thread:
+    def start(self, settings: RunSettings, prompts: list[str], settle_gc: bool = False) -> threading.Thread:
+        """Run the stages in a thread; `settle_gc` (the app's start, not a test process, whose
+        later garbage must stay collectable) ends them with settle_garbage_collector."""
+        self.settle_gc = settle_gc
         self._done.clear()
         self.stage = 0
         thread = threading.Thread(target=self.run, args=(settings, prompts), name="specviz-warmup", daemon=True)

@@ -113,3 +113,22 @@ def test_only_the_pages_own_example_is_prefilled_before_ready(monkeypatch):
     w.start(recordings.example_settings(), ["first", "second", "third"]).join(timeout=30)
     assert w.failed == "" and not w.running
     assert calls == [(["first"], True), ("batches", False), (["second", "third"], False)]
+
+
+@pytest.mark.parametrize("settle", [True, False])
+def test_the_apps_start_freezes_what_start_up_made_before_ready_and_a_test_process_does_not(settle, monkeypatch):
+    """With settle_gc (app.py's start) the warm-up collects once and freezes the objects alive
+    (gc.freeze) after the page's example is prefilled and before it says Ready; without it (a test
+    process, whose later garbage must stay collectable) the collector is left alone."""
+    w = Warmup()
+    calls = []
+    monkeypatch.setattr(warmup.state.MODELS, "get", lambda spec, say=None: SimpleNamespace(name="fake"))
+    monkeypatch.setattr(warmup, "verify_cost", lambda t: None)
+    monkeypatch.setattr(warmup.state, "price_head", lambda t: None)
+    monkeypatch.setattr(warmup, "prefill_examples", lambda s, prompts: calls.append(("prefill", w.running)))
+    monkeypatch.setattr(Warmup, "_time_batches", staticmethod(lambda t: None))
+    monkeypatch.setattr(warmup.gc, "collect", lambda: calls.append(("collect", w.running)))
+    monkeypatch.setattr(warmup.gc, "freeze", lambda: calls.append(("freeze", w.running)))
+    w.start(recordings.example_settings(), ["first"], settle_gc=settle).join(timeout=30)
+    expected = [("prefill", True)] + ([("collect", True), ("freeze", True)] if settle else [])
+    assert calls == expected
