@@ -153,16 +153,10 @@ def _convert_gguf(folder: Path, cache: Path, progress, gguf_file: str = BUNDLED_
         except gguf_fast.Unsupported as why:
             log.info("Converting %s through transformers (gguf_fast does not cover %s)", gguf_file, why)
             _convert_with_transformers(folder, gguf_file, tmp, what, reinstall)
-        except ModelLoadError:
-            raise
-        except OSError as e:
-            if _disk_error(e):
-                raise  # the cache folder's fault: the message below
-            raise ModelLoadError(f"Could not convert the {what} GGUF in {folder}: {e}. Reinstall it with "
-                                 f"`{reinstall}`.") from e
-        except (ValueError, KeyError, IndexError, RuntimeError, struct.error) as e:  # a damaged file
-            raise ModelLoadError(f"Could not convert the {what} GGUF in {folder}: {e}. Reinstall it with "
-                                 f"`{reinstall}`.") from e
+        except (OSError, ValueError, KeyError, IndexError, RuntimeError, struct.error) as e:
+            if isinstance(e, ModelLoadError) or _disk_error(e):
+                raise  # already said, or the cache folder's fault: the message below
+            raise _unconvertible(what, folder, reinstall, e) from e  # a damaged file
         try:
             os.rename(tmp, cache)
         except OSError:
@@ -174,6 +168,10 @@ def _convert_gguf(folder: Path, cache: Path, progress, gguf_file: str = BUNDLED_
                              "Set SPECVIZ_CACHE_DIR to a writable folder.") from e
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _unconvertible(what: str, folder: Path, reinstall: str, e: Exception) -> ModelLoadError:
+    return ModelLoadError(f"Could not convert the {what} GGUF in {folder}: {e}. Reinstall it with `{reinstall}`.")
 
 
 def _disk_error(e: Exception) -> bool:
@@ -199,7 +197,6 @@ def _convert_with_transformers(folder: Path, gguf_file: str, out: Path, what: st
         plain.load_state_dict(gguf_model.state_dict())
         plain.generation_config = gguf_model.generation_config
     except (OSError, ValueError, ImportError, RuntimeError, KeyError) as e:
-        raise ModelLoadError(f"Could not convert the {what} GGUF in {folder}: {e}. Reinstall it with "
-                             f"`{reinstall}`.") from e
+        raise _unconvertible(what, folder, reinstall, e) from e
     plain.save_pretrained(out)
     tok.save_pretrained(out)

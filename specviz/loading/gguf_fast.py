@@ -23,7 +23,6 @@ raises `Unsupported`, and the caller converts through transformers instead.
 """
 from __future__ import annotations
 
-import json
 import struct
 from pathlib import Path
 
@@ -237,4 +236,3 @@ def convert(path: Path, out: Path) -> None:
     GenerationConfig.from_model_config(config).save_pretrained(out)
     tok = TokenizersBackend.from_pretrained(str(path.parent), gguf_file=path.name)
     tok.save_pretrained(out)
-    json.loads((out / "config.json").read_text(encoding="utf-8"))  # written whole
