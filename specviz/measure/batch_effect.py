@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Callable
 
 from specviz.loading.loader import LoadedModel, cache_root
+from specviz.models.common import read_cache_file, write_cache_entry
 from specviz.pricing.cost_profile import renamed
-from specviz.pricing.timing import hardware, pass_times, read_cache_file, write_cache_entry
+from specviz.pricing.timing import hardware, pass_times
 
 BATCH_SIZES = (1, 2, 4, 8, 16, 32)  # 32 already saturates a small GPU for a 1 B model
 PREFIX_LEN = 64  # tokens already in the KV cache: a short prompt, as in the app's examples

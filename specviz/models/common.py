@@ -1,7 +1,9 @@
 """What every loading module shares: the two errors a load raises, where converted models and
-timing caches live, and how a progress message is said. Imports nothing of specviz."""
+timing caches live and how they are read and written, and how a progress message is said. Imports
+nothing of specviz."""
 from __future__ import annotations
 
+import json
 import logging
 import os
 from pathlib import Path
@@ -34,3 +36,29 @@ def cache_root() -> Path:
 
 def say(progress: Callable[[str], None] | None, msg: str) -> None:
     (progress or log.info)(msg)
+
+
+def read_cache_file(path: Path | None) -> dict:
+    """A JSON cache file's entries; {} where it is missing, unreadable or not an object."""
+    if path is None:
+        return {}
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def write_cache_entry(path: Path, key: str, entry) -> None:
+    """Add one entry (a dict, or anything with `to_dict`), through a temporary file so a reader
+    never sees half a file."""
+    data = read_cache_file(path)
+    data[key] = entry.to_dict() if hasattr(entry, "to_dict") else entry
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
+        tmp.replace(path)
+    except OSError:
+        pass  # an unwritable cache only costs a re-measurement next time

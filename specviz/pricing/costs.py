@@ -34,7 +34,7 @@ from typing import Callable
 
 import torch
 
-from specviz.models.common import cache_root
+from specviz.models.common import cache_root, read_cache_file, write_cache_entry
 from specviz.models.loaded import LoadedModel
 from specviz.passes import fastpath, speedups
 from specviz.pricing.cost_profile import CostProfile, renamed
@@ -42,10 +42,8 @@ from specviz.pricing.timing import (
     filler_ids,
     hardware,
     prefix_cache,
-    read_cache_file,
     sync,
     timed_pass,
-    write_cache_entry,
 )
 
 SIZES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)  # up to a LogitSpec tree's 64 nodes

@@ -1,16 +1,14 @@
 """Timing target passes, the one way every measurement here does it: a filler prompt, a prefilled
 KV cache, one pass timed (with CUDA synchronised) and rolled back, the fastest of repeats kept;
-the name of the hardware a timing belongs to; and the small JSON caches that keep timings on disk.
+and the name of the hardware a timing belongs to (the JSON caches that keep timings on disk are
+models/common.py's read_cache_file and write_cache_entry).
 
 Used by costs.py (v(n)) and by specviz.measure.batch_effect. No UI libraries here.
 """
 from __future__ import annotations
 
-import json
-import os
 import platform
 import time
-from pathlib import Path
 
 import torch
 
@@ -95,27 +93,3 @@ def pass_times(model: LoadedModel, sizes, prefix_len: int, batch: int = 1, repea
         for n in sizes:
             times[n].append(timed_pass(model, cache, feeds[n], prefix_len))
     return {n: min(ts) for n, ts in times.items()}
-
-
-def read_cache_file(path: Path | None) -> dict:
-    if path is None:
-        return {}
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def write_cache_entry(path: Path, key: str, effect) -> None:
-    """Add one entry (anything with `to_dict`), through a temporary file so a reader never sees half a file."""
-    data = read_cache_file(path)
-    data[key] = effect.to_dict()
-    path = Path(path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
-        tmp.replace(path)
-    except OSError:
-        pass  # an unwritable cache only costs a re-measurement next time

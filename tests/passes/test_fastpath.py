@@ -3,6 +3,7 @@ bit, wherever the engine uses it, and the modules run wherever it does not apply
 import copy
 import logging
 import threading
+from pathlib import Path
 
 import pytest
 import torch
@@ -362,3 +363,112 @@ def test_the_bundled_model_takes_the_fast_path(bundled_target, monkeypatch, capl
         for hook in hooks:
             hook.remove()
     assert modules == []
+
+
+@pytest.fixture
+def remembering(tmp_path, monkeypatch):
+    """The app's start: passed verdicts kept in a fresh cache folder (the file's path is returned)."""
+    monkeypatch.setenv("SPECVIZ_CACHE_DIR", str(tmp_path))
+    fastpath.remember_checks()
+    yield tmp_path / fastpath.CHECKS_FILE_NAME
+    fastpath.remember_checks(False)
+
+
+def counted_checks(monkeypatch) -> list:
+    """Every FastForward.check made from now on, counted (the real check still runs)."""
+    made = []
+    real = fastpath.FastForward.check
+
+    def check(self):
+        made.append(self)
+        return real(self)
+
+    monkeypatch.setattr(fastpath.FastForward, "check", check)
+    return made
+
+
+def test_a_passed_check_is_trusted_again_only_where_the_app_asks(tmp_path, monkeypatch):
+    """Without remember_checks (a test process, a CLI run) every new model is checked and nothing is
+    written; with it (the app's start) the first model is checked, its verdict written to the
+    cache folder, and a second model object with the same weights takes our forward without a
+    check, its logits still the modules' bit for bit."""
+    monkeypatch.setenv("SPECVIZ_CACHE_DIR", str(tmp_path))
+    made = counted_checks(monkeypatch)
+    target = tuned(seed=8)
+    assert fastpath.of(target.model) is not None and fastpath.of(copy.deepcopy(target).model) is not None
+    assert len(made) == 2 and not (tmp_path / fastpath.CHECKS_FILE_NAME).exists()
+    fastpath.remember_checks()
+    try:
+        first, second = copy.deepcopy(target), copy.deepcopy(target)
+        assert fastpath.of(first.model) is not None and len(made) == 3
+        [entry] = fastpath.read_cache_file(tmp_path / fastpath.CHECKS_FILE_NAME).values()
+        assert entry["passed"] is True and entry["check_s"] > 0
+        assert fastpath.of(second.model) is not None and len(made) == 3
+    finally:
+        fastpath.remember_checks(False)
+    ids = torch.tensor([PROMPTS[1]])
+    assert torch.equal(fastpath.forward(second.model, ids, new_cache())[0],
+                       modules_pass(second.model, ids, new_cache())[0])
+
+
+CHANGES = {  # what a kept verdict must not outlive: a change that can move the last bits
+    "other weights": lambda mp, model: model.model.layers[0].mlp.down_proj.weight.data.mul_(0.5),
+    "threads": lambda mp, model: mp.setattr(torch, "get_num_threads", lambda: 97),
+    "instruction set": lambda mp, model: mp.setattr(speedups, "cpuinfo", lambda: "model name : X\nflags : sse2\n"),
+    "kernel setting": lambda mp, model: mp.setenv("ONEDNN_MAX_CPU_ISA", "AVX2"),
+    "torch": lambda mp, model: mp.setattr(torch, "__version__", "0.0.1"),
+    "configuration": lambda mp, model: setattr(model.config, "rms_norm_eps", 1e-3),
+}
+
+
+@pytest.mark.parametrize("change", list(CHANGES))
+def test_a_kept_verdict_is_for_its_own_machine_software_and_model(change, remembering, monkeypatch):
+    """A verdict kept for one model is not trusted for a model with other weights, nor under another
+    thread count, instruction set, oneDNN setting, torch version or configuration: each is
+    checked again (its key differs); the same model object under the first key is not."""
+    made = counted_checks(monkeypatch)
+    target = tuned(seed=9)
+    fastpath.of(copy.deepcopy(target).model)
+    again, same = copy.deepcopy(target), copy.deepcopy(target)
+    kept = fastpath.verdict_key(target.model)
+    assert fastpath.of(same.model) is not None and len(made) == 1  # trusted: the same key
+    assert fastpath.verdict_key(again.model) == kept
+    CHANGES[change](monkeypatch, again.model)
+    assert fastpath.verdict_key(again.model) != kept
+    fastpath.of(again.model)
+    assert len(made) == 2
+
+
+def test_our_own_code_changed_is_checked_again(remembering, monkeypatch, tmp_path):
+    """The key holds our fast forward's source (and the speed-ups'): the same model under an edited
+    copy of passes/fastpath.py has another key, so an edit to the code is checked, not trusted."""
+    model = tuned(seed=10).model
+    before = fastpath.verdict_key(model)
+    edited = tmp_path / "fastpath.py"
+    edited.write_text(Path(fastpath.__file__).read_text() + "\n# an edit\n")
+    monkeypatch.setattr(fastpath, "__file__", str(edited))
+    assert fastpath.verdict_key(model) != before
+
+
+def test_a_failed_check_is_never_kept(remembering, monkeypatch, caplog):
+    """A check that finds other bits is not written down: with the same broken forward a second model
+    object is checked again and refused again, each time with its warning."""
+    made = counted_checks(monkeypatch)
+    target = tuned(seed=11)
+    _off_by_a_millionth(monkeypatch, target.model)
+    with caplog.at_level(logging.WARNING, logger=fastpath.log.name):
+        assert fastpath.of(target.model) is None
+        assert fastpath.of(copy.deepcopy(target).model) is None
+    assert len(made) == 2 and len(fallbacks(caplog)) == 2
+    assert fastpath.read_cache_file(remembering) == {}
+
+
+@pytest.mark.parametrize("content", ["{not json", "[1, 2]", '{"x": 3}'])
+def test_a_damaged_verdict_file_costs_a_check_not_a_start(content, remembering, monkeypatch):
+    """A verdict file that is not JSON, not an object, or holds another key only is read as nothing
+    kept: the model is checked, takes our forward, and the file is written again with its verdict."""
+    remembering.write_text(content)
+    made = counted_checks(monkeypatch)
+    model = tuned(seed=12).model
+    assert fastpath.of(model) is not None and len(made) == 1
+    assert fastpath.read_cache_file(remembering)[fastpath.verdict_key(model)]["passed"] is True

@@ -75,7 +75,7 @@ class ModelPool:
             loaded = self.loader(spec, progress=progress, allow_local=LIMITS.allow_local, **where)
             if not on_zero_gpu():  # there the main process has no GPU: a worker times it (once; on disk)
                 if progress is not None and loaded.n_params >= PROFILE_MIN_PARAMS:
-                    progress(f"Timing {spec}'s passes on this machine (once; cached)…")
+                    progress(f"Pricing {spec}'s passes on this machine (timed once, then read from the cache)…")
                 verify_cost(loaded)  # the planner's v(n): measured now, at load, not in the first Step
                 if spec == BUNDLED:
                     price_head(loaded)  # and what its trained head's step costs (hybrid, head)
