@@ -152,6 +152,18 @@ def verdict_key(model: torch.nn.Module) -> str:
             f"{cpu}, {torch.get_num_threads()} threads|{digest.hexdigest()[:32]}")
 
 
+def _kept_key(model: torch.nn.Module) -> str | None:
+    """The model's verdict_key where verdicts are kept; None where they are not, or where the key
+    cannot be made (the model is then checked as usual, and its verdict not kept)."""
+    if not _REMEMBER.is_set():
+        return None
+    try:
+        return verdict_key(model)
+    except Exception as e:  # noqa: BLE001 -- an unreadable config or weight only costs the check
+        log.info("%s: its fast forward's check is not kept (%s: %s)", type(model).__name__, type(e).__name__, e)
+        return None
+
+
 def _remembered(key: str) -> str | None:
     """When a check under `key` passed, if one is kept; else None."""
     entry = read_cache_file(cache_root() / CHECKS_FILE_NAME).get(key)
@@ -261,7 +273,7 @@ class FastForward:
         if why is None:
             try:
                 fast = cls(model)
-                key = verdict_key(model) if _REMEMBER.is_set() else None
+                key = _kept_key(model)
                 if key is not None and (seen := _remembered(key)):
                     log.info("%s runs our fast forward (checked bit for bit against its modules on this machine "
                              "at %s; the verdict kept in %s)", type(model).__name__, seen, CHECKS_FILE_NAME)

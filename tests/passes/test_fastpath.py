@@ -472,3 +472,16 @@ def test_a_damaged_verdict_file_costs_a_check_not_a_start(content, remembering, 
     model = tuned(seed=12).model
     assert fastpath.of(model) is not None and len(made) == 1
     assert fastpath.read_cache_file(remembering)[fastpath.verdict_key(model)]["passed"] is True
+
+
+def test_a_key_that_cannot_be_made_costs_the_check_not_the_fast_forward(remembering, monkeypatch):
+    """Where the verdict's key cannot be made (here: reading the configuration fails), the model is
+    checked as without kept verdicts, takes our forward, and nothing is written."""
+    made = counted_checks(monkeypatch)
+
+    def unreadable(model):
+        raise ValueError("an unreadable configuration")
+
+    monkeypatch.setattr(fastpath, "verdict_key", unreadable)
+    assert fastpath.of(tuned(seed=13).model) is not None and len(made) == 1
+    assert not remembering.exists()
