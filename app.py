@@ -4,7 +4,7 @@ Honours GRADIO_SERVER_NAME and GRADIO_SERVER_PORT (HF Spaces sets them).
 """
 import logging
 
-from specviz.passes import fastpath
+from specviz.passes import verdicts
 from specviz.ui import build_demo, launch_kwargs
 from specviz.ui.runtime.state import LIMITS
 
@@ -17,8 +17,8 @@ logging.getLogger("specviz").setLevel(logging.INFO)
 # settle_gc: then what start-up made is frozen out of the garbage collector's full passes, which
 # otherwise stop a class's Steps for 0.3 s at a time
 # remember_checks: our fast forward's bit-for-bit check, once passed on this machine, software and
-# model, is trusted at the next start (about a second of a warm start; passes/fastpath.py)
-fastpath.remember_checks()
+# model, is trusted at the next start (about a second of a warm start; passes/verdicts.py)
+verdicts.remember_checks()
 demo = build_demo(warm_up=LIMITS.warm_up, settle_gc=True)
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ So a pass gives the patched modules' logits bit for bit: tests/passes/test_fastp
 `FastForward.check` on the model at first use, which runs the kinds of pass a run makes (a
 prefill, steps, chains, and draft trees of 17 and 33 rows with their 4-D masks and explicit
 positions, as a verify pass is made) both ways and compares every logit (the app's start keeps a
-passed verdict and trusts it again on the same machine, software and model: `remember_checks`);
+passed verdict and trusts it again on the same machine, software and model: passes/verdicts.py);
 and the bundled model's greedy runs against HF `generate`. It is ours only: HF `generate`, the anchor of every
 benchmark, runs the modules as they are.
 
@@ -38,21 +38,15 @@ logger (once per model and decision). SPECVIZ_NO_SPEEDUPS=1 turns it off with th
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
-import os
 import threading
 import time
 import weakref
-from datetime import datetime, timezone
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from specviz.models.common import cache_root, read_cache_file, write_cache_entry
-from specviz.passes import speedups
+from specviz.passes import speedups, verdicts
 
 log = logging.getLogger(__name__)
 
@@ -62,12 +56,6 @@ _PACK = torch.ops.mkldnn._reorder_linear_weight
 # per model: its fast forward (or None) and the _stamp it was decided under
 _BUILT: "weakref.WeakKeyDictionary[torch.nn.Module, tuple]" = weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()
-# A passed check's verdict, kept on disk (cache_root() / CHECKS_FILE_NAME) and trusted on a later start
-# with the same key (verdict_key): only where remember_checks() was called, as the app's start does
-CHECKS_FILE_NAME = "fastpath_checks.json"
-_REMEMBER = threading.Event()
-# environment variables that choose the CPU kernels (instruction set, threads) and so the last bits
-_KERNEL_ENV = ("ONEDNN_", "DNNL_", "MKL_", "OMP_", "ATEN_", "KMP_")
 
 
 def of(model: torch.nn.Module) -> "FastForward | None":
@@ -118,62 +106,6 @@ def forward(model: torch.nn.Module, ids: torch.Tensor, cache, position_ids=None,
         return None
     fast = of(model)
     return None if fast is None else fast(ids, cache, position_ids, mask, keep, layers)
-
-
-def remember_checks(on: bool = True) -> None:
-    """Keep a passed check's verdict on disk and trust it on a later start with the same verdict_key:
-    the same processor and instruction set, threads, kernel settings, torch and transformers, our
-    own code, the model's configuration and a sample of its weights. The app's start asks for it
-    (about a second of a warm start, the check's passes); off by default, so a test process, which
-    may patch the code under check, always checks. A failed check is never kept."""
-    (_REMEMBER.set if on else _REMEMBER.clear)()
-
-
-def verdict_key(model: torch.nn.Module) -> str:
-    """Everything the check's verdict depends on, as one string: readable where short, hashed where not."""
-    import transformers  # the model is one of its classes, so it is imported already
-
-    info = speedups.cpuinfo().splitlines()
-    cpu = next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), "")
-    flags = next((line for line in info if line.startswith(("flags", "Features"))), "")
-    config = model.config.to_dict()
-    config.pop("_name_or_path", None)  # where it was loaded from does not change a bit
-    digest = hashlib.sha256()
-    for part in (flags, json.dumps(config, sort_keys=True, default=str),
-                 json.dumps(sorted((k, v) for k, v in os.environ.items() if k.startswith(_KERNEL_ENV))),
-                 Path(__file__).read_text(encoding="utf-8"), Path(speedups.__file__).read_text(encoding="utf-8")):
-        digest.update(part.encode())
-    with torch.no_grad():
-        for name, w in model.named_parameters():
-            flat = w.detach().reshape(-1)
-            digest.update(f"{name}{tuple(w.shape)}{w.dtype}".encode())
-            digest.update(torch.cat([flat[:8], flat[-8:]]).float().numpy().tobytes())
-    return (f"{type(model).__name__}|torch {torch.__version__}|transformers {transformers.__version__}|"
-            f"{cpu}, {torch.get_num_threads()} threads|{digest.hexdigest()[:32]}")
-
-
-def _kept_key(model: torch.nn.Module) -> str | None:
-    """The model's verdict_key where verdicts are kept; None where they are not, or where the key
-    cannot be made (the model is then checked as usual, and its verdict not kept)."""
-    if not _REMEMBER.is_set():
-        return None
-    try:
-        return verdict_key(model)
-    except Exception as e:  # noqa: BLE001 -- an unreadable config or weight only costs the check
-        log.info("%s: its fast forward's check is not kept (%s: %s)", type(model).__name__, type(e).__name__, e)
-        return None
-
-
-def _remembered(key: str) -> str | None:
-    """When a check under `key` passed, if one is kept; else None."""
-    entry = read_cache_file(cache_root() / CHECKS_FILE_NAME).get(key)
-    return entry.get("checked_at") if isinstance(entry, dict) and entry.get("passed") is True else None
-
-
-def _remember(key: str, spent_s: float) -> None:
-    write_cache_entry(cache_root() / CHECKS_FILE_NAME, key,
-                      {"passed": True, "checked_at": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                       "check_s": round(spent_s, 3)})
 
 
 # Draft trees for the check's verify passes, by parent (-1: the root): a chain of 8 (the greedy
@@ -273,10 +205,10 @@ class FastForward:
         if why is None:
             try:
                 fast = cls(model)
-                key = _kept_key(model)
-                if key is not None and (seen := _remembered(key)):
+                key = verdicts.kept_key(model)
+                if key is not None and (seen := verdicts.remembered(key)):
                     log.info("%s runs our fast forward (checked bit for bit against its modules on this machine "
-                             "at %s; the verdict kept in %s)", type(model).__name__, seen, CHECKS_FILE_NAME)
+                             "at %s; the verdict kept in %s)", type(model).__name__, seen, verdicts.FILE_NAME)
                     return fast
                 started = time.monotonic()
                 why = fast.check()
@@ -285,7 +217,7 @@ class FastForward:
             if why is None:
                 log.info("%s runs our fast forward (checked bit for bit against its modules)", type(model).__name__)
                 if key is not None:
-                    _remember(key, time.monotonic() - started)
+                    verdicts.remember(key, time.monotonic() - started)
                 return fast
         log.warning("%s runs its modules, not our fast forward (passes/fastpath.py), so its passes are slower: %s",
                     type(model).__name__, why)

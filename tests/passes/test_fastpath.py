@@ -13,7 +13,7 @@ from specviz.decoding.engine import generate
 from specviz.decoding.targets import LocalTarget
 from specviz.drafting.tree import DraftTree
 from specviz.loading.loader import derive_draft, tiny_random
-from specviz.passes import fastpath, speedups
+from specviz.passes import fastpath, speedups, verdicts
 from specviz.passes.kvcache import new_cache, rollback
 from tests.helpers.tiny import PROMPTS
 
@@ -369,9 +369,9 @@ def test_the_bundled_model_takes_the_fast_path(bundled_target, monkeypatch, capl
 def remembering(tmp_path, monkeypatch):
     """The app's start: passed verdicts kept in a fresh cache folder (the file's path is returned)."""
     monkeypatch.setenv("SPECVIZ_CACHE_DIR", str(tmp_path))
-    fastpath.remember_checks()
-    yield tmp_path / fastpath.CHECKS_FILE_NAME
-    fastpath.remember_checks(False)
+    verdicts.remember_checks()
+    yield tmp_path / verdicts.FILE_NAME
+    verdicts.remember_checks(False)
 
 
 def counted_checks(monkeypatch) -> list:
@@ -396,16 +396,16 @@ def test_a_passed_check_is_trusted_again_only_where_the_app_asks(tmp_path, monke
     made = counted_checks(monkeypatch)
     target = tuned(seed=8)
     assert fastpath.of(target.model) is not None and fastpath.of(copy.deepcopy(target).model) is not None
-    assert len(made) == 2 and not (tmp_path / fastpath.CHECKS_FILE_NAME).exists()
-    fastpath.remember_checks()
+    assert len(made) == 2 and not (tmp_path / verdicts.FILE_NAME).exists()
+    verdicts.remember_checks()
     try:
         first, second = copy.deepcopy(target), copy.deepcopy(target)
         assert fastpath.of(first.model) is not None and len(made) == 3
-        [entry] = fastpath.read_cache_file(tmp_path / fastpath.CHECKS_FILE_NAME).values()
+        [entry] = verdicts.read_cache_file(tmp_path / verdicts.FILE_NAME).values()
         assert entry["passed"] is True and entry["check_s"] > 0
         assert fastpath.of(second.model) is not None and len(made) == 3
     finally:
-        fastpath.remember_checks(False)
+        verdicts.remember_checks(False)
     ids = torch.tensor([PROMPTS[1]])
     assert torch.equal(fastpath.forward(second.model, ids, new_cache())[0],
                        modules_pass(second.model, ids, new_cache())[0])
@@ -430,24 +430,24 @@ def test_a_kept_verdict_is_for_its_own_machine_software_and_model(change, rememb
     target = tuned(seed=9)
     fastpath.of(copy.deepcopy(target).model)
     again, same = copy.deepcopy(target), copy.deepcopy(target)
-    kept = fastpath.verdict_key(target.model)
+    kept = verdicts.verdict_key(target.model)
     assert fastpath.of(same.model) is not None and len(made) == 1  # trusted: the same key
-    assert fastpath.verdict_key(again.model) == kept
+    assert verdicts.verdict_key(again.model) == kept
     CHANGES[change](monkeypatch, again.model)
-    assert fastpath.verdict_key(again.model) != kept
+    assert verdicts.verdict_key(again.model) != kept
     fastpath.of(again.model)
     assert len(made) == 2
 
 
 def test_our_own_code_changed_is_checked_again(remembering, monkeypatch, tmp_path):
-    """The key holds our fast forward's source (and the speed-ups'): the same model under an edited
-    copy of passes/fastpath.py has another key, so an edit to the code is checked, not trusted."""
+    """The key holds our fast forward's source (and the speed-ups' and its own): the same model under
+    an edited copy of passes/fastpath.py has another key, so an edit to the code is checked, not trusted."""
     model = tuned(seed=10).model
-    before = fastpath.verdict_key(model)
+    before = verdicts.verdict_key(model)
     edited = tmp_path / "fastpath.py"
     edited.write_text(Path(fastpath.__file__).read_text() + "\n# an edit\n")
-    monkeypatch.setattr(fastpath, "__file__", str(edited))
-    assert fastpath.verdict_key(model) != before
+    monkeypatch.setattr(verdicts, "SOURCES", (edited, *verdicts.SOURCES[1:]))
+    assert verdicts.verdict_key(model) != before
 
 
 def test_a_failed_check_is_never_kept(remembering, monkeypatch, caplog):
@@ -460,7 +460,7 @@ def test_a_failed_check_is_never_kept(remembering, monkeypatch, caplog):
         assert fastpath.of(target.model) is None
         assert fastpath.of(copy.deepcopy(target).model) is None
     assert len(made) == 2 and len(fallbacks(caplog)) == 2
-    assert fastpath.read_cache_file(remembering) == {}
+    assert verdicts.read_cache_file(remembering) == {}
 
 
 @pytest.mark.parametrize("content", ["{not json", "[1, 2]", '{"x": 3}'])
@@ -471,7 +471,7 @@ def test_a_damaged_verdict_file_costs_a_check_not_a_start(content, remembering, 
     made = counted_checks(monkeypatch)
     model = tuned(seed=12).model
     assert fastpath.of(model) is not None and len(made) == 1
-    assert fastpath.read_cache_file(remembering)[fastpath.verdict_key(model)]["passed"] is True
+    assert verdicts.read_cache_file(remembering)[verdicts.verdict_key(model)]["passed"] is True
 
 
 def test_a_key_that_cannot_be_made_costs_the_check_not_the_fast_forward(remembering, monkeypatch):
@@ -482,6 +482,6 @@ def test_a_key_that_cannot_be_made_costs_the_check_not_the_fast_forward(remember
     def unreadable(model):
         raise ValueError("an unreadable configuration")
 
-    monkeypatch.setattr(fastpath, "verdict_key", unreadable)
+    monkeypatch.setattr(verdicts, "verdict_key", unreadable)
     assert fastpath.of(tuned(seed=13).model) is not None and len(made) == 1
     assert not remembering.exists()
