@@ -154,15 +154,25 @@ def _packable(t: torch.Tensor) -> bool:
 
 
 def native_bf16() -> bool:
-    """The CPU has bfloat16 arithmetic (x86 AVX-512 BF16 or AMX, Arm BF16); without it bf16 is emulated."""
+    """The CPU has bfloat16 arithmetic (x86 AVX-512 BF16 or AMX, Arm BF16) and oneDNN may use it;
+    without the first bf16 is emulated, without the second oneDNN's bf16 kernels refuse to run."""
     global _NATIVE_BF16
     if _NATIVE_BF16 is None:
         words = set()
         for line in cpuinfo().splitlines():
             if line.startswith(("flags", "Features")):
                 words.update(line.split(":", 1)[1].split())
-        _NATIVE_BF16 = bool(words & {"avx512_bf16", "amx_bf16", "bf16"})
+        _NATIVE_BF16 = bool(words & {"avx512_bf16", "amx_bf16", "bf16"}) and _onednn_bf16()
     return _NATIVE_BF16
+
+
+def _onednn_bf16() -> bool:
+    """oneDNN's bfloat16 kernels run here: the CPU has them and ONEDNN_MAX_CPU_ISA (read by oneDNN
+    once a process) does not hold oneDNN below them, as ONEDNN_MAX_CPU_ISA=AVX2 does."""
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
 
 
 _NATIVE_BF16: bool | None = None  # the CPU does not change while the process runs

@@ -1,6 +1,9 @@
 """specviz.passes.speedups on tiny random models: the same numbers as stock transformers, taken faster."""
 import copy
+import os
 import pickle
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -47,12 +50,50 @@ def test_no_packing_when_memory_is_short(monkeypatch):
 
 
 def test_bf16_only_where_the_cpu_has_it(monkeypatch):
-    """A bfloat16 model is packed only on a CPU with native bfloat16; float16 never."""
+    """A bfloat16 model is packed only on a CPU with native bfloat16; float16 never. The detection
+    is faked both ways, so the packing is faked too: no bfloat16 kernel runs, and the decision is
+    checked alike on CPUs with and without bfloat16 (the real kernel: the next test, where it exists)."""
+    packed = []
+    monkeypatch.setattr(speedups, "_onednn_works", lambda: True)
+    monkeypatch.setattr(speedups.PackedLinear, "_pack", lambda self: packed.append(self.weight.dtype))
     monkeypatch.setattr(speedups, "_NATIVE_BF16", False)
     assert speedups.apply(tiny_random().model.to(torch.bfloat16)) == []
     assert speedups.apply(tiny_random().model.to(torch.float16)) == []
+    assert packed == []
     monkeypatch.setattr(speedups, "_NATIVE_BF16", True)
-    assert "packed-linear" in speedups.apply(tiny_random().model.to(torch.bfloat16))
+    model = tiny_random().model.to(torch.bfloat16)
+    assert "packed-linear" in speedups.apply(model)
+    assert packed and set(packed) == {torch.bfloat16}
+    assert all(type(m) is speedups.PackedLinear for m in model.modules() if isinstance(m, torch.nn.Linear))
+
+
+@pytest.mark.parametrize("flags, onednn, native", [
+    ("avx2 avx512f avx512_bf16", True, True),
+    ("fp asimd bf16", True, True),          # Arm's Features line
+    ("avx2 amx_bf16", False, False),        # oneDNN held below its bf16 kernels
+    ("avx2 avx512f avx512bw", True, False),  # bf16 emulated: not where the speed-ups were measured
+])
+def test_native_bf16_needs_the_cpu_flag_and_onednn(monkeypatch, flags, onednn, native):
+    """native_bf16 is true only where /proc/cpuinfo names a bfloat16 unit and oneDNN's bfloat16
+    kernels may run (both faked here)."""
+    monkeypatch.setattr(speedups, "_NATIVE_BF16", None)
+    monkeypatch.setattr(speedups, "cpuinfo", lambda: f"model name : X\nflags : {flags}\n")
+    monkeypatch.setattr(speedups, "_onednn_bf16", lambda: onednn)
+    assert speedups.native_bf16() is native
+
+
+@pytest.mark.slow
+def test_onednn_held_to_avx2_leaves_a_bf16_model_stock():
+    """With ONEDNN_MAX_CPU_ISA=AVX2 (oneDNN as on an AVX2-only CPU, really, in a fresh process)
+    native_bf16 is false whatever /proc/cpuinfo says, so a bfloat16 model is left stock instead of
+    failing in oneDNN's bfloat16 reorder."""
+    code = ("import torch; from specviz.passes import speedups; "
+            "m = torch.nn.Sequential(torch.nn.Linear(16, 8)).bfloat16(); "
+            "print(speedups.native_bf16(), speedups.apply(m))")
+    env = {**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX2"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["False", "[]"]
 
 
 @pytest.mark.skipif(not speedups.native_bf16(), reason="the CPU has no native bfloat16")
