@@ -1,9 +1,11 @@
 """Comments and docstrings in specviz/ name only code that exists: a file path (`ui/work.py`,
-`tests/test_speed_model.py`), a module's name (`ui/work.ACTIVITY`, `layout.OUTPUTS`), a class's attribute
-(`ProposeContext.share_passes`) or a private class (`_SharedCalls`). A rename or a move that leaves such
-a reference behind fails here, listing each stale one with its file and line."""
+`tests/test_speed_model.py`, or `runtime/limits.py` written from a sub-package), a module's name
+(`ui/work.ACTIVITY`, `layout.OUTPUTS`), a class's attribute (`ProposeContext.share_passes`) or a
+private class (`_SharedCalls`). A rename or a move that leaves such a reference behind fails here,
+listing each stale one with its file and line."""
 import ast
 import functools
+import importlib.util
 import io
 import re
 import tokenize
@@ -112,12 +114,16 @@ def stale_in(text: str, pkg: Package) -> list[str]:
     """The references in one line of prose that name nothing in the package (or, for tests/, scripts/,
     docs/ and assets/, nothing beside it). A bare `name.attr` is checked only when `name` is a module of
     the package and `attr` starts with a capital (a constant or class: `layout.OUTPUTS`), since
-    `model.config` is more often a variable than a module; with a folder (`ui/pair_tab.wire`) any attr."""
+    `model.config` is more often a variable than a module; with a folder (`ui/pair_tab.wire`) any attr.
+    A path may start at any folder of the package (`runtime/limits.py` is ui/runtime/limits.py, from
+    the referring file's folder or any other); one under a folder the package lacks is another
+    project's only where that folder is an installed package (`spaces/zero/wrappers.py`), else stale."""
     stale = []
+    folders = {part for m in pkg.modules for part in m.split("/")[:-1]}
     for path in PATH.findall(text):
         first = path.removeprefix("specviz/").split("/")[0]
-        if "/" in path and first not in OUTSIDE and not path.startswith("specviz/") and \
-                not any(m.startswith(f"{first}/") for m in pkg.modules):
+        if "/" in path and first not in OUTSIDE and first not in folders and not path.startswith("specviz/") \
+                and installed(first):
             continue  # another project's file (spaces/zero/wrappers.py)
         if first in OUTSIDE or "/" not in path:
             ok = (pkg.root.parent / path).exists() or bool(modules_at(pkg, path))
@@ -136,6 +142,15 @@ def stale_in(text: str, pkg: Package) -> list[str]:
             stale.append(f"{head}.{attr}")
     stale += [name for name in PRIVATE_CLASS.findall(text) if name not in pkg.defined]
     return stale
+
+
+@functools.lru_cache(maxsize=None)
+def installed(name: str) -> bool:
+    """Whether `name` is an importable top-level package here (spaces, transformers): another project."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 @functools.lru_cache(maxsize=None)
@@ -159,12 +174,14 @@ def test_comments_and_docstrings_name_only_what_exists():
 
 
 def test_the_check_finds_each_kind_of_stale_reference(tmp_path):
-    """Planted in a small package: a missing file, a missing name of a module (with a folder and
+    """Planted in a small package: a missing file (named from the package, from a sub-package, or under
+    a folder that is nowhere), a missing name of a module (with a folder and
     without), a missing attribute of a class and a missing private class are found; the same forms
     naming what exists, a variable that shares a module's name, a class with a base outside the package,
     and paths outside the package are not."""
     pkg = tmp_path / "specviz"
-    (pkg / "ui").mkdir(parents=True)
+    (pkg / "ui" / "runtime").mkdir(parents=True)
+    (pkg / "ui" / "runtime" / "limits.py").write_text("", encoding="utf-8")
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "test_work.py").write_text("", encoding="utf-8")
     (pkg / "ui" / "work.py").write_text("import gradio\nACTIVITY = 1\n\n\ndef run(): pass\n", encoding="utf-8")
@@ -176,8 +193,10 @@ def test_the_check_finds_each_kind_of_stale_reference(tmp_path):
         '"""Drawn as ui/compare.py drew them; see ui/work.ACTIVITY and ui/work.MISSING, ui/work.gone."""\n'
         "# layout.OUTPUTS and work.ACTIVITY; Context.together and Context.share, Context.done, Head.training\n"
         "# the one _SharedSteps, the one _Calls; tests/test_work.py, tests/test_gone.py, work.py, gone.py\n"
-        "# model.config, spaces/zero/wrappers.py, specviz/ui/work.py\n", encoding="utf-8")
+        "# model.config, spaces/zero/wrappers.py, specviz/ui/work.py\n"
+        "# runtime/limits.py and ui/runtime/limits.py; runtime/gone.py, nowhere/limits.py\n", encoding="utf-8")
     found = stale_references(index(pkg))
     assert found == ["ui/views.py:1: ui/compare.py", "ui/views.py:1: ui/work.MISSING", "ui/views.py:1: ui/work.gone",
                      "ui/views.py:2: layout.OUTPUTS", "ui/views.py:2: Context.together",
-                     "ui/views.py:3: tests/test_gone.py", "ui/views.py:3: gone.py", "ui/views.py:3: _SharedSteps"]
+                     "ui/views.py:3: tests/test_gone.py", "ui/views.py:3: gone.py", "ui/views.py:3: _SharedSteps",
+                     "ui/views.py:5: runtime/gone.py", "ui/views.py:5: nowhere/limits.py"]
