@@ -12,7 +12,8 @@ def summary(survey: Survey) -> str:
     """One line: what was measured, how, where and when."""
     s = survey.settings
     v = f" v(n): {survey.v_source}." if survey.v_source else ""
-    return (f"Target {survey.target}, {survey.prompts} prompts, T = {s.get('temperature')}, top-p = "
+    source = f" ({s['prompts_from']})" if s.get("prompts_from") else ""
+    return (f"Target {survey.target}, {survey.prompts} prompts{source}, T = {s.get('temperature')}, top-p = "
             f"{s.get('top_p')}, {s.get('max_new_tokens')} new tokens, measured once at K = {s.get('k_max')} "
             f"with planning off{_planned_note(survey)}; {survey.machine}; {survey.measured_at}. Plain decoding: "
             f"{survey.ar_tokens_per_s:.1f} tokens/s, {survey.step_s * 1e3:.0f} ms a cycle, "

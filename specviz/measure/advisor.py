@@ -98,13 +98,16 @@ def _concurrency_sizes(measured: list[Measured]) -> list[int]:
 
 def measure_stages(target, candidates: list[Candidate], prompts: list, get_model: Callable[[str], object],
                    v, k_max: int = 8, max_new_tokens: int = 64, temperature: float = 0.0, top_p: float = 1.0,
-                   check: int = 2, concurrency=CONCURRENCY) -> Iterator[tuple[str, Survey]]:
+                   check: int = 2, concurrency=CONCURRENCY, prompts_from: str = "") -> Iterator[tuple[str, Survey]]:
     """Measure every candidate once at k_max, predict, then check the `check` best at their best K.
+    `prompts_from` says where the prompts came from (Spec-Bench questions: their ids and categories);
+    the survey keeps it in its settings, and its report prints it.
 
     Yields (what it does next, the survey so far) before each piece of work and ('done', survey)
     at the end; the survey is the same object throughout, filled in as the work goes.
     """
-    settings = dict(k_max=k_max, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=0)
+    settings = dict(k_max=k_max, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=0,
+                    **({"prompts_from": prompts_from} if prompts_from else {}))
     common = dict(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=0, plan=False,
                   record=False)
     ns = range(1, 4 * k_max + 2)

@@ -178,6 +178,7 @@ class Comparison:
     errors: dict[Config, str] = field(default_factory=dict)
     runs: dict[Config, list] = field(default_factory=dict)
     done: int = 0
+    warm_up: bool = True  # off for a question after the first: the same rows are warm by then
 
     @property
     def configs(self) -> list[Config]:
@@ -189,7 +190,7 @@ class Comparison:
 
     @property
     def total(self) -> int:
-        return len(self.units()) * (1 + max(self.shared.repeats, 1))
+        return len(self.units()) * (int(self.warm_up) + max(self.shared.repeats, 1))
 
     def _fail(self, config: Config, exc: Exception) -> None:
         message = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
@@ -225,7 +226,7 @@ class Comparison:
             should_stop: Callable[[], bool] = lambda: False) -> Iterator[str]:
         """Warm up, then time; yields a progress message after every decode. May raise Stopped."""
         units = self.units()
-        for config in units:
+        for config in units if self.warm_up else ():
             yield f"Warming up {config.target}: {config.label()}"
             self._attempt(config, get_model, should_stop, WARMUP_TOKENS)
             self.done += 1

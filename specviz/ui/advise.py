@@ -3,7 +3,8 @@
 The measurement is specviz.measure.advisor's, run through work.advise (a GPU call on ZeroGPU) in the
 same queue slot as every other model event; the drawing is specviz.viz.advice_figures. The tab opens
 on a recorded survey (assets/recorded_advice.json), and a saved survey can be replayed without a
-model, so the page paints before anything loads.
+model, so the page paints before anything loads. Its prompts are the typed ones, or Spec-Bench questions
+(ui/shared/questions.py), whose ids and categories the survey's summary line keeps.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from specviz.ui.runtime import work
 from specviz.ui.runtime.limits import check_prompt_text, check_run_settings
 from specviz.ui.runtime.presets import BUNDLED, K_RANGE, MAX_NEW_RANGE, TARGETS, TEMPERATURE_RANGE, TOP_P_RANGE
 from specviz.ui.runtime.state import LIMITS, load_with_progress, session_of
-from specviz.ui.shared import guard
+from specviz.ui.shared import guard, questions
 from specviz.ui.shared.views import ASSETS, status_html
 from specviz.viz import advice_figures as afig
 from specviz.viz import deploy_figures as dfig
@@ -32,6 +33,7 @@ METHODS = [("Hybrid, K auto (SpecViz's planner, as the app runs it)", "auto:hybr
 DEFAULT_METHODS = ["auto:hybrid", "hybrid", "pld", "logitspec", "suffix", "head", "layerskip"]
 SEPARATOR = "---"  # a line holding only this separates two prompts
 MAX_PROMPTS = 8
+QUESTIONS_DEFAULT = 4  # one question from each of the first four leaderboard rows
 MAX_CANDIDATES = 8
 K_MAX_DEFAULT = 8
 MAX_NEW_DEFAULT = 48
@@ -132,15 +134,18 @@ def _save(survey: advice.Survey) -> str:
 
 
 def run_advice(target: str, methods: list[str], drafts: str, prompts_text: str, k_max: int, max_new: int,
-               temperature: float, top_p: float, check: int, under_concurrency: bool, request: gr.Request,
-               progress=gr.Progress()):
-    """Measure, predict and check; stream what it does next, and paint the survey when done."""
+               temperature: float, top_p: float, check: int, under_concurrency: bool,
+               source: str = questions.TYPED, questions_file=None, count: int = QUESTIONS_DEFAULT,
+               request: gr.Request = None, progress=gr.Progress()):
+    """Measure, predict and check on the typed prompts or the picked questions; stream what it does
+    next, and paint the survey when done."""
     session = session_of(request)
     session.measure_stop.clear()
     try:
         spec = (target or BUNDLED).strip() or BUNDLED
         cands = candidates_of(methods, drafts)
-        prompts = parse_prompts(prompts_text)
+        picked = questions.questions_of(source, questions_file, count)
+        prompts = [q.prompt for q in picked] if picked else parse_prompts(prompts_text)
         if not prompts:
             raise ValueError(EMPTY_PROMPT)
         if len(prompts) > MAX_PROMPTS:
@@ -151,7 +156,8 @@ def run_advice(target: str, methods: list[str], drafts: str, prompts_text: str, 
         check_run_settings(LIMITS, int(k_max), int(max_new))
         options = dict(k_max=int(k_max), max_new_tokens=int(max_new), temperature=float(temperature),
                        top_p=float(top_p), check=int(check),
-                       concurrency=advice.CONCURRENCY if under_concurrency else ())
+                       concurrency=advice.CONCURRENCY if under_concurrency else (),
+                       prompts_from=questions.described(picked, source) if picked else "")
         yield _paint("Loading the models…", "info", None)
         load_with_progress(spec, progress)  # here, never inside a GPU call
         for c in cands:
@@ -216,6 +222,7 @@ def build(examples: list[str]) -> dict:
                             info="Each is checked against the target's tokenizer first.", elem_id="sv-adv-drafts")
     prompts = gr.Textbox(f"\n{SEPARATOR}\n".join(examples[:3]), lines=6, max_lines=16, label="Prompts",
                          elem_id="sv-adv-prompts")
+    picker = questions.build("adv", QUESTIONS_DEFAULT, MAX_PROMPTS, typed="Typed prompts")
     with gr.Row():
         k_max = gr.Slider(*K_RANGE, value=min(K_MAX_DEFAULT, K_RANGE[1]), step=1, precision=0, label="K max",
                           elem_id="sv-adv-kmax")
@@ -244,7 +251,8 @@ def build(examples: list[str]) -> dict:
     download = gr.File(label="This survey (JSON: advise --from reads it)", interactive=False,
                        elem_id="sv-adv-download")
     return dict(inputs=[target, methods, drafts, prompts, k_max, max_new, temperature, top_p, check,
-                        under_concurrency], outputs=[status, html, curves, accept, loadp, download, *deploy],
+                        under_concurrency, *(picker[k] for k in ("source", "questions_file", "count"))],
+                outputs=[status, html, curves, accept, loadp, download, *deploy],
                 go=go, stop=stop_btn, upload=upload, status=status, deploy=deploy)
 
 

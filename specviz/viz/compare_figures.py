@@ -99,6 +99,30 @@ def compare_table_html(rows: list[dict], baselines: list[dict] = ()) -> str:
             f'</tbody><tbody class="sv-cmp-baselines">{base}</tbody></table>')
 
 
+QUESTION_CHARS = 140  # the start of a question above its rows: enough to recognise it, one line wide
+
+
+def question_table_html(rows: list[dict], baselines: list[dict] = ()) -> str:
+    """Compare's table on several questions: under a heading row per question (its id, category and the
+    start of its text, escaped), that question's configurations, then its AR baseline."""
+    if not rows:
+        return compare_table_html([])
+    head = "".join(f"<th>{h}</th>" for h in TABLE_HEAD)
+    body = ""
+    for qid in dict.fromkeys(r["question_id"] for r in rows):
+        mine = [r for r in rows if r["question_id"] == qid]
+        text = " ".join((mine[0].get("question") or "").split())
+        text = text if len(text) <= QUESTION_CHARS else text[: QUESTION_CHARS - 1] + "…"
+        body += (f'<tr class="sv-cmp-question"><th colspan="{len(TABLE_HEAD)}" scope="rowgroup">Question '
+                 f'{esc(str(qid))} · {esc(mine[0].get("category") or "")}: <span class="sv-cmp-qtext">'
+                 f'{esc(text)}</span></th></tr>')
+        body += "".join(_row_html(r) for r in mine)
+        body += "".join(f'<tr class="sv-cmp-baseline">{"".join(f"<td>{c}</td>" for c in _cells(b))}</tr>'
+                        for b in baselines if b.get("question_id") == qid and not b.get("error")
+                        and not b.get("pending"))
+    return f'<table class="sv-cmp-table sv-cmp-questions"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
 def speedup_figure(rows: list[dict]) -> go.Figure:
     """One bar per measured configuration; the dotted line at 1× is its AR baseline."""
     done = [r for r in rows if r.get("speedup") is not None and not r.get("error")]
