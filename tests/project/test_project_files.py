@@ -84,11 +84,18 @@ def missing_paths(page: Path) -> list[str]:
     return sorted({p for p in named if not (ROOT / p).exists()})
 
 
+def linked_pages(root: Path = ROOT) -> list[Path]:
+    """The pages whose links are checked: README.md, tests/README.md and every page under docs/,
+    the dated records in docs/bench/ included."""
+    return [root / "README.md", root / "tests" / "README.md", *sorted((root / "docs").rglob("*.md"))]
+
+
 def test_links_in_the_readme_and_docs_lead_somewhere():
-    """Every relative link in README.md and docs/*.md names a file that exists and, with an anchor, a
-    heading of that file; README.md and the docs/ pages on today's code name only paths that exist."""
-    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-    assert {p.name: broken_links(p) for p in pages if broken_links(p)} == {}
+    """Every relative link in README.md, tests/README.md and docs/**/*.md names a file that exists and,
+    with an anchor, a heading of that file; README.md and the docs/ pages on today's code name only
+    paths that exist."""
+    pages = linked_pages()
+    assert {str(p.relative_to(ROOT)): broken_links(p) for p in pages if broken_links(p)} == {}
     current = [ROOT / "README.md", *(ROOT / "docs" / name for name in CURRENT_DOCS)]
     assert {p.name: missing_paths(p) for p in current if missing_paths(p)} == {}
 
@@ -102,6 +109,17 @@ def test_the_link_check_finds_a_broken_link_and_a_missing_path(tmp_path):
                     "see `specviz/nowhere.py` and `specviz/cli.py`\n", encoding="utf-8")
     assert broken_links(page) == ["gone.md", "other.md#nowhere"]
     assert missing_paths(page) == ["specviz/nowhere.py"]
+
+
+def test_the_link_check_reads_the_tests_readme_and_the_dated_records(tmp_path):
+    """The checked pages include tests/README.md and a page two folders down docs/ (docs/bench/<run>/),
+    so a broken link there is found too."""
+    deep = tmp_path / "docs" / "bench" / "2026-01-01-run" / "summary.md"
+    deep.parent.mkdir(parents=True)
+    deep.write_text("[gone](../gone.md)\n", encoding="utf-8")
+    pages = linked_pages(tmp_path)
+    assert tmp_path / "tests" / "README.md" in pages and deep in pages
+    assert broken_links(deep) == ["../gone.md"]
 
 
 def test_space_front_matter_is_complete():
