@@ -210,11 +210,17 @@ def metrics_line(metrics: dict, method: str) -> str:
 
 def _cmd_bench(argv: list[str]) -> int:
     try:
+        from specviz.loading.loader import ModelLoadError
         from specviz.measure import bench
         from specviz.viz.bench_report import report_html
     except ImportError as e:
         fail(f"the bench command is not available here ({e})")
-    return bench.main(argv, report_html) or 0
+    try:  # a bad question file, prompt file, model spec or --resume: one line (Ctrl-C: bench.main's own line)
+        return bench.main(argv, report_html, parser_class=_Parser) or 0
+    except (ValueError, ModelLoadError) as e:
+        fail(e)
+    except OSError as e:  # --out not writable, say
+        fail(f"{e.strerror or e}: {e.filename!r}" if e.filename else e)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,6 +5,11 @@ repeat so that machine noise hits them alike; a prompt's number is the median of
 repeats. Anchors are HF `generate` plain (`hf`), with prompt lookup (`hf_pld`), and with
 `assistant_model` when a draft is given (`hf_assist`). Each variant is timed from outside,
 around the whole call, on pre-tokenised prompts.
+
+`--suite spec-bench` (the shipped public subset) or `--questions PATH` (Spec-Bench's question.jsonl)
+takes Spec-Bench's questions instead of a prompt file and adds the leaderboard's table by category
+(bench_table.py). A run stopped with Ctrl-C keeps what it measured, and `--resume` goes on from it
+(bench_resume.py).
 """
 from __future__ import annotations
 
@@ -21,22 +26,31 @@ from typing import Callable
 
 import torch
 
-from specviz.decoding import speed
 from specviz.decoding.engine import generate
 from specviz.decoding.planner import verify_cost
 from specviz.decoding.served import served_plain
 from specviz.loading.loader import load, same_tokenizer
+from specviz.measure import bench_resume, specbench
+from specviz.measure.bench_table import summary_markdown  # noqa: F401 -- where it was
 from specviz.proposers import suffix
 
 LOOKUP_METHODS = ("pld", "logitspec", "suffix")  # draft lengths come from the proposer's own knobs, K only caps them
 HF_PLD_TOKENS = 10  # transformers' documented default for prompt_lookup_num_tokens
+METHODS = "ar,pld,logitspec"
+# The suite's default: every single method the hybrid is built from, the hybrid and our AR (issue 64).
+SUITE_METHODS = "ar,hybrid,pld,logitspec,suffix,head"
 
 
-def parse_args(argv):
-    ap = argparse.ArgumentParser(prog="python -m specviz bench", description=__doc__.splitlines()[0])
-    ap.add_argument("--prompts", required=True, help="JSON list of {id, cat, prompt}")
-    ap.add_argument("--methods", default="ar,pld,logitspec",
-                    help="ours, comma-separated: ar,pld,logitspec,draft,layerskip; add ':norecord' "
+def parse_args(argv, parser_class=argparse.ArgumentParser):
+    ap = parser_class(prog="python -m specviz bench", description=__doc__.splitlines()[0])
+    ap.add_argument("--prompts", help="JSON list of {id, cat, prompt} (or --suite / --questions)")
+    ap.add_argument("--suite", choices=("spec-bench",), help="Spec-Bench's questions (the shipped public subset "
+                    "unless --questions) and the leaderboard's table by category")
+    ap.add_argument("--questions", help="a Spec-Bench question.jsonl (implies --suite spec-bench)")
+    ap.add_argument("--split-mt", action="store_true", help="with a suite: each MT-bench category as its own row")
+    ap.add_argument("--methods", default=None,
+                    help=f"ours, comma-separated (default {METHODS}; with a suite {SUITE_METHODS}): "
+                         "ar,pld,logitspec,draft,layerskip,head,suffix,hybrid; add ':norecord' "
                          "to a method for a run with trace recording off, and ':name=value' for a knob "
                          "(e.g. hybrid:norecord:head_width=1)")
     ap.add_argument("--anchors", default="hf,hf_pld", help="hf,hf_pld,hf_assist (or 'none'); a vLLM-served "
@@ -47,14 +61,40 @@ def parse_args(argv):
     ap.add_argument("--k", type=int, default=None, help="K for draft, head and layerskip (default: the method's own)")
     ap.add_argument("--lookup-k", type=int, default=16,
                     help="K for pld and logitspec: it caps their drafts (the lookup defaults are tuned for 16)")
-    ap.add_argument("--temperature", type=float, default=0.0)
+    ap.add_argument("--temperature", type=float, default=0.0, help="0: greedy (default); e.g. 0.7 to sample")
     ap.add_argument("--top-p", type=float, default=1.0, help="nucleus for sampled runs (T > 0), ours and HF's alike")
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--limit", type=int, default=None, help="only the first N prompts")
+    ap.add_argument("--limit", type=int, default=None, help="only the first N prompts or questions, in file "
+                    "order (with a suite: the first N of the file, whatever their categories)")
     ap.add_argument("--raw", action="store_true", help="no chat template")
     ap.add_argument("--out", required=True, help="folder for bench.json, report.html, summary.md")
-    return ap.parse_args(argv)
+    ap.add_argument("--resume", action="store_true", help="go on with the run in --out's bench.json (stopped "
+                    "with Ctrl-C): same settings required, the prompts it measured are skipped")
+    args = ap.parse_args(argv)
+    _settle(ap, args)
+    return args
+
+
+def _settle(ap, args) -> None:
+    """The defaults that depend on other options, and the combinations argparse cannot check."""
+    if args.questions is not None:
+        args.suite = "spec-bench"
+    if args.prompts is not None and args.suite:
+        ap.error("--prompts is an alternative to --suite / --questions: give one of them")
+    if args.prompts is None and not args.suite:
+        ap.error("say what to run: --prompts FILE, --suite spec-bench or --questions PATH")
+    for name in ("prompts", "questions"):  # absolute, so that --resume from another folder compares equal
+        if getattr(args, name) is not None:
+            setattr(args, name, str(Path(getattr(args, name)).resolve()))
+    if args.methods is None:
+        args.methods = SUITE_METHODS if args.suite else METHODS
+    for name in ("limit", "repeats", "max_new_tokens"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            ap.error(f"--{name.replace('_', '-')} must be at least 1, got {value}")
+    if args.temperature < 0 or not math.isfinite(args.temperature):
+        ap.error(f"--temperature must be 0 (greedy) or more, got {args.temperature}")
 
 
 def _hf_call(target, ids, anchor, draft, args):
@@ -199,13 +239,24 @@ def machine() -> dict:
             "torch": torch.__version__, "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
 
 
-def run_bench(args, partial=None) -> dict:
-    """Run every variant on every prompt; `partial(report)` is called after each prompt so that a
-    long run interrupted half-way still leaves its numbers on disk."""
-    say = lambda msg: print(msg, file=sys.stderr, flush=True)
-    target = load(args.target, dtype=args.dtype, progress=say)
-    draft = load(args.draft, dtype=args.dtype, progress=say) if args.draft else None
-    prompts = json.loads(Path(args.prompts).read_text(encoding="utf-8"))[: args.limit]
+def select_prompts(args) -> list[dict]:
+    """The prompts this run decodes ({id, cat, prompt}, ids as text), in file order, the first --limit."""
+    if args.suite:
+        return specbench.as_prompts(specbench.read_questions(args.questions))[: args.limit]
+    how = "give a JSON list of {id, cat, prompt} objects"
+    try:
+        prompts = json.loads(Path(args.prompts).read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ValueError(f"Cannot read --prompts {args.prompts!r}: {e.strerror or e}.") from None
+    except ValueError:
+        raise ValueError(f"--prompts {args.prompts!r} is not JSON text: {how}.") from None
+    if not isinstance(prompts, list) or not prompts \
+            or not all(isinstance(p, dict) and "id" in p and isinstance(p.get("prompt"), str) for p in prompts):
+        raise ValueError(f"--prompts {args.prompts!r} is not a list of prompts: {how}.")
+    return [{**p, "id": str(p["id"])} for p in prompts[: args.limit]]
+
+
+def _variants(args, target, draft, say) -> list[str]:
     anchors = [] if args.anchors == "none" else args.anchors.split(",")
     if "hf_assist" in anchors and draft is None:
         anchors.remove("hf_assist")
@@ -215,92 +266,100 @@ def run_bench(args, partial=None) -> dict:
         anchors = ["vllm"]
     elif "vllm" in anchors:
         raise ValueError("the vllm anchor needs a vLLM-served target: --target vllm:http://HOST:PORT")
-    variants = anchors + args.methods.split(",")
+    return anchors + args.methods.split(",")
+
+
+def _measure(target, draft, item, variants, args) -> dict:
+    """Every variant on one prompt, `args.repeats` times, the order rotated each repeat."""
+    ids = target.encode(item["prompt"], chat=not args.raw)
+    runs = {v: [] for v in variants}
+    for rep in range(args.repeats):
+        order = variants[rep % len(variants):] + variants[: rep % len(variants)]  # rotate
+        for v in order:
+            runs[v].append(time_variant(target, ids, v, draft, args))
+    return {v: _median_row(r) for v, r in runs.items()}
+
+
+def _report(args, variants, cost, prompts, results, previous) -> dict:
+    now = machine()
+    started = (previous or {}).get("machine", {})
+    report = {"machine": {**now, "started": started.get("started", started.get("date", now["date"]))},
+              "settings": dict(vars(args)), "cost_profile": cost, "variants": variants,
+              "prompts": {p["id"]: p.get("cat", "") for p in prompts if p["id"] in results},
+              "planned": len(prompts), "results": results, "summary": summarise(results, variants)}
+    if args.suite:
+        report["suite"] = {"name": args.suite, "label": specbench.PUBLIC_LABEL if args.questions is None
+                           else f"Spec-Bench ({Path(args.questions).name})"}
+    return report
+
+
+def run_bench(args, partial=None, previous: dict | None = None) -> dict:
+    """Run every variant on every prompt (those `previous`, a resumed run's report, has not measured);
+    `partial(report)` is called after each prompt so that a run stopped half-way keeps its numbers."""
+    say = lambda msg: print(msg, file=sys.stderr, flush=True)
+    prompts = select_prompts(args)  # before any model loads: a bad file fails at once
+    results = bench_resume.measured(previous, prompts) if previous else {}
+    todo = [p for p in prompts if p["id"] not in results]
+    if previous:
+        say(f"resuming: {len(results)} of {len(prompts)} prompts already measured, {len(todo)} to go")
+        if not todo:
+            return _report(args, previous["variants"], previous.get("cost_profile"), prompts, results, previous)
+    target = load(args.target, dtype=args.dtype, progress=say)
+    draft = load(args.draft, dtype=args.dtype, progress=say) if args.draft else None
+    variants = _variants(args, target, draft, say)
     profile = verify_cost(target)  # the v(n) the planner decides with, timed before any variant
+    cost = {"v": {n: profile(n) for n in (1, 2, 4, 8, 16, 32)}, "pass_ms": 1000 * profile.pass_s}
     warm = target.encode("Hello", chat=not args.raw)
     for v in variants:  # the first passes pay for allocation and kernel choice; keep them out
         time_variant(target, warm, v, draft, argparse.Namespace(**{**vars(args), "max_new_tokens": 8}))
-    results = {}
-    for i, item in enumerate(prompts):
-        ids = target.encode(item["prompt"], chat=not args.raw)
-        runs = {v: [] for v in variants}
-        for rep in range(args.repeats):
-            order = variants[rep % len(variants):] + variants[: rep % len(variants)]  # rotate
-            for v in order:
-                runs[v].append(time_variant(target, ids, v, draft, args))
-        results[item["id"]] = {v: _median_row(r) for v, r in runs.items()}
-        say(f"[{i + 1}/{len(prompts)}] {item['id']}: " + ", ".join(
-            f"{v} {results[item['id']][v]['tokens_per_s']:.1f}" for v in variants) + " tok/s")
-        report = {"machine": machine(), "settings": {k: v for k, v in vars(args).items()},
-                  "cost_profile": {"v": {n: profile(n) for n in (1, 2, 4, 8, 16, 32)},
-                                   "pass_ms": 1000 * profile.pass_s},
-                  "variants": variants, "prompts": {p["id"]: p.get("cat", "") for p in prompts[: i + 1]},
-                  "results": results, "summary": summarise(results, variants)}
+    start = time.perf_counter()
+    report = None
+    for n, item in enumerate(todo, start=1):
+        results[item["id"]] = _measure(target, draft, item, variants, args)
+        speeds = {v: results[item["id"]][v]["tokens_per_s"] for v in variants}
+        say(bench_resume.progress_line(len(results), len(prompts), item, speeds, time.perf_counter() - start, n))
+        report = _report(args, variants, cost, prompts, results, previous)
         if partial is not None:
             partial(report)
     return report
 
 
-def summary_markdown(report: dict) -> str:
-    lines = [f"Run {report['machine']['date']} · {report['machine']['cpu']} · torch {report['machine']['torch']}"
-             f" · {report['machine']['threads']} threads · settings: "
-             + ", ".join(f"{k}={report['settings'].get(k)}" for k in ("target", "max_new_tokens", "repeats",
-                                                                     "temperature", "top_p", "k", "lookup_k")),
-             "", "| variant | tok/s (median) | × HF plain (geomean) | worst prompt | × HF prompt lookup | "
-             f"{speed.label('mean_accepted_tokens')} | {speed.label('acceptance_rate')} | retrieval success | "
-             "identical to HF |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    n = len(report["results"])
-    fmt = lambda x, f="{:.2f}": "–" if x is None else f.format(x)
-    for v, s in report["summary"].items():
-        lines.append(f"| {v} | {fmt(s['tokens_per_s_median'], '{:.1f}')} | {fmt(s.get('speedup_vs_hf'))}× | "
-                     f"{fmt(s.get('worst_vs_hf'))}× | {fmt(s.get('speedup_vs_hf_pld'), '{:.2f}×')} | "
-                     f"{fmt(s.get('mean_accepted_tokens'))} | {fmt(s.get('acceptance_rate'))} | "
-                     f"{fmt(s.get('retrieval_success'))} | {s.get('identical_to_hf', '–')}/{n} |")
-    if any("speedup_vs_vllm" in s for s in report["summary"].values()):
-        lines += ["", "Against vLLM's own plain decoding on the same server (the anchor of a served target):", "",
-                  "| variant | × vLLM plain (geomean) | identical to vLLM |", "|---|---|---|"]
-        lines += [f"| {v} | {fmt(s.get('speedup_vs_vllm'))}× | {s.get('identical_to_vllm', '–')}/{n} |"
-                  for v, s in report["summary"].items()]
-    slow = [(v, s) for v, s in report["summary"].items() if "slower_every_repeat" in s]
-    if slow:
-        reps = report["settings"].get("repeats") or 0
-        lines += ["", f"Against HF plain repeat by repeat (each repeat runs every variant once): the prompts "
-                  f"where a variant was slower in all {reps} repeats. If the two were equally fast, "
-                  f"each prompt would be so by chance with probability 1/{2 ** reps}, about "
-                  f"{n / 2 ** reps:.1f} of {n}.", ""]
-        lines += [f"- {v}: {len(s['slower_every_repeat'])} of {n}"
-                  + (f" ({', '.join(s['slower_every_repeat'])})" if s["slower_every_repeat"] else "") for v, s in slow]
-    if report.get("cost_profile"):
-        cp = report["cost_profile"]
-        pass_ms = cp.get("pass_ms", cp.get("step_ms", 0.0))  # "step_ms" in reports before 2026-12-06
-        lines += ["", f"Cost profile the planner used: one-token pass {pass_ms:.1f} ms; v(n) = "
-                  + ", ".join(f"{n}: {v:.2f}" for n, v in cp["v"].items())]
-    prof = [(v, s["profile"]) for v, s in report["summary"].items() if s.get("profile")]
-    if prof:
-        lines += ["", "Where our time goes (mean share of wall-clock time; median verify pass):", "",
-                  "| variant | drafting | verifying | other | ms per verify pass | tokens per verify pass |",
-                  "|---|---|---|---|---|---|"]
-        lines += [f"| {v} | {p['draft_share']:.0%} | {p['verify_share']:.0%} | {p['other_share']:.0%} | "
-                  f"{p['ms_per_verify_pass']:.1f} | {p['tokens_per_verify_pass']:.2f} |" for v, p in prof]
-    pos = [(v, s["acceptance_by_position"]) for v, s in report["summary"].items() if s.get("acceptance_by_position")]
-    if pos:
-        lines += ["", f"{speed.label('acceptance_by_position')}, d = 1, 2, … (mean over prompts):", ""]
-        lines += [f"- {v}: " + ", ".join(f"{a:.2f}" for a in xs[:8]) for v, xs in pos]
-    return "\n".join(lines) + "\n"
-
-
-def main(argv=None, report_html: Callable[[dict], str] | None = None) -> int:
+def main(argv=None, report_html: Callable[[dict], str] | None = None,
+         parser_class=argparse.ArgumentParser) -> int:
     """Run the bench and write bench.json and summary.md into --out, plus report.html when given
-    `report_html` (the drawing layer's, passed in by cli.py, since measurement sits below drawing)."""
-    args = parse_args(argv)
+    `report_html` (the drawing layer's, passed in by cli.py, since measurement sits below drawing).
+    Ctrl-C stops it with exit code 130, bench.json keeping every prompt measured."""
+    args = parse_args(argv, parser_class)
     out = Path(args.out)
+    previous = bench_resume.read_previous(out) if args.resume else None
+    if previous is not None:
+        bench_resume.check_same(previous, vars(args), machine())
     out.mkdir(parents=True, exist_ok=True)
-    report = run_bench(args,
-                       partial=lambda r: (out / "bench.json").write_text(json.dumps(r, indent=1), encoding="utf-8"))
-    (out / "bench.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
+    kept = [previous]
+
+    def partial(report: dict) -> None:
+        bench_resume.write_report(out, report)
+        kept[0] = report
+
+    try:
+        report = run_bench(args, partial=partial, previous=previous)
+    except KeyboardInterrupt:
+        return _stopped(out, kept[0])
+    bench_resume.write_report(out, report)
     (out / "summary.md").write_text(summary_markdown(report), encoding="utf-8")
     if report_html is not None:
         (out / "report.html").write_text(report_html(report), encoding="utf-8")
     print(summary_markdown(report))
     return 0
+
+
+def _stopped(out: Path, report: dict | None) -> int:
+    """Ctrl-C: one line on stderr, the table so far in summary.md, exit code 130 (128 + SIGINT)."""
+    if not report or not report["results"]:
+        print("specviz: stopped before any prompt was measured.", file=sys.stderr, flush=True)
+        return 130
+    (out / "summary.md").write_text(summary_markdown(report), encoding="utf-8")
+    done, planned = len(report["results"]), report.get("planned", len(report["results"]))
+    print(f"specviz: stopped with {done} of {planned} prompts measured: {out / bench_resume.REPORT} keeps them, "
+          "and the same command with --resume measures the rest.", file=sys.stderr, flush=True)
+    return 130

@@ -140,15 +140,24 @@ def as_prompts(questions: list[Question]) -> list[dict]:
     return [{"id": q.id, "cat": q.category, "prompt": q.prompt} for q in questions]
 
 
+def row_of(category: str, split_mt: bool = False) -> str:
+    """The leaderboard row a category's questions go to: its group ("Multi-turn conversation" for the
+    MT-bench categories, unless split_mt keeps each its own row), or itself when Spec-Bench has no such
+    category."""
+    if category not in GROUPS or (split_mt and category in MT_BENCH):
+        return category
+    return GROUPS[category]
+
+
 def group_rows(categories: dict[str, str], split_mt: bool = False) -> dict[str, list[str]]:
     """The leaderboard's rows for prompts given as {id: category}: row name → prompt ids, in Spec-Bench's
     order, then unknown categories, then `ALL`. With split_mt each MT-bench category is a row of its own
     (placed where "Multi-turn conversation" would be). A row with no prompt is left out."""
     rows: dict[str, list[str]] = {}
-    order = [c if split_mt else GROUPS[c] for c in CATEGORIES]
+    order = [row_of(c, split_mt) for c in CATEGORIES]
     order += sorted({c for c in categories.values() if c not in GROUPS})
     for name in dict.fromkeys(order):
-        ids = [pid for pid, c in categories.items() if (c if split_mt or c not in GROUPS else GROUPS[c]) == name]
+        ids = [pid for pid, c in categories.items() if row_of(c, split_mt) == name]
         if ids:
             rows[name] = ids
     rows[ALL] = list(categories)
@@ -158,5 +167,5 @@ def group_rows(categories: dict[str, str], split_mt: bool = False) -> dict[str, 
 def missing_rows(categories: dict[str, str], split_mt: bool = False) -> list[str]:
     """The leaderboard's rows that have no prompt here (left out of the table, with a note)."""
     present = group_rows(categories, split_mt)
-    names = dict.fromkeys(c if split_mt else GROUPS[c] for c in CATEGORIES)
+    names = dict.fromkeys(row_of(c, split_mt) for c in CATEGORIES)
     return [name for name in names if name not in present]

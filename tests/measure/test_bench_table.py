@@ -1,0 +1,111 @@
+"""Tests for specviz.measure.bench_table: the leaderboard's table from a synthetic bench report (no model)."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from specviz.decoding import speed
+from specviz.measure import bench_table
+
+CATS = {"1": "writing", "2": "coding", "3": "translation", "4": "translation"}
+# tokens/s of each variant on each question, one list per repeat; token ids equal to hf's unless noted
+SPEEDS = {"hf": [10, 10], "hf_pld": [20, 20], "ar": [12, 14], "hybrid": [30, 34], "pld": [28, 32], "suffix": [15, 15]}
+
+
+def _run(tps: list[float], tokens=(1, 2, 3), tau=None, alpha=None) -> dict:
+    return {"tokens_per_s": sorted(tps)[len(tps) // 2] if len(tps) % 2 else sum(tps) / len(tps),
+            "tokens_per_s_repeats": list(tps), "token_ids": list(tokens),
+            "mean_accepted_tokens": tau, "acceptance_rate": alpha}
+
+
+def _report(temperature=0.0, cats=CATS, repeats=2) -> dict:
+    results = {}
+    for pid, cat in cats.items():
+        scale = 2.0 if cat == "translation" else 1.0  # translation: the hybrid twice as fast again
+        row = {}
+        for v, tps in SPEEDS.items():
+            tps = tps[:repeats]
+            drafts = v not in ("hf", "hf_pld", "ar")
+            row[v] = _run([x * (scale if v == "hybrid" else 1.0) for x in tps], tau=3.0 if drafts else 1.0,
+                          alpha=0.5 if drafts else 0.0)
+        if pid == "2":
+            row["pld"]["token_ids"] = [9]  # one output that differs from HF's
+        results[pid] = row
+    return {"settings": {"temperature": temperature, "top_p": 1.0, "max_new_tokens": 16, "repeats": repeats,
+                         "target": "t"}, "variants": list(SPEEDS), "prompts": dict(cats), "results": results,
+            "planned": len(cats), "suite": {"label": "Spec-Bench (public subset)"}}
+
+
+def test_rows_are_the_leaderboards_with_overall_last_and_every_number_where_it_belongs():
+    """MT-bench questions share one row; each row holds every variant but hf; the speedups are geometric
+    means of the question medians' ratios, the spread the range of the per-repeat geomeans; τ and α are
+    means (our AR: no α); identical counts per row; the best single method and the hybrid's ratio to it."""
+    table = bench_table.leaderboard(_report())
+    assert list(table["rows"]) == ["Multi-turn conversation", "Translation", "Overall"]
+    mt, tr, overall = table["rows"].values()
+    assert mt["n"] == 2 and tr["n"] == 2 and overall["n"] == 4
+    assert list(mt["methods"]) == ["hf_pld", "ar", "hybrid", "pld", "suffix"]
+    hyb = mt["methods"]["hybrid"]
+    assert hyb["hf"]["x"] == pytest.approx(32 / 10)
+    assert (hyb["hf"]["lo"], hyb["hf"]["hi"]) == (pytest.approx(3.0), pytest.approx(3.4))
+    assert hyb["ar"]["x"] == pytest.approx(32 / 13) and "ar" not in mt["methods"]["ar"]
+    assert overall["methods"]["hybrid"]["hf"]["x"] == pytest.approx(math.sqrt(3.2 * 6.4))
+    assert hyb["mean_accepted_tokens"] == 3.0 and hyb["acceptance_rate"] == 0.5
+    assert mt["methods"]["ar"]["acceptance_rate"] is None and mt["methods"]["ar"]["mean_accepted_tokens"] == 1.0
+    assert mt["methods"]["pld"]["identical"] == 1 and tr["methods"]["pld"]["identical"] == 2
+    assert mt["best"]["method"] == "pld" and mt["best"]["hybrids"]["hybrid"] == pytest.approx(32 / 30)
+    assert table["missing"] == ["Summarization", "Question answering", "Mathematical reasoning",
+                                "Retrieval-aug. generation"]
+
+
+def _table_lines(text: str) -> list[list[str]]:
+    return [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines() if line.startswith("|")]
+
+
+def test_the_markdown_table_has_one_line_per_row_and_method_and_notes_the_missing_categories():
+    """Greedy: the header names the three speedups, τ and α by speed.label and the identity column; every
+    line has the header's width; 3 rows × 5 variants lines; the best-single table says yes/no against
+    0.97; the categories with no question are named in a note under the table."""
+    text = bench_table.leaderboard_markdown(_report())
+    lines = _table_lines(text)
+    head = lines[0]
+    assert head == ["category", "questions", "method", "× HF plain", "× HF prompt lookup", "× our AR",
+                    speed.label("mean_accepted_tokens"), speed.label("acceptance_rate"), "identical to HF plain"]
+    body = [row for row in lines[2:] if len(row) == len(head)]
+    assert len(body) == 3 * 5 and [r[0] for r in body[::5]] == ["Multi-turn conversation", "Translation", "Overall"]
+    assert body[2][:4] == ["Multi-turn conversation", "2", "hybrid", "3.20× (3.00–3.40)"]
+    assert body[3][-1] == "1/2" and body[1][-2] == "–"  # pld's one differing output; our AR's α
+    bar = [row for row in lines if row and row[0] in ("Multi-turn conversation", "Translation", "Overall")
+           and len(row) == 6]
+    assert [(r[1], r[-1]) for r in bar] == [("pld", "yes"), ("pld", "yes"), ("pld", "yes")]
+    assert ("No questions measured for Summarization, Question answering, Mathematical reasoning, "
+            "Retrieval-aug. generation: left out of the table.") in text
+    assert "measures the rest" not in text  # the run is complete
+
+
+def test_sampled_runs_have_no_identity_column_and_one_repeat_has_no_spread():
+    """At T > 0 the identity column is left out (outputs are draws); with one repeat no spread is shown."""
+    text = bench_table.leaderboard_markdown(_report(temperature=0.7, repeats=1))
+    lines = _table_lines(text)
+    assert "identical to HF plain" not in lines[0] and len(lines[0]) == 8
+    assert all("(" not in cell for row in lines[2:] for cell in row[3:6])
+    assert "sampled at T = 0.7" in text
+
+
+def test_a_hybrid_below_097_of_the_best_single_method_is_marked_no_and_a_stopped_run_says_so():
+    """Where pld beats the hybrid by more than 3 % the bar column says "no"; a report with fewer results
+    than planned says how to go on."""
+    report = _report(cats={"1": "rag"})
+    report["results"]["1"]["pld"] = _run([40, 40])
+    report["planned"] = 5
+    text = bench_table.leaderboard_markdown(report)
+    bar = [row for row in _table_lines(text) if row[0] == "Retrieval-aug. generation" and len(row) == 6]
+    assert bar[0][1] == "pld" and bar[0][-2] == "0.80" and bar[0][-1] == "no"
+    assert "stopped after 1 of 5 questions" in text and "--resume" in text
+
+
+def test_split_mt_rows_each_mt_bench_category():
+    """With split_mt the writing and coding questions are rows of their own."""
+    table = bench_table.leaderboard(_report(), split_mt=True)
+    assert list(table["rows"]) == ["writing", "coding", "Translation", "Overall"]
