@@ -5,6 +5,7 @@
     python scripts/screenshot.py --tab Advise --full-page --out assets/screenshot-advise.png
     python scripts/screenshot.py --tab Advise --at "#sv-adv-deploy" --out assets/screenshot-advise-deploy.png
     python scripts/screenshot.py --query pair=good-vs-bad --full-page --out assets/screenshot-pair.png
+    python scripts/screenshot.py --specbench --out assets/screenshot-specbench.png   # Compare on Spec-Bench
 
 Needs Debian's chromium at /usr/bin/chromium (or CHROMIUM=/path) and the playwright package;
 the app runs in-process on a free local port with the bundled model.
@@ -29,6 +30,20 @@ def press_step(page, times: int) -> None:
             " && document.querySelector('#sv-status .sv-status-ok')", arg=i, timeout=STEP_TIMEOUT_MS)
 
 
+def run_specbench(page, new_tokens: int) -> None:
+    """On Compare: the default rows on the Spec-Bench public subset's first questions (the tab's default
+    count) at `new_tokens` new tokens, then the category chart brought to the top of the screen."""
+    page.locator("#sv-tabs button[role=tab]:has-text('Compare')").click()
+    page.locator("#sv-cmp-source label:has-text('Spec-Bench')").click()
+    tokens = page.locator("#sv-cmp-maxnew input[type=number]")
+    tokens.fill(str(new_tokens))
+    tokens.press("Enter")
+    page.click("#sv-cmp-go")
+    page.wait_for_function("() => (document.querySelector('#sv-cmp-status')?.innerText || '').includes('Done')",
+                           timeout=STEP_TIMEOUT_MS * 4)
+    page.locator("#sv-cmp-chart").evaluate("e => e.scrollIntoView({block: 'center'})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=0, help="0: the first paint, as a newcomer sees it")
@@ -37,6 +52,8 @@ def main() -> None:
     parser.add_argument("--tab", help="open this tab first (e.g. Advise: its recorded profile, no model runs)")
     parser.add_argument("--at", help="scroll the element this CSS selector picks to the top of the screen first")
     parser.add_argument("--query", default="", help="query string for the page, e.g. pair=good-vs-bad")
+    parser.add_argument("--specbench", action="store_true",
+                        help="run Compare on Spec-Bench's public subset (16 new tokens) and show its category chart")
     args = parser.parse_args()
 
     from playwright.sync_api import sync_playwright
@@ -59,6 +76,8 @@ def main() -> None:
                 page.wait_for_function("() => (document.querySelector('#sv-status')?.innerText || '')"
                                        ".includes('AR baseline measured')", timeout=STEP_TIMEOUT_MS)
                 press_step(page, args.steps)
+            if args.specbench:
+                run_specbench(page, 16)
             if args.tab:
                 page.locator(f"#sv-tabs button[role=tab]:has-text('{args.tab}')").click()
                 page.wait_for_timeout(1500)

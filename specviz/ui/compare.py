@@ -158,7 +158,7 @@ def _layout() -> dict:
     c.update(questions.build("cmp", QUESTIONS_DEFAULT, MAX_QUESTIONS))
     with gr.Row():
         c["max_new_tokens"] = gr.Slider(*MAX_NEW_RANGE, value=MAX_NEW_DEFAULT, step=1, precision=0,
-                                        label="Max new tokens", min_width=160)
+                                        label="Max new tokens", min_width=160, elem_id="sv-cmp-maxnew")
         c["repeats"] = gr.Slider(*REPEATS_RANGE, value=1, step=1, precision=0, label="Repeats (median kept)",
                                  min_width=160)
         c["seed"] = gr.Number(0, precision=0, label="Seed", min_width=100)

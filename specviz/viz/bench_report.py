@@ -1,4 +1,5 @@
-"""HTML report of a bench run: speedup over HF plain generate, per prompt and variant."""
+"""HTML report of a bench run: speedup over HF plain generate, per prompt and variant, and by Spec-Bench
+category when the prompts carry categories (viz/category_figures.py)."""
 from __future__ import annotations
 
 import html
@@ -6,6 +7,7 @@ import html
 import plotly.graph_objects as go
 
 from specviz.decoding.speed import label
+from specviz.viz.category_figures import category_figure, rows_from_bench
 
 
 def speedup_figure(report: dict) -> go.Figure:
@@ -39,4 +41,12 @@ def report_html(report: dict) -> str:
     return ("<!doctype html><meta charset='utf-8'><title>SpecViz bench</title>"
             f"<h1>SpecViz bench</h1><p>{machine}</p><table border='1' cellpadding='4'>"
             f"<tr>{head}</tr>{rows}</table>"
-            + speedup_figure(report).to_html(full_html=False, include_plotlyjs=True))
+            + speedup_figure(report).to_html(full_html=False, include_plotlyjs=True) + _by_category(report))
+
+
+def _by_category(report: dict) -> str:
+    """The category chart over HF plain, when the prompts have categories and HF plain ran."""
+    if not any((report.get("prompts") or {}).values()) or "hf" not in report.get("variants", ()):
+        return ""
+    figure = category_figure(rows_from_bench(report), baseline="HF plain generate")
+    return figure.to_html(full_html=False, include_plotlyjs=False)

@@ -85,3 +85,15 @@ def test_bench_report_rows_divide_by_the_anchor_on_the_same_question():
     assert cells["Overall", "hybrid"][0] == pytest.approx(math.sqrt(2.5 * 1.5))
     with pytest.raises(ValueError, match="no 'vllm' anchor"):
         cf.rows_from_bench(report, anchor="vllm")
+
+
+def test_the_bench_reports_html_carries_the_category_chart_when_its_prompts_have_categories():
+    """`specviz bench`'s HTML report adds the category heatmap over HF plain when its prompts carry
+    categories, and leaves it out when none does."""
+    from specviz.viz.bench_report import report_html
+
+    results = {"84": {"hf": {"tokens_per_s": 10.0}, "pld": {"tokens_per_s": 20.0}}}
+    report = {"variants": ["hf", "pld"], "prompts": {"84": "writing"}, "results": results, "summary": {},
+              "machine": {"cpu": "test"}}
+    assert "Speedup by Spec-Bench category over HF plain generate" in report_html(report)
+    assert "Spec-Bench category" not in report_html(dict(report, prompts={"84": ""}))
