@@ -85,7 +85,9 @@ def recorded_runs():
 def test_recorded_traces_alpha_and_waterfall(name, run, ar):
     """On every recorded lesson trace: α from the code equals α counted from node statuses, and the
     waterfall's last bar equals the speedup the trace records: committed tokens per decode second over
-    the AR run's to 1e-9, and the files' tokens/s (rounded to 4 digits when recorded) to 1e-3."""
+    the AR run's to 1e-9, and the files' tokens/s (rounded to 4 digits when recorded) to 1e-3. The
+    last-bar check is an identity (the overhead is the leftover seconds, see the live-run test below):
+    it holds the recorded files to the same accounting, not the bars' formulas."""
     if any(c.nodes for c in run.cycles):
         assert speed.counts(run.cycles)["acceptance_rate"] == pytest.approx(_by_status(run.cycles))
     bars = theory.waterfall(run, ar)
@@ -113,10 +115,16 @@ LIVE = ["pld", "logitspec", "draft", "layerskip", "head", "tree", "hybrid"]
 
 @pytest.mark.parametrize("method", LIVE)
 @pytest.mark.parametrize("temperature,plan", [(0.0, True), (0.0, False), (0.8, True)])
-def test_waterfall_ends_on_the_measured_speedup_for_live_runs(method, temperature, plan):
-    """For live runs of every method on tiny models (greedy and sampled, planner on and off), the
-    waterfall's last bar is the run's tokens/s over its AR baseline's, exactly (a property of the
-    decomposition, whatever the timings came out as); each bar has a sentence, and none says noise."""
+def test_identity_waterfall_ends_on_the_measured_speedup_for_live_runs(method, temperature, plan):
+    """An identity, not a claim about speed: for live runs of every method on tiny models (greedy and
+    sampled, planner on and off), the waterfall's last bar is the run's tokens/s over its AR
+    baseline's, exactly. It holds by construction (the overhead o is defined as the decode seconds
+    left over after drafting and verifying), so it checks no bar's formula: a wrong middle bar
+    passes here (tests/measure/test_theory_by_hand.py checks every bar against hand-worked values).
+    Kept because it is what makes "no gap is left to call noise" true on every method's real
+    traces: it fails if costs() and the measured tokens/s ever count seconds or tokens differently
+    (a cycle's time left out, prefill counted on one side only), and each bar must have a sentence
+    that does not say noise."""
     target, draft = pair(noise=0.05, layers=3)
     kw = dict(k=4, max_new_tokens=24, chat=False, temperature=temperature, seed=3, plan=plan)
     if method == "tree":

@@ -87,8 +87,10 @@ def profile(v: dict, **kw) -> CostProfile:
 
 
 def test_chain_run_is_analysed_at_its_own_alpha_and_costs():
-    """A draft-model run is analysed as a chain at its K, α and c, and its predicted speedup is
-    S(K) at those values."""
+    """A live draft-model run goes through analyse as a chain at its own K, with its run's α and c
+    and the model's S at that K. A wiring check: c and the prediction are compared with the same
+    helpers analyse calls, so it cannot see a wrong formula; test_theory_by_hand.py checks the
+    values against hand-worked numbers."""
     target, draft = pair(noise=0.05)
     # plan=False: the planner would rightly not draft with a draft as costly as the target
     run = specviz.generate(target, PROMPT, method="draft", draft=draft, k=3, max_new_tokens=16, chat=False,
