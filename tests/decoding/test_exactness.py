@@ -101,16 +101,17 @@ def run_counts(models, name: str, settings) -> tuple[np.ndarray, Counter]:
 GROUP = 8  # runs decoded at once when their verify passes are batched
 
 
-def run_counts_batched(models, name: str, settings, plan: bool = False) -> tuple[np.ndarray, Counter, list[int]]:
-    """run_counts, with the N runs decoded GROUP at a time in threads whose verify passes one
+def run_counts_batched(models, name: str, settings, plan: bool = False,
+                       n: int = N) -> tuple[np.ndarray, Counter, list[int]]:
+    """run_counts over n runs (N unless told), decoded GROUP at a time in threads whose verify passes one
     BatchedTarget per group answers together (it waits for the whole group), and whose draft calls
     (a draft model's, the head's) run together too: the app's class at once. Also returns how many
     requests each cycle's pass answered."""
     target = models[0]
     temperature, top_p = settings
     counts, origins, shares = np.zeros((VOCAB,) * 3), Counter(), []
-    for first in range(0, N, GROUP):
-        group = min(GROUP, N - first)
+    for first in range(0, n, GROUP):
+        group = min(GROUP, n - first)
         shared = BatchedTarget(target)
         # drafts wait briefly: runs near their end draft fewer steps than the others
         drafting = [_draft_rounds(models, name)] if name in DRAFTING else []
@@ -178,11 +179,25 @@ def test_sampled_tokens_follow_the_target_with_shared_verify_passes(models, name
         assert _draft_rounds(models, name).shared_passes > before + N / GROUP
 
 
+# Runs of the load-aware check: with the planner pricing some passes at 32 runs, fewer drafts are
+# sent, and at N = 600 "resample from p" gave p = 0.04; at 1,200 every twin fails (that one at 5e-10).
+LOAD_N = 1200
+
+
 def test_sampled_tokens_follow_the_target_with_load_aware_drafting(models, monkeypatch):
     """Shared verify passes with the planner on, each pass priced at a batch that changes from
     cycle to cycle (1 or 32 runs, drawn by a generator apart from the runs' own): what is sent
-    changes with the load, never how it is judged, so (t2, t3, t4) still follow the target's exact
-    joint; and the load did change what was sent."""
+    changes with the load, never how it is judged, so (t2, t3, t4) over LOAD_N runs still follow
+    the target's exact joint; and the load did change what was sent."""
+    counts, sent = load_aware_counts(models, monkeypatch)
+    expected = exact_joint(models[0].model, PROMPT, 4, *NUCLEUS).sum(0)
+    assert chi_square_p_value(counts, expected) > ALPHA
+    assert sum(d > 0 for d in sent) > LOAD_N / 20, Counter(sent)
+
+
+def load_aware_counts(models, monkeypatch, n: int = LOAD_N) -> tuple[np.ndarray, list[int]]:
+    """(t2, t3, t4) counts of the load-aware check's n runs (tree, logitspec, planner on, shared
+    passes priced at a load of 1 or 32 runs drawn per cycle), and per cycle the nodes the load cut."""
     import random
 
     from specviz.decoding import engine
@@ -200,10 +215,36 @@ def test_sampled_tokens_follow_the_target_with_load_aware_drafting(models, monke
         return cycle
 
     monkeypatch.setattr(Decoder, "_step", watched)
-    counts, _, _ = run_counts_batched(models, "tree, logitspec", NUCLEUS, plan=True)
+    counts, _, _ = run_counts_batched(models, "tree, logitspec", NUCLEUS, plan=True, n=n)
+    return counts, sent
+
+
+# The two checks above with a broken rule: batching or pricing by load could hide a wrong rule from
+# them (a rule skipped on the shared path would pass unseen), so each must fail for every twin.
+@pytest.mark.parametrize("twin", list(twins.TWINS))
+@pytest.mark.parametrize("name", BATCHED)
+def test_the_shared_pass_check_fails_for_every_broken_rule(models, monkeypatch, name, twin):
+    """With one of verify.py's rules swapped for a broken twin, the shared-verify-pass check (the
+    runs' passes answered GROUP at a time) rejects the output (χ² p < ALPHA), with the passes still
+    shared: the check can see a wrong rule on the path the class takes."""
+    twins.install(monkeypatch, twin)
+    counts, _, shares = run_counts_batched(models, name, NUCLEUS)
     expected = exact_joint(models[0].model, PROMPT, 4, *NUCLEUS).sum(0)
-    assert chi_square_p_value(counts, expected) > ALPHA
-    assert sum(d > 0 for d in sent) > N / 20, Counter(sent)
+    assert max(shares) == GROUP  # the twin ran on shared passes, not alone
+    p = chi_square_p_value(counts, expected)
+    assert p < ALPHA, p
+
+
+@pytest.mark.parametrize("twin", list(twins.TWINS))
+def test_the_load_aware_check_fails_for_every_broken_rule(models, monkeypatch, twin):
+    """With one of verify.py's rules swapped for a broken twin, the load-aware check (planner on,
+    passes priced at a changing load) rejects the output (χ² p < ALPHA), with drafts still sent."""
+    twins.install(monkeypatch, twin)
+    counts, sent = load_aware_counts(models, monkeypatch)
+    expected = exact_joint(models[0].model, PROMPT, 4, *NUCLEUS).sum(0)
+    assert sum(d > 0 for d in sent) > LOAD_N / 20, Counter(sent)  # as in the check: the load still cut drafts
+    p = chi_square_p_value(counts, expected)
+    assert p < ALPHA, p
 
 
 @pytest.mark.parametrize("twin", list(twins.TWINS))
