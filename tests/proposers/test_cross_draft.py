@@ -3,16 +3,17 @@ output follows the target's distribution, and the seam between the two tokenizer
 import copy
 import functools
 
+import numpy as np
 import pytest
 import torch
 from scipy.stats import chisquare
 
 import specviz
 import specviz.drafting.vocab_map as vocab_mod
-from specviz.drafting.sampling import probs_from_logits
 from specviz.drafting.vocab_map import VocabMap, retokenize, token_texts
 from specviz.loading.loader import TokenizerMismatch, same_tokenizer, tiny_random
 from specviz.proposers.cross_draft import CrossDraftProposer
+from tests.helpers.reference import nucleus
 from tests.helpers.tiny import hf_greedy
 
 V = 40
@@ -114,9 +115,11 @@ def test_cross_family_greedy_drafts_are_accepted():
 
 @torch.inference_mode()
 def exact_second_token(target, ids) -> torch.Tensor:
-    p1 = probs_from_logits(target.model(torch.tensor([ids])).logits[0, -1], CHI_T, 1.0)
-    batch = torch.tensor([ids + [t] for t in range(V)])
-    return p1 @ probs_from_logits(target.model(batch).logits[:, -1], CHI_T, 1.0)
+    """p(t2) = Σ p(t1) p(t2 | t1) by full forwards, in float64 from tests/helpers/reference.py (numpy),
+    not the package's own softmax."""
+    p1 = nucleus(target.model(torch.tensor([ids])).logits[0, -1].double().numpy(), CHI_T, 1.0)
+    rows = target.model(torch.tensor([ids + [t] for t in range(V)])).logits[:, -1].double().numpy()
+    return torch.from_numpy(p1 @ np.stack([nucleus(row, CHI_T, 1.0) for row in rows]))
 
 
 def second_token_pvalue() -> float:
