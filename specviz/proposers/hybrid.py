@@ -105,6 +105,8 @@ class HybridProposer(Proposer):
             self.suffix.start(ids)
 
     def propose(self, ctx: ProposeContext) -> DraftTree:
+        if self.suffix is not None:  # at the first cycle, drafted or skipped: what a resume drafts from
+            self.suffix.pin(ctx)
         tree = self.retrieval.propose(ctx)
         add = merge_greedy if ctx.sampling.greedy else join
         if self.suffix is not None:  # before the head, whose depth is priced beside what is offered
@@ -124,11 +126,16 @@ class HybridProposer(Proposer):
         if self.suffix is not None:
             self.suffix.finish(run_id, ids, prompt_len)
 
-    def state(self) -> dict:
-        return self.retrieval.state()  # the head keeps nothing: its hidden state is the run's
+    def state(self) -> dict:  # the head keeps nothing: its hidden state is the run's
+        state = self.retrieval.state()
+        if self.suffix is not None:  # the earlier runs it drafts from, pinned (suffix.py)
+            state["suffix"] = self.suffix.state()
+        return state
 
     def set_state(self, state: dict) -> None:
         self.retrieval.set_state(state)
+        if self.suffix is not None:
+            self.suffix.set_state(state.get("suffix", {}))
 
     def rebuild(self, ids: list[int]) -> None:
         self.retrieval.rebuild(ids)

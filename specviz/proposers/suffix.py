@@ -11,10 +11,15 @@ Texts searched:
   later students' runs.
 
 Drafts are point masses (q = None) and depend only on committed ids and on runs that finished
-before this cycle, never on this cycle's draws, so verification stays exact under sampling
-(verify.py's recursive rule over siblings). A run's tree may differ with what ran before it, so
-under sampling one seed can give a different sample (from the same distribution) once the store
-has grown; `share=False` reads and feeds no store.
+before this run's first draft, never on this cycle's draws, so verification stays exact under
+sampling (verify.py's recursive rule over siblings). A run's tree may differ with what ran before
+it, so under sampling one seed can give a different sample (from the same distribution) once the
+store has grown; `share=False` reads and feeds no store.
+
+A run pins the earlier outputs it drafts from at its first draft, and carries them in its state
+(`state()`): a run resumed in another process (a ZeroGPU worker forked before or after other runs
+ended) or after more runs ended drafts from exactly what it drafted from before, so it goes on
+draw for draw as if never interrupted.
 
 What lives where (docs/ZEROGPU.md): the store is per process. A run feeds it when it ends
 (`finish`), in the process that decoded it; on ZeroGPU that is a forked worker, so the app's main
@@ -156,7 +161,8 @@ class SuffixProposer(Proposer):
         self.patterns = int(patterns)
         self.share = bool(share) and weakly_held(model) and not getattr(_LOCAL, "off", False)
         self.own = Text(origin=SourceKind.SUFFIX_OUTPUT)
-        self.entry: Entry | None = None
+        self.pinned: list[tuple[tuple[int, ...], int]] | None = None  # (output, weight) drafted from; None: unread
+        self._texts: list[tuple[Text, int]] | None = None  # the pinned outputs as searchable texts, in this process
 
     @classmethod
     def build(cls, target=None, draft=None, **knobs):
@@ -167,22 +173,41 @@ class SuffixProposer(Proposer):
 
     def start(self, ids: list[int]) -> None:
         self.own = Text(origin=SourceKind.SUFFIX_OUTPUT)
-        self.entry = None
+        self.pinned = None
+        self._texts = None
 
-    def _earlier(self, ctx: ProposeContext):
-        """This prompt's entry in the store (looked up once per run and process)."""
-        if self.share and self.entry is None:
-            self.entry = self.store.entry(self.model, ctx.ids[: ctx.prompt_len])
-        return self.entry
+    def pin(self, ctx: ProposeContext) -> list[tuple[Text, int]]:
+        """The earlier runs' texts and weights this run drafts from: read from the store at its first
+        draft (or a hybrid's first cycle, drafted or not), then pinned for the whole run (the store
+        grows as other runs end, and differs between processes); rebuilt from the pinned outputs in
+        a process that resumed the run."""
+        if self.pinned is None:
+            entry = self.store.entry(self.model, ctx.ids[: ctx.prompt_len]) if self.share else None
+            # weights first: Entry.add appends a weight before its text, so every text read has one
+            weights = [] if entry is None else list(entry.weights)
+            self._texts = [] if entry is None else list(zip(list(entry.texts), weights))
+            self.pinned = [(tuple(text.ids[text.start + 1:]), w) for text, w in self._texts]
+        if self._texts is None:
+            prompt = list(ctx.ids[: ctx.prompt_len])
+            self._texts = [(Text(prompt + list(out), start=len(prompt) - 1), w) for out, w in self.pinned]
+        return self._texts
+
+    def state(self) -> dict:
+        """The earlier outputs (prompt left out) and weights the run pinned, once it has drafted."""
+        return {} if self.pinned is None else {"earlier": [(list(out), w) for out, w in self.pinned]}
+
+    def set_state(self, state: dict) -> None:
+        """Draft from what the run pinned, whatever this process's store holds."""
+        if "earlier" in state:
+            self.pinned = [(tuple(out), int(w)) for out, w in state["earlier"]]
+            self._texts = None
 
     def propose(self, ctx: ProposeContext) -> DraftTree:
         self.own.sync(ctx.ids)
         own = lambda after: SourceKind.SUFFIX_PROMPT if after < ctx.prompt_len else SourceKind.SUFFIX_OUTPUT
         found = occurrences(self.own, ctx.ids, 1, own)
-        entry = self._earlier(ctx)
-        if entry is not None:
-            for text, weight in zip(list(entry.texts), entry.weights):
-                found += occurrences(text, ctx.ids, weight, lambda after: SourceKind.SUFFIX_EARLIER)
+        for text, weight in self.pin(ctx):
+            found += occurrences(text, ctx.ids, weight, lambda after: SourceKind.SUFFIX_EARLIER)
         if ctx.k < 1 or not found:
             return DraftTree(retrieval_hit=False)
         grown = best_tree(found, ctx.k, self.capacity, self.spec_factor, self.min_prob, self.patterns)

@@ -72,6 +72,38 @@ def test_dropping_caches_after_every_cycle_changes_nothing(method, temperature):
     assert [c.committed for c in straight.cycles] == [c.committed for c in dropped.cycles]
 
 
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_a_run_resumed_after_a_classmate_ended_drafts_from_what_it_started_with(temperature):
+    """Suffix decoding after a class fed its store (three runs on the prompt): a run resumed from its
+    pickled state after every cycle, while a classmate's run on the same prompt ended after its
+    first cycle (so each resume finds a grown store, as a ZeroGPU worker forked later would), gives
+    the tokens and every draw of the classmate's own uninterrupted run, which drafted from the
+    store as it was when both started."""
+    target, _ = pair(noise=0.3, vocab=48, layers=3, seed=21)
+    prompt = PROMPTS[2] * 3
+    kw = dict(method="suffix", k=4, temperature=temperature, seed=7, max_new_tokens=N, chat=False, plan=False)
+    EARLIER.clear()
+    for seed in (1, 2, 3):  # the class so far: its outputs feed the store as each run ends
+        specviz.generate(target, prompt, **{**kw, "seed": seed, "temperature": 1.0})
+    state = Decoder(target, prompt, **kw).state()
+    state = state.merge(_resumed_step(target, state))  # the run's first cycle pins the store it drafts from
+    straight = specviz.generate(target, prompt, **kw)  # same seed: it ends, and feeds the store
+    assert sum(EARLIER.entry(target.model, prompt).weights) == 4  # the class's three, then the classmate
+    while not state.done:
+        state = state.merge(_resumed_step(target, state))
+    assert state.ids[len(state.prompt_ids):] == straight.token_ids
+    assert _draws(state) == _draws(straight)
+    assert any(n.source == "suffix-earlier" for c in state.cycles for n in c.nodes)
+    EARLIER.clear()
+
+
+def _resumed_step(target, state: RunState) -> RunState:
+    """One cycle in a process that has no cache of the run (as a fresh ZeroGPU worker)."""
+    decoder = Decoder.resume(target, pickle.loads(pickle.dumps(state.light())), live=LiveCaches())
+    decoder.step()
+    return decoder.state()
+
+
 def test_rebuild_time_is_its_own_item():
     """A rebuild's prefill is counted in rebuild_s, never in decode_s or the prefill."""
     target, _ = pair(vocab=32)
