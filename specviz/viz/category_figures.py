@@ -103,13 +103,11 @@ def category_figure(rows: list[dict], baseline: str = "our own AR decoding", spl
         customdata=hover, hovertemplate="%{customdata}<extra></extra>", zmin=-SPAN, zmax=SPAN, zmid=0,
         colorscale=[[0.0, VERMILLION], [0.5, "#FFFFFF"], [1.0, BLUE]], xgap=2, ygap=2,
         colorbar=dict(title=dict(text="×"), tickvals=[-1, 0, 1], ticktext=["0.5×", "1×", "2×"], thickness=12)))
+    known = [r["category"] for r in rows if r["category"]]
+    absent = missing_rows({r["question_id"]: r["category"] for r in rows}, split_mt) if known else []
+    if absent:  # under the title: plotly never wraps, and a note under the axis is cut on a short figure
+        title += f"<br><span style='font-size:11px'>No question here from: {esc_plot(', '.join(absent))}</span>"
     base_layout(fig, title, "method", "", height=max(200, 90 + CELL_HEIGHT * len(names)), legend_above=False)
     fig.update_yaxes(autorange="reversed", automargin=True)
     fig.update_xaxes(side="bottom", automargin=True)
-    known = [r["category"] for r in rows if r["category"]]
-    absent = missing_rows({r["question_id"]: r["category"] for r in rows}, split_mt) if known else []
-    if absent:
-        fig.add_annotation(text="No question here from: " + esc_plot(", ".join(absent)), x=0, y=-0.02,
-                           xref="paper", yref="paper", xanchor="left", yanchor="top", showarrow=False,
-                           font=dict(size=11), yshift=-40)
     return fig

@@ -40,7 +40,7 @@ def test_the_figure_writes_each_cell_and_names_the_rows_with_no_question():
     assert list(heat.x) == ["pld", "hybrid"]
     assert [list(r) for r in heat.text] == [["2.00×", "1.00×"], ["0.50×", "–"], ["1.00×", "1.00×"]]
     assert heat.z[0][0] == pytest.approx(1.0) and heat.z[1][0] == pytest.approx(-1.0) and heat.z[1][1] is None
-    note = " ".join(a.text for a in fig.layout.annotations)
+    note = fig.layout.title.text.split("No question here from:")[1]
     assert "Summarization" in note and "Question answering" in note and "Translation" not in note
     assert "No measured question" in cf.category_figure([]).layout.annotations[0].text
 
