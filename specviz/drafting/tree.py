@@ -133,7 +133,7 @@ class DraftTree:
 
     def attention_mask(self, past_len: int, dtype: torch.dtype, device=None, window: int | None = None,
                        first: int = 0) -> torch.Tensor:
-        """4-D additive mask for the verify pass over [root] + nodes.
+        """4-D additive mask (1, 1, rows, keys) for the verify pass over [root] + nodes.
 
         Row 0 is the root (the last committed token, not yet in the cache); row i+1 is node i.
         Every row sees the `past_len` cached positions and the root; a node also sees itself
@@ -143,18 +143,27 @@ class DraftTree:
         a layer that has dropped older positions gets a mask sized to what it holds.
         """
         n = len(self) + 1
-        allowed = torch.zeros(n, past_len + n, dtype=torch.bool)
-        allowed[:, : past_len + 1] = True
-        for i in range(len(self)):
-            for a in self.ancestors(i):
-                allowed[i + 1, past_len + 1 + a] = True
+        low = torch.finfo(dtype).min
+        # (rows, keys): the cached columns are all zeros (seen by every row), so only the last n columns,
+        # the draft block, are written; at a long context these are a sliver of the mask
+        mask = torch.zeros(n, past_len + n - first, dtype=dtype)
+        mask[:, -n:].masked_fill_(~self.block(), low)
         if window is not None:
             rows = self.position_ids(past_len)[0]
-            keys = torch.cat([torch.arange(past_len), rows])
-            allowed &= keys[None, :] > rows[:, None] - window
-        mask = torch.zeros(n, past_len + n - first, dtype=dtype)
-        mask.masked_fill_(~allowed[:, first:], torch.finfo(dtype).min)
+            keys = torch.cat([torch.arange(first, past_len), rows])
+            mask.masked_fill_(keys[None, :] <= rows[:, None] - window, low)
         return mask[None, None].to(device)
+
+    def block(self) -> torch.Tensor:
+        """(rows, rows) bool over [root] + nodes: row r sees column c. A node's row is its parent's
+        row plus itself, so the rows are built in one pass over the parents, with no per-ancestor
+        tensor writes (at a long context they cost more than the rest of the mask)."""
+        rows = [[True] + [False] * len(self)]  # the root sees itself
+        for i, parent in enumerate(self.parents):
+            row = rows[parent + 1].copy()
+            row[i + 1] = True
+            rows.append(row)
+        return torch.tensor(rows)
 
     def model_mask(self, cache, config, dtype: torch.dtype, device=None):
         """The verify pass's `attention_mask` for a model over `cache`: one 4-D mask, or a dict.

@@ -75,3 +75,39 @@ def test_tree_pass_equals_branches_in_sequence(model, depth):
         if not tree.is_chain:
             unmasked = tree_pass(model, tree, masked=False)
             assert float((unmasked - logits).abs().max()) > 1e-3
+
+
+def mask_by_rule(tree: DraftTree, past: int, window: int | None, first: int) -> torch.Tensor:
+    """The mask's rule entry by entry: a row sees a key if the key is cached or the root, or the key is
+    the row's own node or one of its ancestors; with a window, only keys fewer than `window` positions
+    behind the row's own position. Columns from cached position `first` on. True: seen."""
+    positions = tree.position_ids(past)[0].tolist()
+    seen = []
+    for r in range(len(tree) + 1):
+        own = set() if r == 0 else {past + 1 + a for a in tree.ancestors(r - 1)}
+        row = []
+        for key in range(first, past + len(tree) + 1):
+            visible = key <= past or key in own
+            key_position = key if key <= past else positions[key - past]
+            row.append(visible and (window is None or key_position > positions[r] - window))
+        seen.append(row)
+    return torch.tensor(seen)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_attention_mask_follows_the_rule_at_any_context(seed):
+    """attention_mask (built over the draft block only) is 0 exactly where the rule lets a row see a key
+    and the dtype's minimum elsewhere, for random trees, cached lengths, windows and first held positions."""
+    gen = torch.Generator().manual_seed(seed)
+    for _ in range(12):
+        tree = random_tree(int(torch.randint(1, 5, (1,), generator=gen)), int(torch.randint(1, 4, (1,), generator=gen)),
+                           vocab=32, seed=int(torch.randint(0, 10_000, (1,), generator=gen)))
+        past = int(torch.randint(0, 40, (1,), generator=gen))
+        window = [None, 2, 5, 16][int(torch.randint(0, 4, (1,), generator=gen))]
+        first = int(torch.randint(0, past + 1, (1,), generator=gen))
+        for dtype in (torch.float32, torch.bfloat16):
+            mask = tree.attention_mask(past, dtype, window=window, first=first)
+            want = mask_by_rule(tree, past, window, first)
+            assert mask.shape == (1, 1, *want.shape)
+            assert torch.equal(mask[0, 0] == 0, want)
+            assert bool((mask[0, 0][~want] == torch.finfo(dtype).min).all())
