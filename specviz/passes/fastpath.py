@@ -142,6 +142,16 @@ def _tree_layout(parents: list[int], past: int, dtype: torch.dtype) -> tuple[tor
     return torch.tensor([[past] + [past + d for d in depths]]), mask[None, None]
 
 
+def _as_float(mask, dtype: torch.dtype):
+    """A bool mask (True: seen) as the float mask SDPA turns it into at every call (0 where seen, -inf
+    elsewhere), made once per pass instead of once in every layer: a chain pass's mask spans every cached
+    position, so at a long context those conversions add up (scripts/bench/long_context.py). SDPA then
+    gets the numbers it would have made itself (FastForward.check compares chains bit for bit)."""
+    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
+        return mask
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, float("-inf"))
+
+
 def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """LlamaRMSNorm's ops in its order (float32 in, float32 out: its casts are no-ops here)."""
     variance = x.pow(2).mean(-1, keepdim=True)
@@ -323,6 +333,7 @@ class FastForward:
             position_ids = (torch.arange(n, device=x.device) + cache.get_seq_length()).unsqueeze(0)
         causal = create_causal_mask(config=self.config, inputs_embeds=x, attention_mask=mask,
                                     past_key_values=cache, position_ids=position_ids)
+        causal = _as_float(causal, x.dtype)
         cos, sin = self.rotary(x, position_ids)
         cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
         attend = ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation, None)
