@@ -2,6 +2,7 @@
 bit, wherever the engine uses it, and the modules run wherever it does not apply."""
 import copy
 import logging
+import os
 import threading
 from pathlib import Path
 
@@ -415,7 +416,9 @@ CHANGES = {  # what a kept verdict must not outlive: a change that can move the 
     "other weights": lambda mp, model: model.model.layers[0].mlp.down_proj.weight.data.mul_(0.5),
     "threads": lambda mp, model: mp.setattr(torch, "get_num_threads", lambda: 97),
     "instruction set": lambda mp, model: mp.setattr(speedups, "cpuinfo", lambda: "model name : X\nflags : sse2\n"),
-    "kernel setting": lambda mp, model: mp.setenv("ONEDNN_MAX_CPU_ISA", "AVX2"),
+    # a value other than the run's own: a run under ONEDNN_MAX_CPU_ISA=AVX2 stands in for an AVX2 CPU
+    "kernel setting": lambda mp, model: mp.setenv(
+        "ONEDNN_MAX_CPU_ISA", "SSE41" if os.environ.get("ONEDNN_MAX_CPU_ISA") == "AVX2" else "AVX2"),
     "torch": lambda mp, model: mp.setattr(torch, "__version__", "0.0.1"),
     "configuration": lambda mp, model: setattr(model.config, "rms_norm_eps", 1e-3),
 }
