@@ -79,6 +79,15 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+def pytest_configure(config):
+    """SPECVIZ_TEST_NO_DRAFT=1: every drafter proposes nothing (tests/helpers/drafts.py), so each
+    test that claims drafts (marker `drafts`) must fail."""
+    from tests.helpers import drafts
+
+    if drafts.NO_DRAFT:
+        drafts.never_propose()
+
+
 @pytest.fixture(autouse=True)
 def torch_threads(request):
     """Tiny models run on one thread: on 2 shared cores, thread hand-offs cost 20× their compute."""

@@ -14,6 +14,7 @@ from specviz.drafting.sampling import Sampling, probs_from_logits
 from specviz.drafting.tree import DraftTree
 from specviz.teach.toy import chi_square_p_value, tv, tv_threshold
 from tests.helpers import twins
+from tests.helpers.drafts import drafted, rejected
 from tests.helpers.reference import nucleus
 from tests.helpers.tiny import pair
 
@@ -79,10 +80,15 @@ def small_pair():
     return pair(noise=3.0, vocab=6, seed=3)
 
 
+@pytest.mark.drafts
 def test_same_seed_same_output_different_seed_differs(small_pair):
-    """Sampling is reproducible from its seed, and another seed gives another output."""
+    """Sampling with drafts sent, rejected and replaced from the residual is reproducible from its
+    seed, and another seed gives another output (plan=False: the same-size draft would otherwise
+    send nothing)."""
     target, draft = small_pair
-    kw = dict(method="draft", draft=draft, k=3, temperature=1.0, max_new_tokens=30, chat=False)
-    a = specviz.generate(target, PROMPT, seed=7, **kw).token_ids
+    kw = dict(method="draft", draft=draft, k=3, temperature=1.0, max_new_tokens=30, chat=False, plan=False)
+    first = specviz.generate(target, PROMPT, seed=7, **kw)
+    a = first.token_ids
+    assert drafted(first) > 0 and rejected(first) > 0
     assert specviz.generate(target, PROMPT, seed=7, **kw).token_ids == a
     assert specviz.generate(target, PROMPT, seed=8, **kw).token_ids != a

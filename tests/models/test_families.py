@@ -22,6 +22,7 @@ from specviz.measure.comparison import Comparison, Config, Shared
 from specviz.models.families import FAMILIES, derive_draft, family_of, tiny_random
 from specviz.passes.kvcache import cache_len, new_cache, rollback
 from specviz.proposers.layer_skip import self_draft
+from tests.helpers.drafts import drafted
 from tests.helpers.tiny import hf_greedy, word_tokenizer
 
 TESTED = ("llama", "qwen2", "gemma3", "gpt2")  # families with twin tests below; presets must stay inside
@@ -80,18 +81,26 @@ def test_twin_specs_a_family_cannot_honour_are_refused_clearly(spec):
 
 
 # -- greedy: every method on every family equals transformers' generate --------------------------
-@pytest.mark.parametrize("method", METHODS)
+MODEL_DRAFTS = ("draft", "layerskip")  # a draft call costing about the target's (c ≈ 1, 2/3): the planner sends none
+
+
+@pytest.mark.parametrize("method", [pytest.param(m, marks=pytest.mark.drafts) if m in MODEL_DRAFTS + ("logitspec",)
+                                    else m for m in METHODS])
 @pytest.mark.parametrize("family", TESTED)
 def test_greedy_equals_hf_generate_past_the_window(family, method):
     """Greedy output of `method` on the family's twin equals HF generate, token for token, over a
-    prompt plus output six sliding windows long; LogitSpec's cycles include real trees (siblings)."""
+    prompt plus output six sliding windows long; LogitSpec's cycles include real trees (siblings);
+    the draft model and layer skip send their drafts (plan=False) and some are verified."""
     target, draft = twin(family)
     assert len(prompt()) + NEW >= 6 * WINDOW
+    knobs = TREE_KNOBS if method == "logitspec" else dict(plan=False) if method in MODEL_DRAFTS else {}
     run = specviz.generate(target, prompt(), method=method, draft=draft if method == "draft" else None,
-                           k=6, max_new_tokens=NEW, chat=False, **(TREE_KNOBS if method == "logitspec" else {}))
+                           k=6, max_new_tokens=NEW, chat=False, **knobs)
     assert run.token_ids == reference(family)
     if method == "logitspec":
         assert has_siblings(run), "no cycle verified a tree with siblings"
+    if method in MODEL_DRAFTS:
+        assert drafted(run) > 0, "no draft node was sent: the check ran on plain decoding"
 
 
 # -- sampling: one seeded check per family, and the broken rule it must catch -------------------

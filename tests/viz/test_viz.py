@@ -432,15 +432,19 @@ def test_tree_layout_depth_by_sibling_order():
     assert where["new token ␣F (id 100)"] == (3, -3)
 
 
+@pytest.mark.drafts
 def test_every_view_accepts_real_engine_traces():
     """Traces from the real engine (draft chain greedy and sampled, a deterministic tree, AR),
-    after a JSON round trip, go through every view: the viz reads the fields the engine writes."""
+    after a JSON round trip, go through every view: the viz reads the fields the engine writes.
+    The drafting runs send their drafts (plan=False: a same-size draft would send none)."""
     from specviz.decoding.engine import generate
+    from tests.helpers.drafts import drafted
     from tests.helpers.tiny import PROMPTS, FixedTreeProposer, pair
     target, draft = pair(noise=0.3)
-    kw = dict(max_new_tokens=10, chat=False)
+    kw = dict(max_new_tokens=10, chat=False, plan=False)
     runs = [generate(target, PROMPTS[0], method="draft", draft=draft, k=4, temperature=t, **kw) for t in (0.0, 1.0)]
     runs.append(generate(target, PROMPTS[0], proposer=FixedTreeProposer(), k=3, temperature=1.0, **kw))
+    assert all(drafted(run) > 0 for run in runs)
     ar = RunTrace.from_json(generate(target, PROMPTS[0], method="ar", **kw).to_json())
     for run in (RunTrace.from_json(r.to_json()) for r in runs):
         for c in run.cycles:

@@ -9,7 +9,7 @@ import pytest
 
 import specviz
 from specviz.decoding import tracefile
-from specviz.decoding.trace import RunTrace
+from specviz.decoding.trace import RESAMPLED, RunTrace
 from specviz.viz import (
     acceptance_figure,
     cache_html,
@@ -21,6 +21,7 @@ from specviz.viz import (
     timeline_figure,
     tree_figure,
 )
+from tests.helpers.drafts import drafted, rejected
 from tests.helpers.tiny import pair
 
 gr = pytest.importorskip("gradio")
@@ -34,8 +35,17 @@ def runs() -> list[RunTrace]:
 
     target, draft = pair(noise=0.5)
     sampled = specviz.generate(target, [1, 5, 9, 2, 7], method="draft", draft=draft, k=3, temperature=1.0,
-                               seed=4, max_new_tokens=24)
+                               seed=4, max_new_tokens=24, plan=False)  # a same-size draft: the planner sends none
     return [tracefile.read(views.EXAMPLE_TRACE).run, sampled]
+
+
+@pytest.mark.drafts
+def test_the_sampled_run_has_drafts_rejections_and_residuals(runs):
+    """The sampled run the replay tests draw really sent drafts, had some rejected and replaced a
+    rejected one from the residual, so its p, q, r and residual views hold real values."""
+    sampled = runs[1]
+    assert drafted(sampled) > 0 and rejected(sampled) > 0
+    assert any(c.new_kind == RESAMPLED and c.residual_top for c in sampled.cycles)
 
 
 def rendered(run: RunTrace) -> list:
