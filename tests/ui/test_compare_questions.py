@@ -34,7 +34,9 @@ def _frames(rows, source, file=None, count=2, prompt="w4 w5 w6"):
 def test_compare_on_the_public_subset_keeps_each_questions_category(tiny_words):
     """With "Spec-Bench (public subset)" and two questions, every row runs on each question: the table
     has a heading per question (id and category) above its rows, the status says so, and the chart is
-    the category heatmap with the two questions' leaderboard rows and Overall."""
+    the category heatmap with the two questions' leaderboard rows and Overall; the Theory tab then
+    offers both rows (their run on the first question) to explain."""
+    from specviz.ui import theory
     from specviz.ui.runtime.state import session_of
 
     rows = [[TINY, "pld", "", 2, 0], [TINY, "logitspec", "", 2, 0]]
@@ -48,6 +50,8 @@ def test_compare_on_the_public_subset_keeps_each_questions_category(tiny_words):
     measured = session_of(None).comparison.rows()
     assert [(r["question_id"], r["category"]) for r in measured] == [("84", "writing")] * 2 + [
         ("169", "translation")] * 2
+    offered = theory.sources(None)["choices"]
+    assert [label.split(":")[0] for label, _ in offered[:2]] == ["Compare row 1", "Compare row 2"]
 
 
 @pytest.mark.parametrize("content, needle", [
