@@ -20,7 +20,7 @@ import torch
 from specviz.decoding.activity import ACTIVITY
 from specviz.decoding.planner import Planner, batch_cost, verify_cost
 from specviz.decoding.prefills import PREFILLS, Prefill
-from specviz.decoding.recorder import record_counts, record_cycle
+from specviz.decoding.recorder import record_counts, record_cycle, skipped_of
 from specviz.decoding.runstate import LIVE, LiveCaches, RunState
 from specviz.decoding.settings import DecodeSettings, resolve
 from specviz.decoding.targets import LocalTarget, VerifyAnswer, VerifyRequest, batched, target_for
@@ -261,7 +261,7 @@ class Decoder:
         self._sync()
         t1 = time.perf_counter()
         cycle = CycleTrace(index=self.n_cycles, k=min(self.k, budget - 1), greedy=self.sampling.greedy,
-                           offered=len(offered))
+                           offered=len(offered), skipped=skipped_of(self.proposer))
         if self.planner is not None and self.planner.batch > 1:
             cycle.priced_batch, cycle.sent_alone = self.planner.batch, self._sent_alone(offered)
         cycle.cache_before = self._cache_lengths()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from specviz.decoding.trace import MATCH_TOKENS, NOT_REACHED, Alt, CycleTrace, MatchTrace, NodeTrace, SeamTrace
+from specviz.decoding.trace import MATCH_TOKENS, NOT_REACHED, Alt, CycleTrace, MatchTrace, NodeTrace, SeamTrace, Skip
 from specviz.decoding.verify import Verdict
 from specviz.drafting.sampling import Sampling
 from specviz.drafting.tree import DraftTree, Match, Source, SourceKind
@@ -44,6 +44,11 @@ def seam_trace(seam, text) -> SeamTrace | None:
         return None
     return SeamTrace(list(seam.draft_texts), [text(t) for t in seam.target_ids],
                      "greedy" if seam.greedy else "intersection", int(seam.shared), seam.cut)
+
+
+def skipped_of(proposer) -> list[Skip]:
+    """The sources `proposer` left uncomputed in the cycle it just drafted (the hybrid's gate), as data."""
+    return [Skip(source, reason) for source, reason in proposer.skipped] if proposer is not None else []
 
 
 def record_nodes(tree: DraftTree, verdict: Verdict, logits: torch.Tensor,

@@ -109,6 +109,16 @@ class SeamTrace:
 
 @with_config(UPLOAD)
 @dataclass
+class Skip:
+    """A source the hybrid did not compute this cycle (proposers/gate.py) and why: "long-match"
+    (retrieval already offered a match as deep as would be sent) or "unpaid" (its recent drafts
+    bought no accepted token). viz/narrate.py words it."""
+    source: Literal["candidate", "suffix", "head"]
+    reason: Literal["long-match", "unpaid"]
+
+
+@with_config(UPLOAD)
+@dataclass
 class NodeTrace:
     """One draft token as verification saw it."""
     index: NODE_INDEX
@@ -172,6 +182,7 @@ class CycleTrace:
     # the runs the planner priced this cycle's verify pass for (pricing/batch_costs.py)
     priced_batch: whole(1, MAX_RUNS_SHARED) = 1
     sent_alone: NODE_COUNT | None = None  # at priced_batch > 1: the nodes it would have sent to a pass of its own
+    skipped: items(Skip, 8) = field(default_factory=list)  # sources left uncomputed (files before 2026-12-07: none)
 
     @property
     def drafted(self) -> int:
@@ -286,6 +297,7 @@ def _cycle_from_dict(d: dict[str, Any]) -> CycleTrace:
     d["new_token"] = Alt(**d["new_token"]) if d.get("new_token") else None
     d["match"] = MatchTrace(**d["match"]) if d.get("match") else None
     d["seam"] = SeamTrace(**d["seam"]) if d.get("seam") else None
+    d["skipped"] = [Skip(**x) for x in d.get("skipped") or []]
     names = {f.name for f in dataclasses.fields(CycleTrace)}
     return CycleTrace(**{k: v for k, v in d.items() if k in names})
 

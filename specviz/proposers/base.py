@@ -45,6 +45,8 @@ class Proposer:
     hidden_layers: tuple[int, ...] = ()  # with needs_hidden: decoder layers whose outputs lead last_hidden
     call_cost = 0.0  # one draft call in one-token target passes, for the planner
     KNOBS: tuple[str, ...] = ()  # the keyword options `build` takes
+    # (source, reason) pairs it left uncomputed in the cycle it last drafted (the hybrid's gate.py)
+    skipped: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def check_knobs(cls, knobs: dict) -> None:

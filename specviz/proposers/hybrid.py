@@ -13,6 +13,11 @@ runs on the same target and prompt (a class), each node keeping its SUFFIX_* sou
 decoding only what retrieval and the head did not already offer is added; the planner sends it
 when its record says it pays. `suffix=False` leaves it out.
 
+Each source is also *computed* only while it pays (gate.py): with a planner, prompt lookup (branch
+0) is drafted first, and where it already offers a long match, or a source's recent drafts bought
+no accepted token, the candidates, suffix decoding and the head's calls are skipped; `skipped`
+says which and why, for the trace. Without a planner (plan=False) every source is computed.
+
 Without the trained head (any target but the bundled one) the tree is LogitSpec's (and suffix's).
 """
 from __future__ import annotations
@@ -22,6 +27,7 @@ import dataclasses
 from specviz.drafting.tree import DraftTree
 from specviz.loading.loader import ModelLoadError
 from specviz.proposers.base import ProposeContext, Proposer
+from specviz.proposers.gate import CANDIDATE, HEAD, SUFFIX, Gate, long_match
 from specviz.proposers.head import HeadProposer
 from specviz.proposers.logitspec import LogitSpecProposer
 from specviz.proposers.suffix import SuffixProposer
@@ -80,6 +86,9 @@ class HybridProposer(Proposer):
                  suffix: SuffixProposer | None = None):
         self.retrieval, self.head, self.suffix = retrieval, head, suffix
         self.call_cost = head.call_cost if head is not None else 0.0  # what the planner's K costs
+        sources = (CANDIDATE,) + ((SUFFIX,) if suffix is not None else ()) + ((HEAD,) if head is not None else ())
+        self.gate = Gate(sources, self.call_cost * HEAD_K)  # the head priced at its default depth
+        self.skipped: tuple[tuple[str, str], ...] = ()
         self.needs_hidden = head is not None
         self.hidden_layers = head.hidden_layers if head is not None else ()  # a v2 head's features
 
@@ -101,17 +110,19 @@ class HybridProposer(Proposer):
 
     def start(self, ids: list[int]) -> None:
         self.retrieval.start(ids)
+        self.gate.reset()
         if self.suffix is not None:
             self.suffix.start(ids)
 
     def propose(self, ctx: ProposeContext) -> DraftTree:
         if self.suffix is not None:  # at the first cycle, drafted or skipped: what a resume drafts from
             self.suffix.pin(ctx)
-        tree = self.retrieval.propose(ctx)
+        skipped = self._skips(ctx)
+        tree = self.retrieval.propose(ctx, candidates=CANDIDATE not in skipped)
         add = merge_greedy if ctx.sampling.greedy else join
-        if self.suffix is not None:  # before the head, whose depth is priced beside what is offered
+        if self.suffix is not None and SUFFIX not in skipped:  # before the head, whose depth is priced beside it
             tree = add(tree, self.suffix.propose(ctx))
-        if self.head is None:
+        if self.head is None or HEAD in skipped:
             return tree
         # the head drafts only as deep as pays beside what retrieval already offers
         k = ctx.planner.depth(self.head.source, ctx.k, tree) if ctx.planner is not None else min(HEAD_K, ctx.k)
@@ -119,21 +130,36 @@ class HybridProposer(Proposer):
             return tree
         return add(tree, self.head.propose(dataclasses.replace(ctx, k=k)))
 
+    def _skips(self, ctx: ProposeContext) -> dict[str, str]:
+        """{source: reason} this cycle (gate.py), from prompt lookup's chain (committed text), the
+        planner's counts and the gate's record; nothing is skipped without a planner."""
+        if ctx.planner is None:
+            self.skipped = ()
+            return {}
+        lookup = self.retrieval.propose(ctx, candidates=False)
+        head_k = ctx.planner.depth(self.head.source, ctx.k) if self.head is not None else 0
+        skipped = self.gate.skips(lookup, long_match(lookup, ctx.planner, head_k))
+        self.skipped = tuple(skipped.items())
+        return skipped
+
     def observe(self, cycle) -> None:
         self.retrieval.observe(cycle)
+        self.gate.observe(cycle)
+        self.skipped = ()  # a cycle that drafts nothing (k < 1) skips nothing
 
     def finish(self, run_id: str, ids: list[int], prompt_len: int) -> None:
         if self.suffix is not None:
             self.suffix.finish(run_id, ids, prompt_len)
 
     def state(self) -> dict:  # the head keeps nothing: its hidden state is the run's
-        state = self.retrieval.state()
+        state = {**self.retrieval.state(), "gate": self.gate.state()}
         if self.suffix is not None:  # the earlier runs it drafts from, pinned (suffix.py)
             state["suffix"] = self.suffix.state()
         return state
 
     def set_state(self, state: dict) -> None:
         self.retrieval.set_state(state)
+        self.gate.set_state(state.get("gate", {}))
         if self.suffix is not None:
             self.suffix.set_state(state.get("suffix", {}))
 

@@ -117,8 +117,9 @@ class LogitSpecProposer(KeepsBackoff, Proposer):
         pos, n = match
         return self.index.continuation(pos, length, tail), n
 
-    def _branches(self, ctx: ProposeContext, depth: int) -> tuple[list, bool]:
-        """Branch 0, then one branch per candidate, as (tokens, sources); and whether retrieval hit."""
+    def _branches(self, ctx: ProposeContext, depth: int, candidates: bool = True) -> tuple[list, bool]:
+        """Branch 0, then (with `candidates`) one branch per candidate, as (tokens, sources); and
+        whether retrieval hit."""
         branches, hit = [], False
         cont, n = self._retrieve([], min(self.lengths[0], depth))
         if n >= self.min_ngram:
@@ -126,6 +127,8 @@ class LogitSpecProposer(KeepsBackoff, Proposer):
                 cont = cont[: 2 ** (n + 1)]
             branches.append((cont, [Source(SourceKind.ROOT, ngram=n)] * len(cont)))
             hit = True
+        if not candidates:
+            return branches, hit
         for i, (cand, rank) in enumerate(self.candidates(ctx.last_logits, ctx.ids[-1]), 1):
             cont, n = self._retrieve([cand], min(self.lengths[i], depth) - 1)
             if n >= self.min_ngram or self.lone_cands:  # n counts cand: 2 means [root, cand] seen
@@ -134,11 +137,13 @@ class LogitSpecProposer(KeepsBackoff, Proposer):
                 hit = hit or n > 0
         return branches, hit
 
-    def propose(self, ctx: ProposeContext) -> DraftTree:
+    def propose(self, ctx: ProposeContext, candidates: bool = True) -> DraftTree:
+        """The tree; `candidates=False` drafts branch 0 alone (prompt lookup), without reading the
+        logits (the hybrid's gate: a tree with candidates starts with the same branch 0)."""
         self.index.update(ctx.ids)
         if self.adaptive and self.backoff.skipping():
             return DraftTree()
-        branches, hit = self._branches(ctx, min(ctx.k, MAX_CONTINUATION))
+        branches, hit = self._branches(ctx, min(ctx.k, MAX_CONTINUATION), candidates)
         tree = merge_branches(branches, self.capacity)
         tree.retrieval_hit = hit
         return tree

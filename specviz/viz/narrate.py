@@ -94,6 +94,25 @@ def _matched(cycle: CycleTrace) -> str:
             f"{quote(''.join(match.matched))}, in {FOUND_IN[match.found_in]}{times}.")
 
 
+SKIPPED_WHO = {"candidate": "LogitSpec's candidates", "suffix": "suffix decoding", "head": "the head's calls"}
+SKIPPED_WHY = {"long-match": "prompt lookup already offered a match as deep as would be sent",
+               "unpaid": "recent drafts from there bought no accepted token (tried again every few cycles "
+                         "and at a new retrieval hit)"}
+
+
+def _skipped(cycle: CycleTrace) -> str:
+    """Which of the hybrid's sources were not computed this cycle, and why (proposers/gate.py)."""
+    by_why: dict[str, list[str]] = {}
+    for skip in getattr(cycle, "skipped", None) or []:
+        by_why.setdefault(skip.reason, []).append(SKIPPED_WHO.get(skip.source, skip.source))
+    parts = [f"{_listed(who)}, since {SKIPPED_WHY.get(why, why)}" for why, who in by_why.items()]
+    return f" Not computed: {'; '.join(parts)}." if parts else ""
+
+
+def _listed(words: list[str]) -> str:
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
 def _caches(cycle: CycleTrace) -> str:
     parts = []
     for name in ("target", "draft"):
@@ -118,6 +137,6 @@ def narrate(cycle: CycleTrace) -> str:
     kept = len(cycle.committed)
     if cycle.committed and kept < len(cycle.accepted) + 1:
         sentence += f" Only {kept} committed (end of sequence or token budget)."
-    sentence += _planned(cycle) + _matched(cycle)
+    sentence += _planned(cycle) + _skipped(cycle) + _matched(cycle)
     caches = _caches(cycle)
     return f"{sentence} {caches}" if caches else sentence

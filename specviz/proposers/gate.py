@@ -1,0 +1,112 @@
+"""Which of the hybrid's sources are worth computing this cycle (hybrid.py): drafting priced by what it buys.
+
+The planner (decoding/planner.py) decides what of a draft to *send*; this decides what to *compute*.
+Prompt lookup (LogitSpec's branch 0) is always computed: it costs a dictionary lookup and is what
+the first rule reads. The other sources are skipped, with a reason code, when
+
+- LONG_MATCH: retrieval already offers a match as deep as the planner would send and at least as
+  deep as the head would draft; then the head's calls (its costliest part: one network call per
+  level), the candidates and suffix decoding are all skipped;
+- UNPAID: the source's recent drafts bought (almost) no accepted token: its record, decayed per
+  cycle it was computed, credits it fewer tokens per cycle than its price (the head: its calls
+  in plain target steps; the retrieval sources: MIN_GAIN). A skipped source is computed again
+  every PROBE_EVERY cycles, and at once when the text changes (a new retrieval hit after a miss).
+
+Exactness: every rule reads the committed ids (retrieval's chain is a function of them), the
+planner's counts and this record, all from earlier cycles; never this cycle's target distribution
+or draws. So which sources are computed is fixed before the cycle's draws, greedy output stays
+the target's argmax path and sampled output stays distributed as p (verify.py's rule holds for
+any tree chosen that way). The record is plain data (`state`), so a resumed run decides alike.
+"""
+from __future__ import annotations
+
+from specviz.drafting.tree import DraftTree, SourceKind
+
+LONG_MATCH, UNPAID = "long-match", "unpaid"  # reason codes, worded by viz/narrate.py
+CANDIDATE, SUFFIX, HEAD = "candidate", "suffix", "head"  # the sources the gate may skip
+GATED = (CANDIDATE, SUFFIX, HEAD)
+RECENT = 0.8  # a source's record decays by this per cycle it is computed: about the last five cycles
+MIN_TRIED = 2.5  # decayed cycles computed (four in a row) before a source can be judged unpaid
+MIN_GAIN = 0.01  # accepted tokens per cycle below which a cheap source buys nothing: none in about 13 cycles
+PROBE_EVERY = 8  # a skipped source is computed again after this many cycles, to see if it pays again
+LONG_MIN = 3  # the shortest retrieval match that counts as long: the head's own default depth
+
+
+def group_of(source: str) -> str | None:
+    """The gated source a trace node's `source` value belongs to (None: prompt lookup, never gated)."""
+    if source == SourceKind.CANDIDATE.value:
+        return CANDIDATE
+    if source == SourceKind.HEAD.value:
+        return HEAD
+    return SUFFIX if source.startswith("suffix") else None
+
+
+class Gate:
+    """A decayed record per gated source (cycles computed, accepted tokens bought) and the skip rules."""
+
+    def __init__(self, sources: tuple[str, ...] = GATED, head_price: float = 0.0):
+        self.sources = tuple(g for g in GATED if g in sources)  # the ones this hybrid has
+        self.head_price = head_price  # the head's calls per cycle, in plain target steps
+        self.reset()
+
+    def reset(self) -> None:
+        self.tried = {g: 0.0 for g in self.sources}  # decayed cycles in which the source was computed
+        self.gain = {g: 0.0 for g in self.sources}  # decayed accepted tokens it drafted
+        self.idle = {g: 0 for g in self.sources}  # cycles since it was last computed
+        self.hit = False  # did retrieval hit on the previous cycle
+        self.computed: tuple[str, ...] = ()  # this cycle's computed sources, credited by `observe`
+
+    def price(self, group: str) -> float:
+        return max(MIN_GAIN, self.head_price) if group == HEAD else MIN_GAIN
+
+    def unpaid(self, group: str, fresh_hit: bool) -> bool:
+        """Whether `group`'s record says it buys less than it costs, and no probe is due."""
+        if self.tried[group] < MIN_TRIED or self.gain[group] >= self.price(group) * self.tried[group]:
+            return False
+        return not (fresh_hit or self.idle[group] + 1 >= PROBE_EVERY)
+
+    def skips(self, retrieval: DraftTree, long_match: bool) -> dict[str, str]:
+        """{source: reason} for this cycle, from retrieval's tree (committed text) and the record."""
+        fresh_hit = bool(retrieval.retrieval_hit) and not self.hit
+        self.hit = bool(retrieval.retrieval_hit)
+        out = {g: UNPAID for g in self.sources if self.unpaid(g, fresh_hit)}
+        if long_match and HEAD in self.sources:  # the cheap sources stay: they cost a lookup
+            out[HEAD] = LONG_MATCH
+        self.computed = tuple(g for g in self.sources if g not in out)
+        return out
+
+    def observe(self, cycle) -> None:
+        """Credit each computed source with the accepted tokens its nodes drafted (a CycleTrace)."""
+        bought = dict.fromkeys(self.sources, 0)
+        for i in cycle.accepted:
+            group = group_of(cycle.nodes[i].source) if i < len(cycle.nodes) else None
+            if group in bought:
+                bought[group] += 1
+        for g in self.sources:
+            if g in self.computed:
+                self.tried[g] = self.tried[g] * RECENT + 1.0
+                self.gain[g] = self.gain[g] * RECENT + bought[g]
+                self.idle[g] = 0
+            else:
+                self.idle[g] += 1
+        self.computed = ()
+
+    # -- as data (runstate.py) ---------------------------------------------------------------------
+    def state(self) -> dict:
+        return {"tried": dict(self.tried), "gain": dict(self.gain), "idle": dict(self.idle), "hit": self.hit}
+
+    def set_state(self, state: dict) -> None:
+        if not state:
+            return
+        self.tried, self.gain = dict(state["tried"]), dict(state["gain"])
+        self.idle, self.hit = dict(state["idle"]), bool(state["hit"])
+
+
+def long_match(retrieval: DraftTree, planner, head_depth: int) -> bool:
+    """Whether retrieval's chain alone is as deep as the planner would send it (all of it without a
+    planner) and at least as deep as the head would draft (`head_depth`) and LONG_MIN."""
+    if not len(retrieval):
+        return False
+    sent = planner.prune(retrieval) if planner is not None else retrieval
+    deep = max(sent.depths, default=0)
+    return deep >= max(head_depth, LONG_MIN)
