@@ -4,9 +4,12 @@ The planner (decoding/planner.py) decides what of a draft to *send*; this decide
 Prompt lookup (LogitSpec's branch 0) is always computed: it costs a dictionary lookup and is what
 the first rule reads. The other sources are skipped, with a reason code, when
 
-- LONG_MATCH: retrieval already offers a match as deep as the planner would send and at least as
-  deep as the head would draft; then the head's calls (its costliest part: one network call per
-  level), the candidates and suffix decoding are all skipped;
+- LONG_MATCH: retrieval already offers a full-length match (the longest n-gram, LONG_NGRAM) that
+  the planner would send at least as deep as the head would draft, and whose chain the planner's
+  counts say is accepted that deep almost always (LONG_SURE); then the head's calls (its costliest
+  part: one network call per level) are skipped. A shorter or less sure match keeps the head: where
+  retrieval's chain breaks early, the head's tokens are the ones accepted (issue 64.2: skipping on
+  any 3-deep match cost open writing 4 cycles in 64);
 - UNPAID: the source's recent drafts bought (almost) no accepted token: its record, decayed per
   cycle it was computed, credits it fewer tokens per cycle than its price (the head: its calls
   in plain target steps; the retrieval sources: MIN_GAIN). A skipped source is computed again
@@ -30,6 +33,9 @@ MIN_TRIED = 2.5  # decayed cycles computed (four in a row) before a source can b
 MIN_GAIN = 0.01  # accepted tokens per cycle below which a cheap source buys nothing: none in about 13 cycles
 PROBE_EVERY = 8  # a skipped source is computed again after this many cycles, to see if it pays again
 LONG_MIN = 3  # the shortest retrieval match that counts as long: the head's own default depth
+LONG_NGRAM = 3  # a match found by ngram_index's longest n-gram: shorter ones break early more often
+LONG_SURE = 0.8  # the planner's chance that the chain is accepted to the head's depth, above which
+# the head's tokens would rarely be reached (a head token counts only where retrieval's breaks)
 
 
 def group_of(source: str) -> str | None:
@@ -103,10 +109,19 @@ class Gate:
 
 
 def long_match(retrieval: DraftTree, planner, head_depth: int) -> bool:
-    """Whether retrieval's chain alone is as deep as the planner would send it (all of it without a
-    planner) and at least as deep as the head would draft (`head_depth`) and LONG_MIN."""
-    if not len(retrieval):
+    """Whether retrieval's chain is a full-length match (LONG_NGRAM) that the planner would send at
+    least as deep as the head would draft (`head_depth`) and LONG_MIN, and that its counts say is
+    accepted that deep with a chance of LONG_SURE or more. The chance reads counts only (never the
+    tokens), so sampled runs stay exact."""
+    if not len(retrieval) or planner is None:
         return False
-    sent = planner.prune(retrieval) if planner is not None else retrieval
-    deep = max(sent.depths, default=0)
-    return deep >= max(head_depth, LONG_MIN)
+    source = retrieval.source_of(0)
+    if source is None or (source.ngram or 0) < LONG_NGRAM:
+        return False
+    depth = max(head_depth, LONG_MIN)
+    if max(planner.prune(retrieval).depths, default=0) < depth:
+        return False
+    reach, memo = 1.0, {}
+    for d in range(1, depth + 1):  # the chance the chain is accepted down to `depth`
+        reach *= planner.chained(source, d, memo)
+    return reach >= LONG_SURE

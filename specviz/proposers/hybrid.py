@@ -16,7 +16,8 @@ when its record says it pays. `suffix=False` leaves it out.
 Each source is also *computed* only while it pays (gate.py): with a planner, prompt lookup (branch
 0) is drafted first, and where it already offers a long match, or a source's recent drafts bought
 no accepted token, the candidates, suffix decoding and the head's calls are skipped; `skipped`
-says which and why, for the trace. Without a planner (plan=False) every source is computed.
+says which and why, for the trace. Without a planner (plan=False), or with `gate=False`, every
+source is computed.
 
 Without the trained head (any target but the bundled one) the tree is LogitSpec's (and suffix's).
 """
@@ -80,11 +81,13 @@ class HybridProposer(Proposer):
     # the retrieval part's, and the head's greedy tree (head.py: children per node, nodes grown per depth)
     # head_path: another trained head file (e.g. two heads side by side in one benchmark run)
     # suffix: add suffix decoding's tree (suffix.py)
-    KNOBS = LogitSpecProposer.KNOBS + ("head_width", "head_beam", "head_path", "suffix")
+    # gate: skip sources that do not pay (gate.py); 0 computes every source (a benchmark's "gate off")
+    KNOBS = LogitSpecProposer.KNOBS + ("head_width", "head_beam", "head_path", "suffix", "gate")
 
     def __init__(self, retrieval: LogitSpecProposer, head: HeadProposer | None,
-                 suffix: SuffixProposer | None = None):
+                 suffix: SuffixProposer | None = None, gate: bool = True):
         self.retrieval, self.head, self.suffix = retrieval, head, suffix
+        self.gated = bool(gate)
         self.call_cost = head.call_cost if head is not None else 0.0  # what the planner's K costs
         sources = (CANDIDATE,) + ((SUFFIX,) if suffix is not None else ()) + ((HEAD,) if head is not None else ())
         self.gate = Gate(sources, self.call_cost * HEAD_K)  # the head priced at its default depth
@@ -94,7 +97,7 @@ class HybridProposer(Proposer):
 
     @classmethod
     def build(cls, target, draft=None, head_width: int | None = None, head_beam: int | None = None,
-              head_path: str | None = None, suffix: bool = True, **knobs):
+              head_path: str | None = None, suffix: bool = True, gate: bool = True, **knobs):
         if draft is not None:
             raise ValueError("method 'hybrid' drafts with retrieval and the trained head; do not pass a draft model")
         cls.check_knobs(knobs)
@@ -106,7 +109,7 @@ class HybridProposer(Proposer):
             if head_path is not None:  # a head asked for by name: say why it cannot be used
                 raise
             head = None  # no trained head for this target: retrieval alone
-        return cls(retrieval, head, SuffixProposer.build(target) if suffix else None)
+        return cls(retrieval, head, SuffixProposer.build(target) if suffix else None, gate=bool(gate))
 
     def start(self, ids: list[int]) -> None:
         self.retrieval.start(ids)
@@ -132,8 +135,8 @@ class HybridProposer(Proposer):
 
     def _skips(self, ctx: ProposeContext) -> dict[str, str]:
         """{source: reason} this cycle (gate.py), from prompt lookup's chain (committed text), the
-        planner's counts and the gate's record; nothing is skipped without a planner."""
-        if ctx.planner is None:
+        planner's counts and the gate's record; nothing is skipped without a planner or gate."""
+        if ctx.planner is None or not self.gated:
             self.skipped = ()
             return {}
         lookup = self.retrieval.propose(ctx, candidates=False)

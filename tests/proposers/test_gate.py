@@ -64,6 +64,23 @@ def test_a_long_retrieval_match_skips_the_head_only():
     assert Gate((gate.CANDIDATE, SUFFIX, HEAD)).skips(chain, True) == {HEAD: LONG_MATCH}
 
 
+def test_a_short_or_unsure_match_keeps_the_head():
+    """A match that is not the longest n-gram, or whose chain the planner's counts accept that deep
+    less often than LONG_SURE, is not long: the head is computed where its tokens may be accepted."""
+    planner = Planner(greedy=True)
+    full, short = Source(SourceKind.ROOT, ngram=3), Source(SourceKind.ROOT, ngram=2)
+    for depth in range(1, 9):
+        planner.counts[key(full, depth)] = [48.0, 50.0]
+        planner.counts[key(short, depth)] = [48.0, 50.0]
+    assert long_match(DraftTree.chain([5, 6, 7, 8, 9, 10], sources=[full] * 6), planner, 3)
+    assert not long_match(DraftTree.chain([5, 6, 7, 8, 9, 10], sources=[short] * 6), planner, 3)
+    unsure = Planner(greedy=True)
+    for depth in range(1, 9):  # 0.9 per depth sends 6 deep, but reaches depth 3 only 0.73 of the time
+        unsure.counts[key(full, depth)] = [45.0, 50.0]
+    chain = DraftTree.chain([5, 6, 7, 8, 9, 10], sources=[full] * 6)
+    assert max(unsure.prune(chain).depths) >= 3 and not long_match(chain, unsure, 3)
+
+
 def test_gated_greedy_runs_stay_lossless_and_the_trace_says_what_was_skipped(monkeypatch):
     """With the gate made eager (any source judged after one cycle, at a price no draft meets), greedy
     hybrid runs still give HF generate's tokens; their cycles record skipped sources, which survive a
@@ -86,6 +103,10 @@ def test_gated_greedy_runs_stay_lossless_and_the_trace_says_what_was_skipped(mon
     plain = specviz.generate(target, PROMPTS[0] * 3, proposer=_hybrid(target, head), k=6, max_new_tokens=30,
                              chat=False, plan=False)
     assert not any(c.skipped for c in plain.cycles)
+    off = _hybrid(target, head)
+    off.gated = False  # what build(gate=0) makes: every source computed
+    ungated = specviz.generate(target, PROMPTS[0] * 3, proposer=off, k=6, max_new_tokens=30, chat=False)
+    assert not any(c.skipped for c in ungated.cycles)
 
 
 def test_the_narration_words_a_long_match():
