@@ -147,7 +147,8 @@ def _ours_call(target, ids, variant, draft, args):
                        chat=False, record=record, **knobs)
     m = run.metrics
     return {"token_ids": run.token_ids, "mean_accepted_tokens": m["mean_accepted_tokens"],
-            "acceptance_rate": m["acceptance_rate"], "retrieval_success": m["retrieval_success"],
+            "acceptance_rate": m["acceptance_rate"], "drafted_tokens": m.get("drafted_tokens"),
+            "retrieval_success": m["retrieval_success"],
             "cycles": m["cycles"], "draft_s": m["draft_s"], "verify_s": m["verify_s"], "other_s": m["other_s"],
             "acceptance_by_position": m["acceptance_by_position"]}
 

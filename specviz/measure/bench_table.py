@@ -10,7 +10,8 @@ One row per category group, as Spec-Bench's leaderboard has (the eight MT-bench 
 - its spread across repeats: the lowest and highest of the same geometric mean taken within each repeat
   alone (repeat r pairs the two variants' runs of repeat r, which ran in the same round); none with
   one repeat;
-- τ and α (speed.py's words), means over the row's questions; our AR drafts nothing, so no α;
+- τ and α (speed.py's words), means over the row's questions, α over those whose run sent a draft
+  (our AR sends none);
 - outputs identical to HF plain, out of the row's questions, only under greedy decoding.
 
 Then, per row, the best single method (a measured method that is neither our AR, the hybrid nor an
@@ -60,11 +61,14 @@ def speedup(results: dict, ids: list[str], variant: str, anchor: str) -> dict:
 def _cells(results: dict, ids: list[str], variant: str, anchors: list[str], greedy: bool) -> dict:
     """One method's numbers on one row."""
     cells: dict = {a: speedup(results, ids, variant, a) for a in anchors if a != variant}
+    taus = [results[i][variant].get("mean_accepted_tokens") for i in ids]
+    taus = [t for t in taus if t is not None]
+    cells["mean_accepted_tokens"] = sum(taus) / len(taus) if taus else None
+    # α only where something was judged: a question whose run sent no draft has no acceptance rate
+    alphas = [r["acceptance_rate"] for r in (results[i][variant] for i in ids)
+              if r.get("acceptance_rate") is not None and r.get("drafted_tokens", 1)]
     drafts = not is_anchor(variant) and method_of(variant) != "ar"
-    for key in ("mean_accepted_tokens", "acceptance_rate"):
-        vals = [results[i][variant].get(key) for i in ids]
-        vals = [v for v in vals if v is not None]
-        cells[key] = sum(vals) / len(vals) if vals and (drafts or key == "mean_accepted_tokens") else None
+    cells["acceptance_rate"] = sum(alphas) / len(alphas) if alphas and drafts else None
     if greedy and "hf" in results[ids[0]]:
         cells["identical"] = sum(results[i][variant]["token_ids"] == results[i]["hf"]["token_ids"] for i in ids)
     return cells
@@ -152,8 +156,9 @@ def leaderboard_markdown(report: dict, split_mt: bool = False) -> str:
     s = report["settings"]
     mode = "greedy" if table["greedy"] else f"sampled at T = {s.get('temperature')}, top-p {s.get('top_p')}"
     measured, planned = len(report["results"]), report.get("planned", len(report["results"]))
+    repeats = f"{s.get('repeats')} repeat" + ("" if s.get("repeats") == 1 else "s")
     lines = [f"{report.get('suite', {}).get('label', 'Spec-Bench')}: {measured} of {planned} questions measured, "
-             f"{mode}, {s.get('max_new_tokens')} new tokens, {s.get('repeats')} repeats, target {s.get('target')}.",
+             f"{mode}, {s.get('max_new_tokens')} new tokens, {repeats}, target {s.get('target')}.",
              "", "Speedups: geometric mean over the row's questions of the ratio of tokens/s (medians over "
              "repeats); in brackets the lowest and highest of that mean taken within each repeat alone.", ""]
     lines += _method_lines(table) + _bar_lines(table)

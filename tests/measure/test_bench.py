@@ -110,3 +110,37 @@ def test_a_run_that_ended_at_its_prefill_does_not_break_the_profile():
     results = {"a": {"hf": _row([1.0]), "ar": ours(0, 1)}, "b": {"hf": _row([1.0]), "ar": ours(4, 4)}}
     profile = bench.summarise(results, ["hf", "ar"])["ar"]["profile"]
     assert profile["ms_per_verify_pass"] == pytest.approx(50.0) and profile["tokens_per_verify_pass"] == 1.0
+
+
+def test_the_spec_bench_suite_prints_the_leaderboards_table(tmp_path, bundled_target, monkeypatch, capsys):
+    """`specviz bench --suite spec-bench --limit 2` (issue 64's CI command; one repeat, 16 tokens) on the
+    bundled model: the default methods and anchors, the public subset's first two questions (both writing)
+    with their categories in bench.json, and a table of the shape the leaderboard has: a "Multi-turn
+    conversation" and an "Overall" row for each of hf_pld and the six methods, the identity column
+    (greedy), the best-single-method table, and a note naming the five rows with no question. Its shape,
+    not its speed."""
+    monkeypatch.setattr(bench, "load", lambda spec, **kw: bundled_target)
+    out = tmp_path / "out"
+    rc = cli.main(["bench", "--suite", "spec-bench", "--limit", "2", "--repeats", "1", "--max-new-tokens", "16",
+                   "--out", str(out)])
+    assert rc == 0
+    printed = capsys.readouterr()
+    report = json.loads((out / "bench.json").read_text(encoding="utf-8"))
+    assert report["variants"] == ["hf", "hf_pld", "ar", "hybrid", "pld", "logitspec", "suffix", "head"]
+    assert list(report["prompts"].values()) == ["writing", "writing"] and report["suite"]["name"] == "spec-bench"
+    lines = [[c.strip() for c in line.strip("|").split("|")] for line in printed.out.splitlines()
+             if line.startswith("| Multi-turn") or line.startswith("| Overall") or line.startswith("| category")]
+    head = lines[0]
+    assert head[:6] == ["category", "questions", "method", "× HF plain", "× HF prompt lookup", "× our AR"]
+    assert head[-1] == "identical to HF plain"
+    table = [row for row in lines[1:] if len(row) == len(head)]
+    assert [(r[0], r[2]) for r in table] == [(row, v) for row in ("Multi-turn conversation", "Overall")
+                                             for v in report["variants"][1:]]
+    assert all(r[1] == "2" and r[3].endswith("×") for r in table)
+    assert [r[-1] for r in table if r[2] == "ar"] == ["2/2", "2/2"]  # our AR is HF greedy, token for token
+    bar = [row for row in lines[1:] if len(row) == 6 and row[0] != "category"]
+    assert [r[0] for r in bar] == ["Multi-turn conversation", "Overall"] and all(r[-1] in ("yes", "no") for r in bar)
+    assert ("No questions measured for Translation, Summarization, Question answering, Mathematical reasoning, "
+            "Retrieval-aug. generation") in printed.out
+    assert "[2/2] 87 (writing)" in printed.err and "elapsed" in printed.err
+    assert "| Overall | 2 | hybrid |" in (out / "summary.md").read_text(encoding="utf-8")

@@ -109,3 +109,19 @@ def test_split_mt_rows_each_mt_bench_category():
     """With split_mt the writing and coding questions are rows of their own."""
     table = bench_table.leaderboard(_report(), split_mt=True)
     assert list(table["rows"]) == ["writing", "coding", "Translation", "Overall"]
+
+
+def test_alpha_is_left_out_for_questions_whose_run_sent_no_draft():
+    """A question where a method sent no draft (drafted_tokens 0, acceptance_rate 0.0 by convention) does not
+    pull the row's α down: α is the mean over the questions that sent one, and "–" when none did; τ keeps
+    every question."""
+    report = _report()
+    for pid, alpha in (("1", 0.0), ("2", 0.8)):
+        report["results"][pid]["suffix"].update(acceptance_rate=alpha, drafted_tokens=0 if pid == "1" else 5)
+    for pid in ("3", "4"):
+        report["results"][pid]["suffix"].update(acceptance_rate=0.0, drafted_tokens=0, mean_accepted_tokens=1.0)
+    rows = bench_table.leaderboard(report)["rows"]
+    assert rows["Multi-turn conversation"]["methods"]["suffix"]["acceptance_rate"] == pytest.approx(0.8)
+    assert rows["Translation"]["methods"]["suffix"]["acceptance_rate"] is None
+    assert rows["Translation"]["methods"]["suffix"]["mean_accepted_tokens"] == 1.0
+    assert rows["Overall"]["methods"]["suffix"]["acceptance_rate"] == pytest.approx(0.8)
