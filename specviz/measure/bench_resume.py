@@ -67,8 +67,9 @@ def measured(previous: dict, prompts: list[dict]) -> dict:
     cats = previous.get("prompts", {})
     for pid in previous["results"]:
         if pid not in ours or cats.get(pid, ours.get(pid)) != ours[pid]:
-            raise ResumeError(f"--resume: prompt {pid!r} in {REPORT} is not in this run's prompt file with the "
-                              "same category; give the same prompt file, or a new --out.")
+            raise ResumeError(f"--resume: prompt {pid!r} in {REPORT} is not among this run's prompts with the "
+                              "same category; give the same prompt file and a --limit that includes it, "
+                              "or a new --out.")
     return dict(previous["results"])
 
 

@@ -134,3 +134,16 @@ def test_a_bad_question_file_fails_before_any_model_loads(tmp_path, capsys, monk
 def test_duration_reads_as_a_person_would():
     """Seconds under a minute, minutes and seconds under an hour, then hours and minutes."""
     assert [bench_resume.duration(s) for s in (4.6, 75, 3725)] == ["5 s", "1 min 15 s", "1 h 2 min"]
+
+
+def test_resume_with_a_limit_below_what_was_measured_says_so(setup, capsys):
+    """Two questions measured, then --resume --limit 1: question 12 is not among this run's prompts, so the
+    run is refused in one line that names it and the --limit, not silently dropped."""
+    argv, out, measured = setup
+    assert cli.main([*argv, "--limit", "2"]) == 0
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as info:
+        cli.main([*argv, "--limit", "1", "--resume"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert info.value.code == 2 and len(err) == 1 and "prompt '12'" in err[0] and "--limit" in err[0]
+    assert list(_results(out)) == ["11", "12"]
