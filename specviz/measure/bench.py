@@ -32,6 +32,7 @@ from specviz.decoding.served import served_plain
 from specviz.loading.loader import load, same_tokenizer
 from specviz.measure import bench_resume, specbench
 from specviz.measure.bench_table import summary_markdown  # noqa: F401 -- where it was
+from specviz.proposers import METHODS as REGISTERED
 from specviz.proposers import suffix
 
 LOOKUP_METHODS = ("pld", "logitspec", "suffix")  # draft lengths come from the proposer's own knobs, K only caps them
@@ -50,7 +51,7 @@ def parse_args(argv, parser_class=argparse.ArgumentParser):
     ap.add_argument("--split-mt", action="store_true", help="with a suite: each MT-bench category as its own row")
     ap.add_argument("--methods", default=None,
                     help=f"ours, comma-separated (default {METHODS}; with a suite {SUITE_METHODS}): "
-                         "ar,pld,logitspec,draft,layerskip,head,suffix,hybrid; add ':norecord' "
+                         f"{','.join(REGISTERED)}; add ':norecord' "
                          "to a method for a run with trace recording off, and ':name=value' for a knob "
                          "(e.g. hybrid:norecord:head_width=1)")
     ap.add_argument("--anchors", default="hf,hf_pld", help="hf,hf_pld,hf_assist (or 'none'); a vLLM-served "
