@@ -16,6 +16,7 @@ from specviz.drafting.tree import DraftTree
 from specviz.loading.loader import derive_draft, tiny_random
 from specviz.passes import fastpath, speedups, verdicts
 from specviz.passes.kvcache import new_cache, rollback
+from tests.helpers.drafts import drafted
 from tests.helpers.tiny import PROMPTS
 
 pytestmark = pytest.mark.skipif(not speedups._onednn_works(), reason="this torch build has no oneDNN linear")
@@ -74,6 +75,7 @@ def test_every_kind_of_pass_has_the_modules_bits(kv_heads):
     both([14, 15])
 
 
+@pytest.mark.drafts
 def test_decoding_is_the_same_with_and_without_it(monkeypatch):
     """Greedy runs of AR, prompt lookup and a draft tree, and sampled runs with a seed (AR, and a
     draft model whose own steps take our forward too), commit the same tokens and draw the same
@@ -83,10 +85,12 @@ def test_decoding_is_the_same_with_and_without_it(monkeypatch):
     draft = derive_draft(target, noise=0.05, seed=9)
     runs = [dict(method="ar"), dict(method="pld", k=4), dict(method="logitspec", k=4),
             dict(method="ar", temperature=0.8, seed=11),
-            dict(method="draft", draft=draft, k=3, temperature=0.8, seed=12)]
+            dict(method="draft", draft=draft, k=3, temperature=0.8, seed=12, plan=False)]  # sent: c ≈ 1 sends none
 
     def tokens():
-        return [generate(target, PROMPTS[0] * 3, max_new_tokens=16, **kw).token_ids for kw in runs]
+        done = [generate(target, PROMPTS[0] * 3, max_new_tokens=16, **kw) for kw in runs]
+        assert all(drafted(run) > 0 for run in done[1:3] + done[4:]), "a drafting run sent no draft"
+        return [run.token_ids for run in done]
 
     assert fastpath.of(target.model) is not None and fastpath.of(draft.model) is not None
     fast = tokens()
