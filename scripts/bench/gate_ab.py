@@ -21,7 +21,7 @@ from specviz.proposers import suffix
 # the brief's mix: categories where retrieval hits (rag, summarization), where it rarely does
 # (writing, humanities, qa) and translation, whose answers are short
 MIX = {"rag": 4, "translation": 4, "writing": 2, "humanities": 2, "qa": 2, "summarization": 1}
-VARIANTS = {"off": {"gate": False}, "on": {}}
+VARIANTS = {"off": {"gate": False}, "on": {"gate": True}}
 
 
 def questions() -> list[dict]:

@@ -23,6 +23,13 @@ from tests.proposers.test_hybrid import ALPHA, PROMPT, VOCAB, _hybrid, models  #
 HIT, MISS = DraftTree.chain([5], retrieval_hit=True), DraftTree(retrieval_hit=False)
 
 
+def _gated(target, head):
+    """A test hybrid with the gate on (off by default: docs/BENCHMARKS.md, drafting priced by what it buys)."""
+    proposer = _hybrid(target, head)
+    proposer.gated = True
+    return proposer
+
+
 def _cycle(sources: list[str], accepted: list[int]) -> CycleTrace:
     nodes = [NodeTrace(i, 5, "", -1, 1, source=s) for i, s in enumerate(sources)]
     return CycleTrace(index=0, k=4, nodes=nodes, accepted=accepted)
@@ -91,7 +98,7 @@ def test_gated_greedy_runs_stay_lossless_and_the_trace_says_what_was_skipped(mon
     head = new_head(target.model, torch.arange(48), seed=1, intermediate=32)
     seen = set()
     for prompt in PROMPTS:
-        run = specviz.generate(target, prompt * 3, proposer=_hybrid(target, head), k=6, max_new_tokens=30,
+        run = specviz.generate(target, prompt * 3, proposer=_gated(target, head), k=6, max_new_tokens=30,
                                chat=False)
         assert run.token_ids == hf_greedy(target, prompt * 3, 30)
         seen |= {(s.source, s.reason) for c in run.cycles for s in c.skipped}
@@ -100,12 +107,11 @@ def test_gated_greedy_runs_stay_lossless_and_the_trace_says_what_was_skipped(mon
     assert [c.skipped for c in again.cycles] == [c.skipped for c in run.cycles]
     cycle = next(c for c in again.cycles if c.skipped)
     assert "Not computed:" in narrate(cycle) and "bought no accepted token" in narrate(cycle)
-    plain = specviz.generate(target, PROMPTS[0] * 3, proposer=_hybrid(target, head), k=6, max_new_tokens=30,
+    plain = specviz.generate(target, PROMPTS[0] * 3, proposer=_gated(target, head), k=6, max_new_tokens=30,
                              chat=False, plan=False)
     assert not any(c.skipped for c in plain.cycles)
-    off = _hybrid(target, head)
-    off.gated = False  # what build(gate=0) makes: every source computed
-    ungated = specviz.generate(target, PROMPTS[0] * 3, proposer=off, k=6, max_new_tokens=30, chat=False)
+    ungated = specviz.generate(target, PROMPTS[0] * 3, proposer=_hybrid(target, head), k=6, max_new_tokens=30,
+                               chat=False)  # the default, gate off: every source computed
     assert not any(c.skipped for c in ungated.cycles)
 
 
@@ -123,7 +129,7 @@ def test_gated_sampling_follows_the_target(models, monkeypatch):  # noqa: F811 (
     target, head = models
     n, counts, skipping = 800, np.zeros((VOCAB,) * 3), 0
     for seed in range(n):
-        run = Decoder(target, PROMPT, proposer=_hybrid(target, head), k=2, temperature=0.7, top_p=0.9, seed=seed,
+        run = Decoder(target, PROMPT, proposer=_gated(target, head), k=2, temperature=0.7, top_p=0.9, seed=seed,
                       max_new_tokens=6, chat=False, record=False).run()
         counts[tuple(run.token_ids[1:4])] += 1  # 6 tokens: later cycles, with a record, draft some
         skipping += any(c.skipped for c in run.cycles)
