@@ -176,6 +176,14 @@ def _onednn_bf16() -> bool:
 
 
 _NATIVE_BF16: bool | None = None  # the CPU does not change while the process runs
+# environment variables that choose the CPU kernels (instruction set, threads), and so their speed and last bits
+KERNEL_ENV = ("ONEDNN_", "DNNL_", "MKL_", "OMP_", "ATEN_", "KMP_")
+
+
+def kernel_env() -> list[tuple[str, str]]:
+    """The KERNEL_ENV variables set now, sorted: a check or a timing made under others does not apply
+    (ONEDNN_MAX_CPU_ISA=AVX2 runs AVX2 kernels on an AVX-512 CPU)."""
+    return sorted((k, v) for k, v in os.environ.items() if k.startswith(KERNEL_ENV))
 
 
 @functools.lru_cache(maxsize=1)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
@@ -29,8 +28,6 @@ log = logging.getLogger("specviz.passes.fastpath")  # said where the fast forwar
 FILE_NAME = "fastpath_checks.json"
 # the code a verdict vouches for: an edit to any of them is checked again
 SOURCES = tuple(Path(__file__).with_name(name) for name in ("fastpath.py", "speedups.py", "verdicts.py"))
-# environment variables that choose the CPU kernels (instruction set, threads) and so the last bits
-_KERNEL_ENV = ("ONEDNN_", "DNNL_", "MKL_", "OMP_", "ATEN_", "KMP_")
 _REMEMBER = threading.Event()
 
 
@@ -50,7 +47,7 @@ def verdict_key(model: torch.nn.Module) -> str:
     config.pop("_name_or_path", None)  # where it was loaded from does not change a bit
     digest = hashlib.sha256()
     for part in (flags, json.dumps(config, sort_keys=True, default=str),
-                 json.dumps(sorted((k, v) for k, v in os.environ.items() if k.startswith(_KERNEL_ENV))),
+                 json.dumps(speedups.kernel_env()),
                  *(path.read_text(encoding="utf-8") for path in SOURCES)):
         digest.update(part.encode())
     with torch.no_grad():

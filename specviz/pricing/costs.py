@@ -68,8 +68,10 @@ def cache_key(model: LoadedModel, prefix_len: int) -> str:
     # our fast forward changes what a pass costs (fastpath.py), so profiles timed without it do not apply
     fast = ["fast-forward"] if fastpath.in_force(model.model) else []
     tuned = "+".join(speedups.applied(model.model) + fast) or "stock"
+    # kernel settings (ONEDNN_MAX_CPU_ISA=AVX2, OMP_*) change what a pass costs; none set keeps the old keys
+    kernels = "".join(f"|{k}={v}" for k, v in speedups.kernel_env()) if model.device.type == "cpu" else ""
     return (f"{model.name}|{model.device}|{dtype}|{tuned}|torch {torch.__version__}|"
-            f"{hardware(model.device)}|prefix {prefix_len}")
+            f"{hardware(model.device)}{kernels}|prefix {prefix_len}")
 
 
 def default_cache_file() -> Path:

@@ -104,6 +104,20 @@ def test_key_separates_dtypes_and_speedups(tiny):
     assert costs.cache_key(tiny, 200) != key
 
 
+def test_key_separates_kernel_settings(tiny, monkeypatch):
+    """A profile timed with oneDNN held to AVX2 (ONEDNN_MAX_CPU_ISA, as a stand-in for an AVX2 CPU) or
+    under another OpenMP setting is not reused without it, nor the other way; with none set the key
+    is what it was before such settings were read, so profiles already on disk stay valid."""
+    for name in [k for k, _ in specviz.passes.speedups.kernel_env()]:
+        monkeypatch.delenv(name)
+    plain = costs.cache_key(tiny, 200)
+    assert "ONEDNN" not in plain and plain.endswith(f"{costs.hardware(tiny.device)}|prefix 200")
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    held = costs.cache_key(tiny, 200)
+    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
+    assert len({plain, held, costs.cache_key(tiny, 200)}) == 3 and "ONEDNN_MAX_CPU_ISA=AVX2" in held
+
+
 def test_the_key_reads_the_fast_forward_in_force_without_walking_the_weights(tiny, monkeypatch):
     """Every Step prices its run, so the cost key is read every Step. Once the fast forward was
     decided, the key says so without re-checking each weight's identity (FastForward.current, a walk
