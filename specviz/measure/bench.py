@@ -314,15 +314,20 @@ def run_bench(args, partial=None, previous: dict | None = None) -> dict:
     warm = target.encode("Hello", chat=not args.raw)
     for v in variants:  # the first passes pay for allocation and kernel choice; keep them out
         time_variant(target, warm, v, draft, argparse.Namespace(**{**vars(args), "max_new_tokens": 8}))
-    start = time.perf_counter()
-    report = None
-    for n, item in enumerate(todo, start=1):
-        results[item["id"]] = _measure(target, draft, item, variants, args)
-        speeds = {v: results[item["id"]][v]["tokens_per_s"] for v in variants}
-        say(bench_resume.progress_line(len(results), len(prompts), item, speeds, time.perf_counter() - start, n))
-        report = _report(args, variants, cost, prompts, results, previous)
-        if partial is not None:
-            partial(report)
+    start, saved = time.perf_counter(), len(results)
+    try:
+        for n, item in enumerate(todo, start=1):
+            results[item["id"]] = _measure(target, draft, item, variants, args)
+            report = _report(args, variants, cost, prompts, results, previous)
+            if partial is not None:
+                partial(report)
+            saved = len(results)
+            speeds = {v: results[item["id"]][v]["tokens_per_s"] for v in variants}
+            say(bench_resume.progress_line(len(results), len(prompts), item, speeds, time.perf_counter() - start, n))
+    except KeyboardInterrupt:  # a prompt measured but not yet saved when Ctrl-C came is saved now
+        if partial is not None and len(results) > saved:
+            partial(_report(args, variants, cost, prompts, results, previous))
+        raise
     return report
 
 

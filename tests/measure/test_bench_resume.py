@@ -147,3 +147,22 @@ def test_resume_with_a_limit_below_what_was_measured_says_so(setup, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert info.value.code == 2 and len(err) == 1 and "prompt '12'" in err[0] and "--limit" in err[0]
     assert list(_results(out)) == ["11", "12"]
+
+
+def test_ctrl_c_between_measuring_a_prompt_and_saving_it_still_saves_it(setup, capsys, monkeypatch):
+    """Ctrl-C that lands after question 11 was measured but while its report was being built (a real
+    SIGINT did, right after the progress line) still leaves question 11 in bench.json, and the stop line
+    counts it."""
+    argv, out, _ = setup
+    real, calls = bench._report, []
+
+    def interrupted_once(*a):
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        return real(*a)
+
+    monkeypatch.setattr(bench, "_report", interrupted_once)
+    assert cli.main(argv) == 130
+    assert list(_results(out)) == ["11"]
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith("specviz: stopped with 1 of 3 prompts")
