@@ -40,8 +40,14 @@ def report_html(report: dict) -> str:
     machine = html.escape(", ".join(f"{k}: {v}" for k, v in report["machine"].items()))
     return ("<!doctype html><meta charset='utf-8'><title>SpecViz bench</title>"
             f"<h1>SpecViz bench</h1><p>{machine}</p><table border='1' cellpadding='4'>"
-            f"<tr>{head}</tr>{rows}</table>"
-            + speedup_figure(report).to_html(full_html=False, include_plotlyjs=True) + _by_category(report))
+            f"<tr>{head}</tr>{rows}</table>" + _speedups(report) + _by_category(report))
+
+
+def _speedups(report: dict) -> str:
+    """The per-prompt chart over HF plain; a run without that anchor (--anchors none, a served target) has none."""
+    if "hf" not in report.get("variants", ()):
+        return "<p>No chart: HF plain generate did not run (see --anchors).</p>"
+    return speedup_figure(report).to_html(full_html=False, include_plotlyjs=True)
 
 
 def _by_category(report: dict) -> str:

@@ -144,3 +144,15 @@ def test_the_spec_bench_suite_prints_the_leaderboards_table(tmp_path, bundled_ta
             "Retrieval-aug. generation") in printed.out
     assert "[2/2] 87 (writing)" in printed.err and "elapsed" in printed.err
     assert "| Overall | 2 | hybrid |" in (out / "summary.md").read_text(encoding="utf-8")
+
+
+def test_a_report_without_hf_plain_says_it_has_no_chart():
+    """A run with --anchors none (or a served target, whose anchor is vllm) has no HF plain to divide by: the
+    HTML report keeps its table and says there is no chart, instead of failing with a KeyError."""
+    from specviz.viz.bench_report import report_html
+
+    row = {"tokens_per_s": 5.0, "token_ids": [1]}
+    report = {"machine": {"date": "d"}, "variants": ["ar"], "prompts": {"a": "writing"}, "results": {"a": {"ar": row}},
+              "summary": {"ar": {"tokens_per_s_median": 5.0}}}
+    page = report_html(report)
+    assert "<table" in page and "HF plain generate did not run" in page
