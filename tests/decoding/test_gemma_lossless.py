@@ -87,21 +87,25 @@ ALPHA = 1e-3  # seeds are fixed, so a pass or a failure is the same every run
 
 @pytest.fixture(scope="module")
 def exact_second(gemma_target):
-    """p(t2) = Σ p(t1) p(t2 | t1) under T and top-p, by full forwards over the prompt and each possible t1."""
-    from specviz.drafting.sampling import probs_from_logits
+    """p(t2) = Σ p(t1) p(t2 | t1) under T and top-p, by full forwards over the prompt and each possible t1;
+    the nucleus from tests/helpers/reference.py (numpy, float64), not the engine's own code."""
+    import numpy as np
+
+    from tests.helpers.reference import nucleus
 
     model, ids = gemma_target.model, gemma_target.encode(CHI_PROMPT, chat=False)
     with torch.inference_mode():
-        p1 = probs_from_logits(model(torch.tensor([ids])).logits[0, -1], CHI_T, CHI_P)
-        firsts = p1.nonzero().flatten().tolist()
-        rows = model(torch.tensor([ids + [t] for t in firsts])).logits[:, -1]
-        p2 = torch.stack([probs_from_logits(r, CHI_T, CHI_P) for r in rows])
-    return ids, (p1[firsts] @ p2).double()
+        p1 = nucleus(model(torch.tensor([ids])).logits[0, -1].double().numpy(), CHI_T, CHI_P)
+        firsts = p1.nonzero()[0].tolist()
+        rows = model(torch.tensor([ids + [t] for t in firsts])).logits[:, -1].double().numpy()
+    p2 = np.stack([nucleus(row, CHI_T, CHI_P) for row in rows])
+    return ids, p1[firsts] @ p2
 
 
 def second_token_pvalue(gemma_target, ids, exact) -> float:
     """χ² p-value of the second new token over CHI_N seeds of prompt lookup (the first token a
-    draft-and-verify cycle commits); categories expected fewer than 5 times are pooled."""
+    draft-and-verify cycle commits); tokens of the nucleus expected fewer than 5 times are pooled. A
+    token drawn outside the nucleus (p = 0 there) fails at once: no cell can hide it."""
     from scipy.stats import chisquare
 
     counts: dict[int, int] = {}
@@ -111,9 +115,12 @@ def second_token_pvalue(gemma_target, ids, exact) -> float:
         assert run.cycles[0].nodes  # the second token came out of a verify pass over a draft
         counts[run.token_ids[1]] = counts.get(run.token_ids[1], 0) + 1
     expected = exact / exact.sum() * CHI_N
-    big = [t for t in expected.nonzero().flatten().tolist() if expected[t] >= 5]
-    observed = [counts.get(t, 0) for t in big] + [CHI_N - sum(counts.get(t, 0) for t in big)]
-    wanted = [float(expected[t]) for t in big] + [CHI_N - float(sum(expected[t] for t in big))]
+    outside = {t: n for t, n in counts.items() if expected[t] == 0}
+    assert not outside, f"tokens drawn outside the top-p {CHI_P} nucleus (token: times): {outside}"
+    big = [t for t in expected.nonzero()[0].tolist() if expected[t] >= 5]
+    rare = [t for t in expected.nonzero()[0].tolist() if expected[t] < 5]  # inside the nucleus, pooled
+    observed = [counts.get(t, 0) for t in big] + ([sum(counts.get(t, 0) for t in rare)] if rare else [])
+    wanted = [float(expected[t]) for t in big] + ([float(sum(expected[t] for t in rare))] if rare else [])
     return float(chisquare(observed, wanted).pvalue)
 
 
