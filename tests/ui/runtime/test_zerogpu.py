@@ -15,7 +15,7 @@ import pytest
 import specviz
 from specviz.decoding.engine import Decoder
 from specviz.decoding.runstate import LIVE, LiveCaches
-from specviz.proposers.suffix import unshared
+from specviz.proposers.suffix import EARLIER, unshared
 from specviz.ui.runtime import work, zerogpu
 from specviz.ui.runtime.state import MODELS
 from tests.helpers import fork_gpu
@@ -119,19 +119,10 @@ def _decisions(cycles) -> list:
             for c in cycles]
 
 
-# Known, not yet diagnosed (2026-12-05): in a full suite run, and only there (alone, and after each
-# of test_warmup, test_vllm, test_head and test_hybrid, it passes), the sampled hybrid's resumed run
-# diverged from its straight twin at token 19, the same way in three runs. Something an earlier test
-# leaves in the process changes one of the two; the closing note of 2026-12-05 says so. Not strict:
-# the case still runs and passes wherever the divergence does not appear.
-ORDER_DEPENDENT = pytest.mark.xfail(reason="diverges at token 19 after the full suite's earlier tests only "
-                                    "(not yet diagnosed, 2026-12-05)", strict=False)
-
-
 @pytest.mark.bundled
 @pytest.mark.slow
 @pytest.mark.parametrize("method,temperature", [("head", 0.0), ("head", 0.8), ("hybrid", 0.0),
-                                                pytest.param("hybrid", 0.8, marks=ORDER_DEPENDENT)],
+                                                ("hybrid", 0.8)],
                          ids=["head-0.0", "head-0.8", "hybrid-0.0", "hybrid-0.8"])
 def test_head_with_caches_dropped_every_cycle(bundled_target, method, temperature):
     """The trained head's run, and the hybrid's (the app's default: retrieval beside the head),
@@ -157,6 +148,37 @@ def test_head_with_caches_dropped_every_cycle(bundled_target, method, temperatur
         assert set(sources) - {"head"}, "no retrieval node: the run did not exercise the hybrid"
     if temperature:
         assert any(n.r is not None for c in state.cycles for n in c.nodes)  # draws were made and compared
+
+
+@pytest.mark.bundled
+@pytest.mark.slow
+def test_the_sampled_hybrid_resumed_after_a_class_fed_the_store(bundled_target):
+    """After a class fed suffix decoding's store (three runs on the prompt), the sampled hybrid's run,
+    resumed from its pickled state with no cache after every cycle while a classmate's run of the
+    same seed ended after its first cycle (each resume finds a grown store, as a ZeroGPU worker
+    forked later would), gives the tokens and every draw of the classmate's uninterrupted run: a
+    run drafts from the store as it was at its first cycle, wherever it is resumed."""
+    kw = dict(method="hybrid", k=4, temperature=0.8, seed=11, max_new_tokens=24)
+    prompt = "List three colours of the rainbow. Red, orange, yellow: list three colours of the rainbow."
+    EARLIER.clear()
+    for seed in (1, 2, 3):  # the class so far: each run feeds the store as it ends
+        specviz.generate(bundled_target, prompt, **{**kw, "seed": seed})
+    live = LiveCaches()  # never parked into: each resume finds no cache and rebuilds it
+
+    def resumed_step(state):
+        decoder = Decoder.resume(bundled_target, pickle.loads(pickle.dumps(state.light())), live=live)
+        decoder.step()
+        return state.merge(decoder.state())
+
+    state = resumed_step(Decoder(bundled_target, prompt, **kw).state())  # its first cycle reads the store
+    straight = specviz.generate(bundled_target, prompt, **kw)  # the classmate: it ends and feeds the store
+    assert sum(EARLIER.entry(bundled_target.model, bundled_target.encode(prompt, True)).weights) == 4
+    while not state.done:
+        state = resumed_step(state)
+    EARLIER.clear()
+    assert state.ids[len(state.prompt_ids):] == straight.token_ids
+    assert _decisions(state.cycles) == _decisions(straight.cycles)
+    assert "suffix-earlier" in {n.source for c in state.cycles for n in c.nodes}  # it drafted from the class
 
 
 # -- the app through its API, in one process and under the forked stand-in ---------------------------
