@@ -28,30 +28,36 @@ def references(bundled_target):
     return reference
 
 
-def check(target, prompts, references, method, k=8, **kw):
-    """Decode each prompt greedily and compare with the reference; return the accepted drafts."""
-    accepted = 0
+def check(target, prompts, references, method, k=8, **kw) -> tuple[int, int]:
+    """Decode each prompt greedily and compare with the reference; return (drafts sent, drafts accepted)."""
+    drafted = accepted = 0
     for item in prompts:
         run = specviz.generate(target, item["prompt"], method=method, k=k, max_new_tokens=N, chat=True,
                                record=False, **kw)
         assert run.token_ids == references(item), f"{method} differs on prompt {item['id']}"
+        drafted += run.metrics["drafted_tokens"]
         accepted += run.metrics["accepted_tokens"]
-    return accepted
+    return drafted, accepted
 
 
+@pytest.mark.drafts
 @pytest.mark.parametrize("method", ["pld", "logitspec"])
 def test_retrieval_proposers_are_lossless(bundled_target, bench_prompts, references, method):
     """Prompt lookup and LogitSpec (CPU defaults) give HF's greedy tokens on all 16 public prompts,
     and some drafts are accepted."""
-    assert check(bundled_target, bench_prompts, references, method) > 0
+    assert check(bundled_target, bench_prompts, references, method)[1] > 0
 
 
+@pytest.mark.drafts
 def test_logitspec_wide_trees_are_lossless(bundled_target, bench_prompts, references):
     """LogitSpec with wide multi-branch trees (tree mask, cache gather) gives HF's greedy tokens."""
-    assert check(bundled_target, bench_prompts[:FEW], references, "logitspec", **TREE_KNOBS) > 0
+    assert check(bundled_target, bench_prompts[:FEW], references, "logitspec", **TREE_KNOBS)[1] > 0
 
 
+@pytest.mark.drafts
 def test_layerskip_is_lossless(bundled_target, bench_prompts, references):
-    """Layer-skip self-drafting gives HF's greedy tokens on a few public prompts."""
-    # K = 2: its drafts rarely survive, and each costs two thirds of a target pass
-    check(bundled_target, bench_prompts[:FEW], references, "layerskip", k=2)
+    """Layer-skip self-drafting gives HF's greedy tokens on a few public prompts, with its drafts
+    sent: each costs two thirds of a target pass, so the planner would send none (plan=False)."""
+    # K = 2: its drafts rarely survive
+    drafted, _ = check(bundled_target, bench_prompts[:FEW], references, "layerskip", k=2, plan=False)
+    assert drafted > 0, "no layer-skip draft was sent: the check ran on plain decoding"
