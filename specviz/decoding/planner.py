@@ -30,7 +30,7 @@ import torch
 
 from specviz.decoding.trace import ACCEPTED, REJECTED
 from specviz.drafting.tree import DraftTree, Source, SourceKind
-from specviz.pricing.cost_profile import PROFILE_MIN_PARAMS, CostProfile, as_planned
+from specviz.pricing.cost_profile import PROFILE_MIN_PARAMS, CostProfile, as_planned, interpolate
 
 PRIOR = (1.0, 1.0)  # Beta prior on a source's acceptance: an unseen source is tried at 0.5
 DECAY = 0.85  # counts of a source left out of a cycle shrink, so a pruned source is retried later
@@ -261,7 +261,36 @@ class Planner:
 
     # -- as data (runstate.py) -----------------------------------------------------------------------
     def state(self) -> dict:
-        return {"counts": {k: list(v) for k, v in self.counts.items()}}
+        """The counts, and the prices the run started with: a run resumed in another process, or after
+        this process timed its passes again, prices its cycles as the uninterrupted run did."""
+        return {"counts": {k: list(v) for k, v in self.counts.items()}, "prices": self._prices()}
 
     def set_state(self, state: dict) -> None:
         self.counts = {k: list(v) for k, v in state.get("counts", {}).items()}
+        prices = state.get("prices")
+        if prices:  # a state saved before prices travelled keeps this process's
+            v = {int(n): float(x) for n, x in prices["v"].items()}
+            self._v1 = _Interpolated(v)
+            self._c1, self.batch = float(prices["c"]), 0  # batch 0: the next price_at sets _v and c anew
+            self.price_at(1)
+
+    def _prices(self) -> dict:
+        """v at the alone profile's own measured points (a CostProfile), else at every size a tree may
+        send; and c."""
+        points = getattr(self._v1, "v", None)
+        if isinstance(points, dict):
+            return {"v": {int(n): float(x) for n, x in points.items()}, "c": self._c1}
+        return {"v": {n: float(self._v1(n)) for n in range(1, MAX_PRICED + 1)}, "c": self._c1}
+
+
+MAX_PRICED = 128  # sizes priced in a state without a profile's points: more than any tree sends (64 nodes + 1)
+
+
+class _Interpolated:
+    """v(n) from measured points, read as a cost profile reads them (linear between, along the last segment)."""
+
+    def __init__(self, points: dict[int, float]):
+        self.v = points
+
+    def __call__(self, n: float) -> float:
+        return interpolate(self.v, n)

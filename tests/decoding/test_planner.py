@@ -1,6 +1,8 @@
 """Cost-aware drafting (specviz/decoding/planner.py): send what pays, nothing when nothing pays, and stay exact."""
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 import torch
@@ -10,6 +12,7 @@ from specviz.decoding.engine import Decoder
 from specviz.decoding.planner import PRIOR_V, PROFILE_MIN_PARAMS, Planner, key, verify_cost
 from specviz.drafting.tree import DraftTree, Source, SourceKind
 from specviz.loading.loader import derive_draft, tiny_random
+from specviz.pricing.cost_profile import CostProfile
 from specviz.proposers.draft_model import DraftModelProposer
 from specviz.teach.toy import chi_square_p_value
 from tests.helpers.reference import exact_joint
@@ -249,3 +252,53 @@ def test_each_method_gets_its_own_default_k():
     assert Decoder(target, PROMPTS[0], method="logitspec", chat=False).k == 16
     assert Decoder(target, PROMPTS[0], method="draft", draft=draft, chat=False).k == 8
     assert Decoder(target, PROMPTS[0], method="pld", k=3, chat=False).k == 3
+
+
+# -- the prices a run started with travel in its state ----------------------------------------------
+CHEAP = CostProfile(model="m", device="cpu", dtype="float32", prefix_len=200, pass_s=0.05,
+                    v={1: 1.0, 2: 1.05, 4: 1.1, 8: 1.2, 16: 1.5})
+DEAR = CostProfile(model="m", device="cpu", dtype="float32", prefix_len=200, pass_s=0.05,
+                   v={1: 1.0, 2: 1.9, 4: 3.0, 8: 5.0, 16: 9.0})
+
+
+def test_a_resumed_planner_prices_as_the_run_started():
+    """A planner set from a state keeps that state's v(n) and c, not those of the process it resumes
+    in (a ZeroGPU worker, or a process that timed its passes again since): v at every size and c equal
+    the first planner's, so the same counts send the same draft."""
+    first = Planner(greedy=True, v=CHEAP, c=0.1)
+    first.counts[key(LOOKUP, 1)] = [30.0, 50.0]
+    later = Planner(greedy=True, v=DEAR, c=0.7)
+    later.set_state(first.state())
+    assert [later.v(n) for n in range(1, 40)] == [first.v(n) for n in range(1, 40)]
+    assert later.c == first.c == 0.1
+    assert later.prune(CHAIN).tokens == first.prune(CHAIN).tokens
+    assert Planner(greedy=True, v=DEAR).prune(CHAIN).tokens != first.prune(CHAIN).tokens  # the prices matter here
+
+
+def test_a_state_without_prices_keeps_this_process_prices():
+    """A state saved before prices travelled (counts only) leaves the resuming planner's own v and c."""
+    later = Planner(greedy=True, v=DEAR, c=0.7)
+    later.set_state({"counts": {key(LOOKUP, 1): [1.0, 2.0]}})
+    assert later.v(4) == DEAR(4) and later.c == 0.7 and later.counts == {key(LOOKUP, 1): [1.0, 2.0]}
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.9])
+def test_a_run_resumed_after_its_prices_changed_goes_on_draw_for_draw(monkeypatch, temperature):
+    """A sampled (and a greedy) run resumed every cycle while this process's v(n) changes under it (as
+    when a profile is timed again, or a forked worker times its own) gives every token and draw of the
+    same run uninterrupted: the prices travel in the run's state. Failed before they did."""
+    target = tiny_random(vocab_size=32, layers=2, seed=0)
+    kw = dict(method="pld", k=4, temperature=temperature, seed=5, max_new_tokens=24, chat=False)
+    monkeypatch.setattr("specviz.decoding.engine.verify_cost", lambda t: CHEAP)
+    start = Decoder(target, [4, 5, 6, 7, 4, 5, 6, 7, 4, 5, 6], **kw).state()
+    straight = Decoder.resume(target, pickle.loads(pickle.dumps(start))).run()
+    monkeypatch.setattr("specviz.decoding.engine.verify_cost", lambda t: DEAR)  # a dear pass: send less
+    state = start
+    while not state.done:
+        decoder = Decoder.resume(target, pickle.loads(pickle.dumps(state.light())))
+        decoder.step()
+        state = state.merge(decoder.state())
+    assert sum(len(c.nodes) for c in straight.cycles) > 0  # drafts were sent, so prices decided something
+    assert state.ids[len(state.prompt_ids):] == straight.token_ids
+    assert [[(n.token, n.status, n.r) for n in c.nodes] for c in state.cycles] == \
+        [[(n.token, n.status, n.r) for n in c.nodes] for c in straight.cycles]

@@ -127,17 +127,20 @@ def _decisions(cycles) -> list:
 def test_head_with_caches_dropped_every_cycle(bundled_target, method, temperature):
     """The trained head's run, and the hybrid's (the app's default: retrieval beside the head),
     resumed from its pickled state with no cache after every cycle, gives the tokens and every draw
-    of an uninterrupted run (the head's hidden state travels in the state), head nodes included."""
+    of the same run uninterrupted (the head's hidden state and the planner's prices travel in the
+    state, so whatever this process timed since the run began cannot change its choices), head nodes
+    included."""
     kw = dict(method=method, k=4, temperature=temperature, seed=11, max_new_tokens=24)
     prompt = "List three colours of the rainbow. Red, orange, yellow: list three colours of the rainbow."
     with unshared():  # neither run drafts from the other's output (the hybrid's suffix store)
-        state = Decoder(bundled_target, prompt, **kw).state()
+        start = Decoder(bundled_target, prompt, **kw).state()  # its prices travel in it (planner.state)
+        straight = Decoder.resume(bundled_target, pickle.loads(pickle.dumps(start.light())), live=LiveCaches()).run()
+        state = start
         live = LiveCaches()  # never parked into: each resume finds no cache and rebuilds it
         while not state.done:
             decoder = Decoder.resume(bundled_target, pickle.loads(pickle.dumps(state.light())), live=live)
             decoder.step()
             state = state.merge(decoder.state())
-        straight = specviz.generate(bundled_target, prompt, **kw)
     assert state.ids[len(state.prompt_ids):] == straight.token_ids
     assert state.origins == straight.origins
     assert _decisions(state.cycles) == _decisions(straight.cycles)
