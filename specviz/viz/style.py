@@ -100,7 +100,7 @@ def num(x: float | None) -> str:
 # types: plotly copies the template into every figure and its JSON, and plotly_white's styles for
 # the other 38 types (heatmaps, maps, 3-D...) were 4 KB of each figure, five figures a Step, each
 # built, copied and sent to every student of a class. Drawing a new type? Add it here.
-TRACE_TYPES = ("bar", "scatter")
+TRACE_TYPES = ("bar", "heatmap", "scatter")  # heatmap: the Spec-Bench category chart
 
 
 def _theme(base: str = "plotly_white", kinds=TRACE_TYPES) -> go.layout.Template:
