@@ -32,6 +32,8 @@ from specviz.decoding.served import served_plain
 from specviz.loading.loader import load, same_tokenizer
 from specviz.measure import bench_resume, specbench
 from specviz.measure.bench_table import summary_markdown  # noqa: F401 -- where it was
+from specviz.passes import speedups
+from specviz.pricing.timing import cpu_name
 from specviz.proposers import METHODS as REGISTERED
 from specviz.proposers import suffix
 
@@ -235,9 +237,20 @@ def summarise(results: dict, variants: list[str]) -> dict:
     return out
 
 
+CPU_FEATURES = ("avx2", "avx512f", "avx512_bf16", "amx_tile")  # what decides a CPU's speed here (DESIGN.md)
+
+
+def cpu() -> str:
+    """The processor's name and which of CPU_FEATURES it has, e.g. 'AMD EPYC (avx2, avx512f, avx512_bf16)'."""
+    flags = next((line.split(":", 1)[1].split() for line in speedups.cpuinfo().splitlines()
+                  if line.startswith("flags")), [])
+    have = [f for f in CPU_FEATURES if f in flags]
+    return f"{cpu_name()} ({', '.join(have) or 'none of ' + '/'.join(CPU_FEATURES)})"
+
+
 def machine() -> dict:
     return {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "python": platform.python_version(),
-            "cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads(),
+            "cpu": cpu(), "threads": torch.get_num_threads(),
             "torch": torch.__version__, "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
 
 

@@ -156,3 +156,16 @@ def test_a_report_without_hf_plain_says_it_has_no_chart():
               "summary": {"ar": {"tokens_per_s_median": 5.0}}}
     page = report_html(report)
     assert "<table" in page and "HF plain generate did not run" in page
+
+
+def test_the_report_names_the_cpu_and_the_features_that_decide_its_speed(monkeypatch):
+    """A bench report's machine names the processor and which of AVX2, AVX-512, AVX-512 BF16 and AMX it
+    has (read from /proc/cpuinfo), since one CPU name covers machines of very different speed here."""
+    from specviz.measure import bench as bench_module
+    from specviz.passes import speedups
+
+    info = "model name\t: AMD EPYC\nflags\t\t: fpu sse2 avx2 fma avx512f avx512bw\n"
+    monkeypatch.setattr(speedups, "cpuinfo", lambda: info)
+    assert bench_module.machine()["cpu"] == "AMD EPYC (avx2, avx512f)"
+    monkeypatch.setattr(speedups, "cpuinfo", lambda: "model name\t: Old CPU\nflags\t\t: fpu sse2\n")
+    assert bench_module.cpu() == "Old CPU (none of avx2/avx512f/avx512_bf16/amx_tile)"
