@@ -242,9 +242,7 @@ CPU_FEATURES = ("avx2", "avx512f", "avx512_bf16", "amx_tile")  # what decides a 
 
 def cpu() -> str:
     """The processor's name and which of CPU_FEATURES it has, e.g. 'AMD EPYC (avx2, avx512f, avx512_bf16)'."""
-    flags = next((line.split(":", 1)[1].split() for line in speedups.cpuinfo().splitlines()
-                  if line.startswith("flags")), [])
-    have = [f for f in CPU_FEATURES if f in flags]
+    have = [f for f in CPU_FEATURES if f in speedups.cpu_flags()]
     return f"{cpu_name()} ({', '.join(have) or 'none of ' + '/'.join(CPU_FEATURES)})"
 
 

@@ -158,12 +158,17 @@ def native_bf16() -> bool:
     without the first bf16 is emulated, without the second oneDNN's bf16 kernels refuse to run."""
     global _NATIVE_BF16
     if _NATIVE_BF16 is None:
-        words = set()
-        for line in cpuinfo().splitlines():
-            if line.startswith(("flags", "Features")):
-                words.update(line.split(":", 1)[1].split())
-        _NATIVE_BF16 = bool(words & {"avx512_bf16", "amx_bf16", "bf16"}) and _onednn_bf16()
+        _NATIVE_BF16 = bool(cpu_flags() & {"avx512_bf16", "amx_bf16", "bf16"}) and _onednn_bf16()
     return _NATIVE_BF16
+
+
+def cpu_flags() -> set[str]:
+    """The CPU's feature words from /proc/cpuinfo (x86 "flags", Arm "Features"); empty where there is none."""
+    words: set[str] = set()
+    for line in cpuinfo().splitlines():
+        if line.startswith(("flags", "Features")):
+            words.update(line.split(":", 1)[1].split())
+    return words
 
 
 def _onednn_bf16() -> bool:
