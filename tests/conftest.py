@@ -70,7 +70,12 @@ def pytest_make_collect_report(collector):
 
 def pytest_collection_modifyitems(config, items):
     """Without Chromium, browser tests skip with a reason on a developer's machine; in CI they
-    stay in and fail (see `chromium_path`), since a skipped browser test there checks nothing."""
+    stay in and fail (see `chromium_path`), since a skipped browser test there checks nothing.
+
+    SPECVIZ_TEST_ORDER=reverse runs the tests last to first: a test that passes only after (or
+    only before) another one leaves or finds state in the process shows up as a failure."""
+    if os.environ.get("SPECVIZ_TEST_ORDER", "") == "reverse":
+        items.reverse()
     if IN_CI or shutil.which(CHROMIUM):
         return
     skip = pytest.mark.skip(reason=f"{CHROMIUM} is missing: apt-get install chromium")

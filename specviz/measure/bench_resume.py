@@ -91,3 +91,38 @@ def progress_line(done: int, total: int, item: dict, speeds: dict, elapsed: floa
     eta = f", about {duration(left)} left" if done < total else ", done"
     return (f"[{done}/{total}] {item['id']}{cat}: " + ", ".join(f"{v} {x:.1f}" for v, x in speeds.items())
             + f" tok/s · {duration(elapsed)} elapsed{eta}")
+
+
+def merge(reports: list[dict], label: str | None = None) -> dict:
+    """One report from the pieces of a run split across cores (each its own `--questions` file): the
+    settings (but the questions file) and the machine must agree, and no prompt may be in two pieces.
+    Each piece's cost profile is kept, since each timed its own; the summary is rebuilt by the caller."""
+    if not reports:
+        raise ResumeError("merge: give at least one bench.json.")
+    first = reports[0]
+    free = FREE + ("questions",)
+    results, prompts, profiles = {}, {}, []
+    for n, rep in enumerate(reports, 1):
+        for key in sorted(set(first["settings"]) | set(rep["settings"])):
+            if key not in free and first["settings"].get(key) != rep["settings"].get(key):
+                raise ResumeError(f"merge: piece {n} was measured with {key}={rep['settings'].get(key)!r}, "
+                                  f"piece 1 with {first['settings'].get(key)!r}: only one run's pieces merge.")
+        for key in SAME_MACHINE:
+            if rep.get("machine", {}).get(key) != first.get("machine", {}).get(key):
+                raise ResumeError(f"merge: piece {n} ran with {key} {rep.get('machine', {}).get(key)!r}, "
+                                  f"piece 1 with {first.get('machine', {}).get(key)!r}: pieces must share a machine.")
+        if rep.get("variants") != first.get("variants"):
+            raise ResumeError(f"merge: piece {n} measured {rep.get('variants')}, piece 1 {first.get('variants')}.")
+        twice = sorted(set(results) & set(rep["results"]))
+        if twice:
+            raise ResumeError(f"merge: prompt {twice[0]!r} is in two pieces; each prompt must be measured once.")
+        results.update(rep["results"])
+        prompts.update(rep.get("prompts", {}))
+        profiles.append(rep.get("cost_profile"))
+    merged = {**first, "results": results, "prompts": prompts, "cost_profile": profiles,
+              "planned": sum(r.get("planned", len(r["results"])) for r in reports),
+              "pieces": [{"questions": r["settings"].get("questions"), "machine": r.get("machine"),
+                          "prompts": len(r["results"])} for r in reports]}
+    if label and "suite" in merged:
+        merged["suite"] = {**merged["suite"], "label": label}
+    return merged

@@ -204,11 +204,13 @@ def summary_markdown(report: dict) -> str:
                   f"{n / 2 ** reps:.1f} of {n}.", ""]
         lines += [f"- {v}: {len(s['slower_every_repeat'])} of {n}"
                   + (f" ({', '.join(s['slower_every_repeat'])})" if s["slower_every_repeat"] else "") for v, s in slow]
-    if report.get("cost_profile"):
-        cp = report["cost_profile"]
+    profiles = report.get("cost_profile") or []
+    profiles = profiles if isinstance(profiles, list) else [profiles]  # a merged run: one per piece
+    for n, cp in enumerate(p for p in profiles if p):
         pass_ms = cp.get("pass_ms", cp.get("step_ms", 0.0))  # "step_ms" in reports before 2026-12-06
-        lines += ["", f"Cost profile the planner used: one-token pass {pass_ms:.1f} ms; v(n) = "
-                  + ", ".join(f"{n}: {v:.2f}" for n, v in cp["v"].items())]
+        piece = f" (piece {n + 1})" if len(profiles) > 1 else ""
+        lines += ["", f"Cost profile the planner used{piece}: one-token pass {pass_ms:.1f} ms; v(n) = "
+                  + ", ".join(f"{k}: {v:.2f}" for k, v in cp["v"].items())]
     prof = [(v, s["profile"]) for v, s in report["summary"].items() if s.get("profile")]
     if prof:
         lines += ["", "Where our time goes (mean share of wall-clock time; median verify pass):", "",

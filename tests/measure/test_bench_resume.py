@@ -166,3 +166,40 @@ def test_ctrl_c_between_measuring_a_prompt_and_saving_it_still_saves_it(setup, c
     assert cli.main(argv) == 130
     assert list(_results(out)) == ["11"]
     assert capsys.readouterr().err.strip().splitlines()[-1].startswith("specviz: stopped with 1 of 3 prompts")
+
+
+def test_merge_puts_two_pieces_in_one_table_and_refuses_pieces_of_other_runs(tmp_path, monkeypatch, capsys):
+    """Two pieces of one run (questions 11–12 and 13, each its own question file and --out) merge through
+    scripts/bench/merge_pieces.py into one bench.json with all three results, planned 3 (not the first
+    piece's 2) and both pieces' cost profiles; a piece measured with another --max-new-tokens, or the
+    same piece twice, is refused with a sentence naming why."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "merge_pieces", Path(__file__).parents[2] / "scripts" / "bench" / "merge_pieces.py")
+    merge_pieces = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(merge_pieces)
+    target = tiny_random(vocab_size=40, tokenizer=word_tokenizer())
+    monkeypatch.setattr(bench, "load", lambda spec, **kw: target)
+    outs = {}
+    for name, rows, tokens in (("a", QUESTIONS[:2], 6), ("b", QUESTIONS[2:], 6), ("c", QUESTIONS[2:], 5)):
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text("".join(json.dumps({"question_id": i, "category": c, "turns": [t]}) + "\n"
+                                for i, c, t in rows), encoding="utf-8")
+        outs[name] = tmp_path / name
+        assert cli.main(["bench", "--questions", str(path), "--target", "tiny-random", "--methods", "ar,pld",
+                         "--anchors", "hf", "--repeats", "1", "--max-new-tokens", str(tokens), "--raw",
+                         "--out", str(outs[name])]) == 0
+    capsys.readouterr()
+    merged = tmp_path / "all"
+    assert merge_pieces.main([str(outs["a"]), str(outs["b"]), "--out", str(merged), "--label", "both"]) == 0
+    report = json.loads((merged / "bench.json").read_text(encoding="utf-8"))
+    assert list(report["results"]) == ["11", "12", "13"] and report["planned"] == 3
+    assert len(report["cost_profile"]) == 2 and [p["prompts"] for p in report["pieces"]] == [2, 1]
+    assert (merged / "summary.md").read_text(encoding="utf-8").startswith("both: 3 of 3 questions measured")
+    assert "| Overall | 3 | pld |" in capsys.readouterr().out
+    assert merge_pieces.main([str(outs["a"]), str(outs["c"]), "--out", str(tmp_path / "x")]) == 2
+    assert "max_new_tokens=5" in capsys.readouterr().err
+    assert merge_pieces.main([str(outs["b"]), str(outs["b"]), "--out", str(tmp_path / "y")]) == 2
+    assert "'13' is in two pieces" in capsys.readouterr().err
