@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from specviz import load
-from specviz.measure import batch_effect, theory
+from specviz.measure import batch_effect, waterfall
 from specviz.measure.comparison import Comparison, Config, Shared, parse_rows
 from specviz.pricing import costs
 from specviz.pricing.timing import cpu_name
@@ -66,13 +66,13 @@ def compare(target, repeats: int) -> Comparison:
     return comparison
 
 
-def analyse(comparison: Comparison, prof: costs.CostProfile) -> tuple[str, theory.Analysis]:
+def analyse(comparison: Comparison, prof: costs.CostProfile) -> tuple[str, waterfall.Analysis]:
     """The first measured speculative row on the S(K) curve, with v(n) from the target's cost profile."""
     for i, config in enumerate(comparison.items):
         if isinstance(config, Config) and config.method != "ar":
             mine, ar = comparison.measured(config), comparison.measured(config.baseline())
             if mine is not None and ar is not None:
-                return f"Compare row {i + 1}: {config.label()}", theory.analyse(mine.run, ar.run, prof)
+                return f"Compare row {i + 1}: {config.label()}", waterfall.analyse(mine.run, ar.run, prof)
     sys.exit("no Compare row was measured: nothing to put on the theory curve")
 
 

@@ -3,7 +3,7 @@
     python scripts/bench/speed_model.py                                  # bundled model, CPU, greedy and T = 0.7
     python scripts/bench/speed_model.py --methods pld,hybrid --temperatures 0 --out docs/bench/DIR
 
-What is predicted, and from what (measure/theory.py):
+What is predicted, and from what (measure/speed_model.py):
 - the machine's inputs (drafting per cycle against the levels a model drafted, overhead per cycle
   against nodes sent, a plain token's overhead, and the calibration's verify passes over the cost
   profile's, all in one-token passes) are the medians of three calibration runs per method and
@@ -32,7 +32,7 @@ import torch
 
 from specviz import generate, load
 from specviz.decoding import planner, speed
-from specviz.measure import theory
+from specviz.measure import speed_model
 from specviz.pricing.timing import cpu_name
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,10 +58,10 @@ def parse_args(argv=None) -> argparse.Namespace:
 def predicted(run, ar, machine: dict, prof, one_rate: bool = False) -> float:
     """The model's S for this run: as its planner sent when it planned, else at its K. `one_rate`: one
     α_d for every cycle, whatever depth its draft went (depths independent), for comparison."""
-    x = theory.inputs_of(run, ar, machine)
+    x = speed_model.inputs_of(run, ar, machine)
     if one_rate:
         x.reach_by_sent_depth = {}
-    return theory.predict_at(x, prof, None if run.settings.get("plan") else int(run.settings["k"]))
+    return speed_model.predict_at(x, prof, None if run.settings.get("plan") else int(run.settings["k"]))
 
 
 CALIBRATIONS = 3  # calibration runs per method; each input is their median (one run's timings wander ±5–10 % here)
@@ -75,7 +75,7 @@ def calibrate(target, methods, temperature, common, prof) -> dict:
         runs = []
         for _ in range(CALIBRATIONS):
             ar = generate(target, CALIBRATION, method="ar", temperature=temperature, **common)
-            runs.append(theory.machine_inputs(generate(target, CALIBRATION, method=m, temperature=temperature,
+            runs.append(speed_model.machine_inputs(generate(target, CALIBRATION, method=m, temperature=temperature,
                                                        **common), ar, prof))
         out[m] = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
     return out

@@ -7,7 +7,7 @@ For each K it decodes the prompt speculatively and plainly (trace recording off)
 off the traces, takes v(K+1) from the target's cost profile (the curve the planner decides with:
 costs.profile, cached), and prints predicted against measured speedup. With --batch it adds
 verify(K+1 tokens) / step per batch size. The same code paths as the app's Theory & hardware tab
-(specviz.measure.theory, specviz.decoding.planner.verify_cost, specviz.measure.batch_effect).
+(specviz.measure.theory and waterfall, specviz.decoding.planner.verify_cost, specviz.measure.batch_effect).
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import torch
 
 from specviz import generate, load
 from specviz.decoding import planner
-from specviz.measure import batch_effect, theory
+from specviz.measure import batch_effect, waterfall
 from specviz.viz.compare_figures import theory_sentence
 
 PROMPT = ("Write the days of the week, one per line, then the months of the year, one per line, "
@@ -52,7 +52,7 @@ def theory_rows(args, target, draft) -> list[str]:
              "|---|---|---|---|---|---|---|---|"]
     for k in (int(x) for x in args.ks.split(",")):
         run = generate(target, args.prompt, method=args.method, draft=draft, k=k, **common)
-        a = theory.analyse(run, ar, prof)
+        a = waterfall.analyse(run, ar, prof)
         lines.append(f"| {k} | {a.alpha:.2f} | {a.c:.3f} | {a.v_k:.2f} | {a.v_run or 0:.2f} | {a.predicted:.2f}× | "
                      f"{a.measured or 0:.2f}× | {a.best[0]} ({a.best[1]:.2f}×) |")
         sentences.append(f"- K = {k}: {theory_sentence(a)}")

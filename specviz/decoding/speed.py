@@ -26,7 +26,7 @@ in turn, so a rejection at depth d means all of them failed). A chain is a tree 
   rollback, bookkeeping) in one-token passes; o_AR is the same for the AR baseline's cycles.
 
 With those, the measured speedup is exactly τ · (1 + o_AR) / (D + V + o), D and V being the run's
-drafting and verify seconds per cycle in one-token passes (measure/theory.waterfall).
+drafting and verify seconds per cycle in one-token passes (measure/waterfall.py).
 Pure arithmetic on traces; nothing here times a model.
 """
 from __future__ import annotations

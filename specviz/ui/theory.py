@@ -1,5 +1,5 @@
 """The Theory & hardware tab: a run, the Decode tab's or a measured Compare row, on the predicted S(K)
-curve and the waterfall from the paper's formula to its measured speedup (specviz.measure.theory);
+curve and the waterfall from the paper's formula to its measured speedup (specviz.measure.waterfall);
 the target's cost profile v(n) that the curve and the planner use (specviz.pricing.costs); and the
 batch-size panel, which times a verify pass against a plain one-token pass (specviz.measure.batch_effect).
 """
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from specviz.measure import theory
+from specviz.measure import waterfall
 from specviz.measure.comparison import Config
 from specviz.ui.runtime import work
 from specviz.ui.runtime.presets import BUNDLED, K_RANGE, TARGETS
@@ -56,7 +56,7 @@ def explain(source: str, request: gr.Request, progress=gr.Progress()) -> dict:
     load_with_progress(spec, progress)
     progress(None, desc="Reading the target's cost profile v(n)…")
     prof = work.verify_cost(spec)
-    analysis = theory.analyse(run, ar, prof)
+    analysis = waterfall.analyse(run, ar, prof)
     note = (f"v(n) is the curve the planner uses for {spec} ({prof.dtype}, {prof.device}): "
             f"{cviz.cost_source(prof)}; α, c and the overhead from the run's trace.")
     return {"theory_status": status_html(note, "ok"), "theory_plot": cviz.theory_figure(analysis),

@@ -1,7 +1,7 @@
 """The Compare table and chart, the theory curve with the measured point, the cost profile v(n)
 and the batch-size curve.
 
-Built from plain data only: Comparison row dicts, a theory.Analysis, a costs.CostProfile and a
+Built from plain data only: Comparison row dicts, a waterfall.Analysis, a costs.CostProfile and a
 batch_effect.BatchEffect. Configuration labels are typed by people, model names may be too, and
 token texts come from models, so all of them are escaped.
 """
@@ -18,7 +18,7 @@ from specviz.viz.style import BLUE, GREEN, GREY, ORANGE, VERMILLION, base_layout
 
 if TYPE_CHECKING:  # data types only: the modules that make them time models (transformers)
     from specviz.measure.batch_effect import BatchEffect
-    from specviz.measure.theory import Analysis
+    from specviz.measure.waterfall import Analysis
     from specviz.pricing.cost_profile import CostProfile
 
 TABLE_HEAD = ("#", "configuration", "tokens/s", "× AR", speed.label("mean_accepted_tokens"),

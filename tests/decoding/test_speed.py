@@ -1,4 +1,4 @@
-"""One model of speed (decoding/speed.py, measure/theory.py): α and τ counted by hand equal the
+"""One model of speed (decoding/speed.py, measure/waterfall.py): α and τ counted by hand equal the
 code's, the waterfall from the paper's S(K) ends exactly on the measured speedup for recorded and
 live runs of every method, and the inputs it cannot use get a sentence, not a traceback."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ import torch
 import specviz
 from specviz.decoding import speed
 from specviz.decoding.trace import ACCEPTED, NOT_REACHED, REJECTED, CycleTrace, NodeTrace, RunTrace, summarize
-from specviz.measure import theory
+from specviz.measure import waterfall
 from specviz.proposers.head import HeadProposer
 from specviz.proposers.hybrid import HybridProposer
 from specviz.proposers.logitspec import LogitSpecProposer
@@ -90,7 +90,7 @@ def test_recorded_traces_alpha_and_waterfall(name, run, ar):
     it holds the recorded files to the same accounting, not the bars' formulas."""
     if any(c.nodes for c in run.cycles):
         assert speed.counts(run.cycles)["acceptance_rate"] == pytest.approx(_by_status(run.cycles))
-    bars = theory.waterfall(run, ar)
+    bars = waterfall.waterfall(run, ar)
     def rate(r):
         return sum(len(c.committed) for c in r.cycles) / r.metrics["decode_s"]
 
@@ -143,7 +143,7 @@ def test_identity_waterfall_ends_on_the_measured_speedup_for_live_runs(method, t
     if not plan:  # every offer is sent: the identity is checked on cycles that really drafted
         assert any(c.nodes for c in run.cycles), f"{method} sent no draft with the planner off"
     ar = specviz.generate(target, PROMPT, method="ar", max_new_tokens=24, chat=False)
-    bars = theory.waterfall(run, ar)
+    bars = waterfall.waterfall(run, ar)
     assert bars[-1].value == pytest.approx(run.metrics["tokens_per_s"] / ar.metrics["tokens_per_s"], rel=1e-9)
     assert all(b.sentence and "noise" not in b.sentence for b in bars)
 
@@ -154,10 +154,10 @@ def test_waterfall_names_concurrent_cycles_only_when_the_counter_shows_them():
     target, _ = pair()
     run = specviz.generate(target, PROMPT, method="pld", k=4, max_new_tokens=16, chat=False)
     ar = specviz.generate(target, PROMPT, method="ar", max_new_tokens=16, chat=False)
-    assert "beside other runs" not in theory.waterfall(run, ar)[-1].sentence
+    assert "beside other runs" not in waterfall.waterfall(run, ar)[-1].sentence
     for c in run.cycles[:3]:
         c.concurrent = 2
-    assert f"3 of its {len(run.cycles)} cycles ran beside other runs" in theory.waterfall(run, ar)[-1].sentence
+    assert f"3 of its {len(run.cycles)} cycles ran beside other runs" in waterfall.waterfall(run, ar)[-1].sentence
 
 
 def test_model_inputs_that_cannot_be_used_get_a_sentence():
@@ -169,16 +169,16 @@ def test_model_inputs_that_cannot_be_used_get_a_sentence():
     prof = lambda n: 1.0  # noqa: E731
     plain = specviz.generate(target, PROMPT, method="ar", max_new_tokens=8, chat=False)
     with pytest.raises(ValueError, match="drafted nothing.*pick a run with a proposer"):
-        theory.analyse(plain, ar, prof)
+        waterfall.analyse(plain, ar, prof)
     one = specviz.generate(target, PROMPT, method="ar", max_new_tokens=1, chat=False)
     with pytest.raises(ValueError, match="at least two new tokens"):
-        theory.analyse(run, one, prof)
+        waterfall.analyse(run, one, prof)
     untimed = RunTrace.from_dict(run.to_dict())
     untimed.metrics = {}
     for c in untimed.cycles:
         c.draft_s = c.verify_s = c.other_s = 0.0
     with pytest.raises(ValueError, match="no timings.*decode it again"):
-        theory.analyse(untimed, ar, prof)
+        waterfall.analyse(untimed, ar, prof)
 
 
 # -- one set of words -------------------------------------------------------------------------------------
@@ -221,7 +221,7 @@ def test_every_view_labels_alpha_and_tau_with_the_glossarys_words():
     alpha, tau = speed.label("acceptance_rate"), speed.label("mean_accepted_tokens")
     conditional, marginal = speed.label("acceptance_by_position"), speed.label("reach_by_position")
     side = pair_views.Side(run, ar, "t", True, "A")
-    analysis = theory.analyse(run, ar, lambda n: 1.0)
+    analysis = waterfall.analyse(run, ar, lambda n: 1.0)
     report = {"machine": {"date": "d", "cpu": "c", "torch": "t", "threads": 1}, "settings": {}, "results": [],
               "summary": {"pld": {"tokens_per_s_median": 1.0, "acceptance_by_position": [0.5]}}}
     views = {

@@ -11,7 +11,7 @@ import pytest
 import specviz
 from specviz.decoding import planner
 from specviz.decoding.trace import CycleTrace, NodeTrace, RunTrace
-from specviz.measure import batch_effect, theory
+from specviz.measure import batch_effect, speed_model, theory, waterfall
 from specviz.pricing import costs
 from specviz.pricing.costs import CostProfile
 from tests.helpers.tiny import FixedTreeProposer, pair
@@ -97,11 +97,12 @@ def test_chain_run_is_analysed_at_its_own_alpha_and_costs():
                            plan=False)
     ar = specviz.generate(target, PROMPT, method="ar", max_new_tokens=16, chat=False)
     prof = profile({1: 1.0, 2: 1.1, 5: 1.4, 17: 3.0})
-    a = theory.analyse(run, ar, prof)
+    a = waterfall.analyse(run, ar, prof)
     assert a.kind == "chain" and a.k == 3 and a.c == theory.draft_cost(run, ar)
     assert a.alpha == run.metrics["acceptance_rate"] and a.measured > 0
     assert [k for k, _ in a.curve] == list(theory.K_RANGE) and a.best in a.curve
-    assert not a.planned and a.predicted == pytest.approx(theory.predict_at(theory.inputs_of(run, ar), prof, 3))
+    x = speed_model.inputs_of(run, ar)
+    assert not a.planned and a.predicted == pytest.approx(speed_model.predict_at(x, prof, 3))
 
 
 def test_analysis_reads_v_of_k_plus_one_from_the_cost_profile():
@@ -114,7 +115,7 @@ def test_analysis_reads_v_of_k_plus_one_from_the_cost_profile():
                                     _cycle(1, [1, 2, 3, 4], 0.02, 0.1, 2, 0.01)],
                    settings={"k": 4}, metrics={"acceptance_rate": 0.5, "acceptance_by_position": [0.5] * 4})
     prof = profile({1: 1.0, 5: 2.0, 17: 5.0})
-    a = theory.analyse(run, ar, prof)
+    a = waterfall.analyse(run, ar, prof)
     assert a.kind == "chain" and a.v_k == pytest.approx(2.0) and a.c == pytest.approx(0.1)
     assert a.predicted == pytest.approx(model_form([0.5] * 4, 4, 0.1, 2.0, 0.2, 0.1))
     def by_hand(k):  # v(K + 1) on the two straight segments of that profile
@@ -131,7 +132,7 @@ def test_tree_analysis_uses_per_depth_acceptance():
     run = specviz.generate(target, PROMPT, proposer=proposer, k=3, max_new_tokens=16, chat=False)
     ar = specviz.generate(target, PROMPT, method="ar", max_new_tokens=16, chat=False)
     prof = profile({1: 1.0, 2: 1.1, 9: 1.5, 64: 4.0})
-    a = theory.analyse(run, ar, prof)
+    a = waterfall.analyse(run, ar, prof)
     assert a.kind == "tree" and a.verify_tokens > 3
     assert a.v_k == pytest.approx(prof(a.verify_tokens + 1))  # the tree's nodes plus the newest token
     depth_acc = run.metrics["acceptance_by_position"]
@@ -246,7 +247,7 @@ def test_theory_handler_returns_the_targets_cost_profile_figure(fake_passes, mon
     measured = plot_traces(cost)["measured v(n)"]
     assert list(measured.x) == sorted(prof.v) and list(measured.y) == pytest.approx([prof.v[n] for n in sorted(prof.v)])
     assert "read from the cache" in cost.layout.title.text
-    analysis = theory.analyse(run, ar, prof)
+    analysis = waterfall.analyse(run, ar, prof)
     assert list(plot_traces(cost)["this run's verify pass"].x) == [analysis.verify_tokens + 1]
     assert f"{analysis.v_k:.2f}" in html and analysis.v_k == pytest.approx(prof(analysis.verify_tokens + 1))
 
@@ -284,13 +285,13 @@ def test_the_model_of_speed_worked_by_hand():
     by a model (reach 0.5, 0.25), one sent nothing. As sent: tokens (1.75 + 1.75 + 1) / 3, costs
     (1.60 + 1.60 + 1.16) / 3 (drafting 0.01 + 0.1 a level, passes × 1.1, overhead 0.05 + 0.01 a node),
     times 1.02 for o_AR; cut at K = 1 and grown to K = 3 (the deepest α_d, 0.5, a level), likewise."""
-    x = theory.Inputs(acceptance=[0.5, 0.5], sent=[[1, 2], [1, 2], []], full=[True, True, False], levels=[2, 2, 0],
+    x = speed_model.Inputs(acceptance=[0.5, 0.5], sent=[[1, 2], [1, 2], []], full=[True, True, False], levels=[2, 2, 0],
                       reach_by_sent_depth={2: [0.5, 0.25]}, draft0=0.01, draft1=0.1, over0=0.05, over1=0.01,
                       ar_overhead=0.02, v_scale=1.1)
     v = lambda n: 1 + 0.1 * (n - 1)  # noqa: E731
-    assert theory.predict_at(x, v, None) == pytest.approx(1.5 * 1.02 / (4.36 / 3))
-    assert theory.predict_at(x, v, 2) == pytest.approx(1.5 * 1.02 / (4.36 / 3))
-    assert theory.predict_at(x, v, 1) == pytest.approx(4 * 1.02 / 3.92)
-    assert theory.predict_at(x, v, 3) == pytest.approx(4.75 * 1.02 / 4.8)
-    curve, auto = theory.predict(x, v, ks=range(1, 4))
+    assert speed_model.predict_at(x, v, None) == pytest.approx(1.5 * 1.02 / (4.36 / 3))
+    assert speed_model.predict_at(x, v, 2) == pytest.approx(1.5 * 1.02 / (4.36 / 3))
+    assert speed_model.predict_at(x, v, 1) == pytest.approx(4 * 1.02 / 3.92)
+    assert speed_model.predict_at(x, v, 3) == pytest.approx(4.75 * 1.02 / 4.8)
+    curve, auto = speed_model.predict(x, v, ks=range(1, 4))
     assert [k for k, _ in curve] == [1, 2, 3] and auto == (2, pytest.approx(1.5 * 1.02 / (4.36 / 3)))

@@ -1,18 +1,19 @@
-"""The model of speed against numbers worked out by hand (measure/theory.py): every bar of the
-waterfall on a four-cycle trace, what `analyse` reports for it, `machine_inputs`' fits on runs whose
-true lines were chosen here, and `text_inputs`' groups by sent depth.
+"""The model of speed against numbers worked out by hand (measure/waterfall.py, speed_model.py):
+every bar of the waterfall on a four-cycle trace, what `analyse` reports for it, `machine_inputs`'
+fits on runs whose true lines were chosen here, and `text_inputs`' groups by sent depth.
 
-Every expected value below is literal arithmetic written in the test, never a call to theory.py's
-or speed.py's helpers: a wrong formula there cannot hide in its own expectation. The identity that
-the last bar equals the measured speedup is checked elsewhere (tests/decoding/test_speed.py); here
-the measured end is itself worked out from the trace's tokens and seconds.
+Every expected value below is literal arithmetic written in the test, never a call to the theory
+modules' or speed.py's helpers: a wrong formula there cannot hide in its own expectation. The
+identity that the last bar equals the measured speedup is checked elsewhere
+(tests/decoding/test_speed.py); here the measured end is itself worked out from the trace's tokens
+and seconds.
 """
 from __future__ import annotations
 
 import pytest
 
 from specviz.decoding.trace import ACCEPTED, NOT_REACHED, REJECTED, CycleTrace, NodeTrace, RunTrace
-from specviz.measure import theory
+from specviz.measure import speed_model, waterfall
 
 UNIT = 0.1  # seconds of a one-token target pass in every AR baseline here
 
@@ -72,7 +73,7 @@ def test_every_waterfall_bar_worked_by_hand():
     assert by_hand["paper S(K)"] == pytest.approx(1.171875) and by_hand["sizes sent"] == pytest.approx(1.015625)
     measured = (7 / 0.80) / (4 / 0.44)  # tokens per decode second, the run's over the AR run's
     assert by_hand["overhead"] == pytest.approx(measured)
-    bars = theory.waterfall(waterfall_run(), ar_baseline())
+    bars = waterfall.waterfall(waterfall_run(), ar_baseline())
     assert {b.name: b.value for b in bars} == {name: pytest.approx(value, rel=1e-12) for name, value in by_hand.items()}
     assert [b.name for b in bars] == list(by_hand)
     sentences = [b.sentence for b in bars]
@@ -86,7 +87,7 @@ def test_analysis_of_the_hand_trace_worked_by_hand():
     the cycles that sent a draft (0.15 + 0.13 + 0.14) / 3 / 0.1 = 1.4, and the model's S at K = 3:
     tokens 1 + reach of the cycle's group (3 deep: 1, 1/2, 0; 2 deep: 0) = 2.5, 1, 1, 2.5; costs
     0.2 a level + v(sent + 1) + the overhead 0.3 = 2.2, 1.9, 1.3, 2.2; S = 1.75 · 1.1 / 1.9."""
-    a = theory.analyse(waterfall_run(), ar_baseline(), lambda n: 1 + 0.1 * (n - 1))
+    a = waterfall.analyse(waterfall_run(), ar_baseline(), lambda n: 1 + 0.1 * (n - 1))
     assert (a.kind, a.k, a.planned) == ("chain", 3, False)
     assert a.alpha == 0.5 and a.expected_len == pytest.approx(0.875) and a.c == pytest.approx(0.2)
     assert a.v_k == pytest.approx(1.3) and a.v_run == pytest.approx(1.4) and a.verify_tokens == 3
@@ -121,7 +122,7 @@ def test_machine_fits_recover_the_lines_they_were_made_from():
         cycles.append(lookup_then_head(i, i, 2, (draft, verify, other)))
     split = sum(c.draft_s + c.verify_s for c in cycles) + 2 * sum(c.other_s for c in cycles)
     run = RunTrace("hybrid", settings={"k": 8}, cycles=cycles, metrics={"decode_s": split})
-    got = theory.machine_inputs(run, ar_baseline(5), v)
+    got = speed_model.machine_inputs(run, ar_baseline(5), v)
     assert got == {"draft0": pytest.approx(0.05), "draft1": pytest.approx(0.3), "over0": pytest.approx(0.1),
                    "over1": pytest.approx(0.02), "ar_overhead": pytest.approx(0.1), "v_scale": pytest.approx(1.5)}
 
@@ -132,11 +133,11 @@ def test_machine_fits_of_a_model_draft_and_of_lookups_alone():
     flat at the mean drafting, (0.01 + 0.03) / 2 / 0.1 = 0.2 passes, with no slope."""
     model = RunTrace("draft", cycles=[chain(0, 3, 1, 0.036, 0.1, 0.0), chain(1, 2, 0, 0.024, 0.1, 0.0),
                                       plain(2, 0.1, 0.0)])
-    got = theory.machine_inputs(model, ar_baseline())
+    got = speed_model.machine_inputs(model, ar_baseline())
     assert (got["draft0"], got["draft1"]) == (0.0, pytest.approx(0.12))
     lookups = RunTrace("pld", cycles=[chain(0, 3, 1, 0.01, 0.1, 0.0, source="lookup"),
                                       chain(1, 1, 0, 0.03, 0.1, 0.0, source="lookup")])
-    got = theory.machine_inputs(lookups, ar_baseline())
+    got = speed_model.machine_inputs(lookups, ar_baseline())
     assert (got["draft0"], got["draft1"]) == (pytest.approx(0.2), 0.0)
 
 
@@ -156,7 +157,7 @@ def test_text_inputs_group_cycles_by_the_depth_they_sent():
     run = RunTrace("hybrid", settings={"k": 3}, cycles=[chain(0, 3, 3, 0.0, 0.0, 0.0, source="lookup"), tree,
                                                         plain(2, 0.0, 0.0), chain(3, 2, 0, 0.0, 0.0, 0.0,
                                                                                   source="lookup"), head])
-    got = theory.text_inputs(run)
+    got = speed_model.text_inputs(run)
     assert got["acceptance"] == pytest.approx([3 / 4, 1 / 3, 1.0])
     assert got["sent"] == [[1, 2, 3], [1, 1, 2], [], [1, 2], [1, 2, 3]]
     assert got["full"] == [True, False, False, False, True]

@@ -129,7 +129,7 @@ def test_theory_sentence_explains_a_miss_from_the_waterfall_never_from_noise():
     """The sentence gives the prediction, the measurement and the miss, and the best fixed K; a miss
     over 20 % names the waterfall step that moved S the most (here the verify cost), a small miss names
     none, and no sentence blames noise."""
-    from specviz.measure.theory import Analysis
+    from specviz.measure.waterfall import Analysis
     from specviz.viz.compare_figures import theory_sentence
 
     steps = [dict(name="paper S(K)", value=2.0, sentence="start."), dict(name="verify cost v(n)", value=1.3,

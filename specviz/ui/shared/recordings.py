@@ -17,7 +17,7 @@ from functools import lru_cache
 from specviz.decoding import tracefile
 from specviz.decoding.tracefile import TraceFile
 from specviz.measure.batch_effect import BatchEffect
-from specviz.measure.theory import Analysis
+from specviz.measure.waterfall import Analysis
 from specviz.pricing.cost_profile import renamed
 from specviz.pricing.costs import CostProfile
 from specviz.proposers import HEAD_DRAFT
