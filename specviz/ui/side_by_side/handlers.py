@@ -26,7 +26,9 @@ from specviz.decoding.trace import RunTrace
 from specviz.ui.runtime.settings import RunSettings, from_inputs
 from specviz.ui.runtime.state import BASELINES, SESSION_CAPACITY, Session, SessionStore, visitor_key
 from specviz.ui.shared import guard, views
+from specviz.ui.shared.replay import show_trace
 from specviz.ui.shared.run import AR_HINT, advance, ensure_run, on_screen, stream_baseline
+from specviz.ui.side_by_side.pairs import FIRST_PAIR, pair_traces
 from specviz.viz import pair_views as pv
 
 SIDE_INPUTS = ("target", "method", "draft", "k", "adaptive_k", "temperature", "top_p", "seed")
@@ -42,13 +44,18 @@ frame = functools.partial(views.as_tuple, names=OUTPUTS)  # for handlers whose o
 
 
 def columns(request) -> tuple[Session, Session]:
-    """The visitor's two columns, each a Session; a new column shows nothing (Decode's example is not theirs)."""
+    """The visitor's two columns, each a Session. A column never used holds its side of the first
+    ready-made pair, which the tab opens on (layout.build paints it), so the slider, Export and the
+    summary act on what the page shows; after Reset a column is empty (Decode's example is not theirs)."""
     key = visitor_key(request)
     out = []
-    for side in "ab":
+    for i, side in enumerate("ab"):
         session = PAIR_SESSIONS.get(f"{key}|{side}")
         if session.state is None and session.replay is None:
             session.example = False
+            trace = pair_traces(FIRST_PAIR)[i] if session.generation == 0 else None  # 0: never replaced
+            if trace is not None:
+                show_trace(session, trace)
         out.append(session)
     return out[0], out[1]
 

@@ -1,18 +1,18 @@
 """The Side by side tab's layout and wiring (handlers: side_by_side/handlers.py and sources.py)."""
 from __future__ import annotations
 
+import dataclasses
+
 import gradio as gr
 
-from specviz import viz
-from specviz.decoding.trace import RunTrace
 from specviz.ui.runtime.presets import MAX_NEW_RANGE, k_default
 from specviz.ui.runtime.settings import RunSettings
-from specviz.ui.shared import views
 from specviz.ui.shared.inputs import model_inputs, sampling_inputs, seed_input, wire_draft_follows_target
 from specviz.ui.side_by_side.handlers import (
     INPUTS,
     OUTPUTS,
     SIDE_INPUTS,
+    SIDE_VIEWS,
     race,
     reset,
     run,
@@ -21,8 +21,8 @@ from specviz.ui.side_by_side.handlers import (
     stop,
     unload,
 )
-from specviz.ui.side_by_side.pairs import PAIRS
-from specviz.ui.side_by_side.sources import export_pair, from_compare, from_link, open_pair, replay_pair
+from specviz.ui.side_by_side.pairs import FIRST_PAIR, PAIRS
+from specviz.ui.side_by_side.sources import export_pair, first_paint, from_compare, from_link, open_pair, replay_pair
 
 
 def side_column(name: str, s: RunSettings, first: dict) -> dict:
@@ -35,7 +35,7 @@ def side_column(name: str, s: RunSettings, first: dict) -> dict:
             out.update(sampling_inputs(s, prefix=f"{side}_", min_width=120))
             out.update(seed_input(s, prefix=f"{side}_"))
     prefix = f"sv-{side}"
-    views_ = {"status": gr.HTML(elem_id=f"{prefix}-status"),
+    views_ = {"status": gr.HTML(first.get("status"), elem_id=f"{prefix}-status"),
               "narration": gr.HTML(first["narration"], elem_id=f"{prefix}-narration"),
               "tree": gr.Plot(first["tree"], show_label=False, elem_id=f"{prefix}-tree"),
               "pq": gr.Plot(first["pq"], show_label=False, elem_id=f"{prefix}-pq"),
@@ -49,40 +49,64 @@ def side_column(name: str, s: RunSettings, first: dict) -> dict:
 DEFAULTS = (RunSettings(proposer="draft"), RunSettings(proposer="layerskip", k=k_default("layerskip")))
 
 
+def _initial(value):
+    """A handler's output as a component's first value: gr.skip() (leave it) is empty."""
+    return None if isinstance(value, dict) and value.get("__type__") == "update" else value
+
+
+def _first_settings(first_inputs: dict) -> tuple[RunSettings, RunSettings]:
+    """A's and B's inputs as the first pair was recorded with (DEFAULTS where it says nothing)."""
+    out = []
+    for side, base in zip("ab", DEFAULTS):
+        given = {k[2:]: v for k, v in first_inputs.items() if k.startswith(f"{side}_")}
+        given["proposer"] = given.pop("method", base.proposer)
+        try:
+            out.append(dataclasses.replace(base, **{k: v for k, v in given.items() if hasattr(base, k)}))
+        except (TypeError, ValueError):  # a recording the pickers cannot show: the defaults
+            out.append(base)
+    return out[0], out[1]
+
+
 def build(prompt: str) -> dict:
     """The tab's components, inside the page's Side by side tab (`wire` connects them): the views by
-    output name, "inputs" (both columns' and the shared ones, by input name) and the buttons."""
-    empty = {**views.cycle_views(None, None), "text": viz.text_html(RunTrace(method=""))}
+    output name, "inputs" (both columns' and the shared ones, by input name) and the buttons. It opens
+    on the first ready-made pair, painted here once (sources.first_paint), as Decode opens on its example."""
+    shown, first_inputs = first_paint()  # recordings missing: empty columns, and the status says why
+    prompt = first_inputs.get("prompt") or prompt
     gr.HTML('<div class="sv-lesson-hint">Two configurations on one prompt, cycle by cycle. Open a '
             'ready-made pair (no model needed), or set A and B and press Step. A link with '
             '<code>?pair=KEY</code> opens a pair directly.</div>')
     with gr.Row():
-        chooser = gr.Dropdown([(p.title, p.key) for p in PAIRS], value=None, label="Ready-made pair",
+        chooser = gr.Dropdown([(p.title, p.key) for p in PAIRS], value=FIRST_PAIR.key if first_inputs else None,
+                              label="Ready-made pair",
                               elem_id="sv-pair-choose", scale=3)
         open_btn = gr.Button("Open pair", size="sm", elem_id="sv-pair-open", scale=1)
     shared = {"prompt": gr.Textbox(value=prompt, lines=3, max_lines=10, label="Prompt (both columns)",
                                    elem_id="sv-pair-prompt")}
     with gr.Row():
-        shared["max_new_tokens"] = gr.Slider(*MAX_NEW_RANGE, value=32, step=1, precision=0,
+        shared["max_new_tokens"] = gr.Slider(*MAX_NEW_RANGE, value=first_inputs.get("max_new_tokens", 32), step=1,
+                                             precision=0,
                                              label="Max new tokens (both)")
-        shared["chat"] = gr.Checkbox(value=True, label="Apply the chat template (both)")
-    comps = {"pair_status": gr.HTML(elem_id="sv-pair-status")}
+        shared["chat"] = gr.Checkbox(value=first_inputs.get("chat", True), label="Apply the chat template (both)")
+    comps = {"pair_status": gr.HTML(_initial(shown.get("pair_status")), elem_id="sv-pair-status")}
     with gr.Row():
         step_btn = gr.Button("Step both", variant="primary", elem_id="sv-pair-step")
         run_btn = gr.Button("Run both", variant="primary", elem_id="sv-pair-run")
         stop_btn = gr.Button("Stop", variant="stop", elem_id="sv-pair-stop")
         reset_btn = gr.Button("Reset", elem_id="sv-pair-reset")
         race_btn = gr.Button("Race", elem_id="sv-pair-race")
-    comps["diff"] = gr.HTML(elem_id="sv-pair-diff")
-    comps["cycle"] = gr.Slider(0, 1, value=0, step=1, precision=0, label="Cycle on screen (both)",
-                               elem_id="sv-pair-cycle")
+    comps["diff"] = gr.HTML(_initial(shown.get("diff")), elem_id="sv-pair-diff")
+    slider = shown.get("cycle") or {}  # an update: its maximum and value
+    comps["cycle"] = gr.Slider(0, max(slider.get("maximum") or 1, 1), value=slider.get("value") or 0, step=1,
+                               precision=0, label="Cycle on screen (both)", elem_id="sv-pair-cycle")
     with gr.Row(equal_height=False):
-        for name, s in zip("AB", DEFAULTS):
+        for name, s in zip("AB", _first_settings(first_inputs)):
             with gr.Column(min_width=420, elem_id=f"sv-pair-{name.lower()}"):
-                comps.update(side_column(name, s, empty))
+                side = name.lower()
+                comps.update(side_column(name, s, {k: _initial(shown.get(f"{side}_{k}")) for k in SIDE_VIEWS}))
     with gr.Row(equal_height=False):
-        comps["summary"] = gr.HTML(elem_id="sv-pair-summary")
-        comps["race"] = gr.Plot(show_label=False, elem_id="sv-pair-race-chart")
+        comps["summary"] = gr.HTML(_initial(shown.get("summary")), elem_id="sv-pair-summary")
+        comps["race"] = gr.Plot(_initial(shown.get("race")), show_label=False, elem_id="sv-pair-race-chart")
     with gr.Row():
         export_btn = gr.Button("Export both as JSON", size="sm", elem_id="sv-pair-export")
         export_file = gr.File(label="Exported pair", visible=False, interactive=False)

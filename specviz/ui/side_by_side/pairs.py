@@ -99,6 +99,7 @@ PAIRS = (
          "pair-cross-draft", "pair-cross-lookup"),
 )
 BY_KEY = {p.key: p for p in PAIRS}
+FIRST_PAIR = PAIRS[0]  # on screen when the tab opens, and in a new visitor's columns (handlers.columns)
 
 
 def pair_traces(pair: Pair) -> tuple[TraceFile | None, TraceFile | None]:

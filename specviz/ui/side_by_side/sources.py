@@ -15,7 +15,7 @@ from specviz.ui.shared import views
 from specviz.ui.shared.replay import EXPORT_DIR, show_trace
 from specviz.ui.shared.run import on_screen
 from specviz.ui.side_by_side.handlers import INPUTS, columns, frame, paint
-from specviz.ui.side_by_side.pairs import BY_KEY, PAIRS, pair_traces
+from specviz.ui.side_by_side.pairs import BY_KEY, FIRST_PAIR, PAIRS, Pair, pair_traces
 
 
 def _picked(method: str | None, draft: str | None) -> tuple[str | None, str | None]:
@@ -33,21 +33,13 @@ def _inputs_of(trace) -> dict:
             "seed": s.get("seed")}
 
 
-def open_pair(key: str | None, request: gr.Request) -> tuple:
-    """Put a ready-made pair's two recordings in the columns, and their configurations in A's and
-    B's inputs (so Step decodes them live)."""
-    pair = BY_KEY.get(key or "")
-    a, b = columns(request)
-    keep = tuple(gr.skip() for _ in INPUTS)
-    if pair is None:
-        names = ", ".join(p.key for p in PAIRS)
-        return frame({"pair_status": views.status_html(f"There is no ready-made pair {str(key)[:60]!r}: "
-                                                          f"choose one of {names}.", "warn")}) + keep
+def _show_pair(pair: Pair, a: Session, b: Session) -> tuple[dict, dict]:
+    """Put a ready-made pair's two recordings in the columns `a` and `b`: (the tab's outputs, the
+    values of A's, B's and the shared inputs that the recordings were made with)."""
     ta, tb = pair_traces(pair)
     if ta is None or tb is None:
-        return frame({"pair_status": views.status_html(f"The recordings of '{pair.title}' are missing "
-                                                          "(scripts/assets/make_lesson_traces.py makes them).",
-                                                          "error")}) + keep
+        return {"pair_status": views.status_html(f"The recordings of '{pair.title}' are missing "
+                                                  "(scripts/assets/make_lesson_traces.py makes them).", "error")}, {}
     show_trace(a, ta), show_trace(b, tb)
     when = {(t.meta.get("recorded_at"), t.meta.get("machine")) for t in (ta, tb)}
     sitting = ("Both were recorded in one sitting" if len(when) == 1 else
@@ -57,11 +49,31 @@ def open_pair(key: str | None, request: gr.Request) -> tuple:
                   chat=ta.run.settings.get("chat", True) is not False)
     # a recording that names a cycle to look at (a seam, a rescue) opens there, else on the last one
     focus = next((t.meta.get("focus_cycle") for t in (ta, tb) if isinstance(t.meta.get("focus_cycle"), int)), None)
-    shown = frame(paint(a, b, {"a": (f"Recorded: {ta.run.settings.get('method')}", "info"),
-                                  "b": (f"Recorded: {tb.run.settings.get('method')}", "info")}, index=focus,
-                           message=f"{pair.title}. {pair.look_for} {sitting}; no model was loaded. Step or Run "
-                                   "decodes the same configurations live.", level="ok"))
-    return shown + tuple(gr.skip() if inputs.get(k) is None else inputs[k] for k in INPUTS)
+    shown = paint(a, b, {"a": (f"Recorded: {ta.run.settings.get('method')}", "info"),
+                         "b": (f"Recorded: {tb.run.settings.get('method')}", "info")}, index=focus,
+                  message=f"{pair.title}. {pair.look_for} {sitting}; no model was loaded. Step or Run "
+                          "decodes the same configurations live.", level="ok")
+    return shown, {k: v for k, v in inputs.items() if v is not None}
+
+
+def open_pair(key: str | None, request: gr.Request) -> tuple:
+    """Put a ready-made pair's two recordings in the columns, and their configurations in A's and
+    B's inputs (so Step decodes them live)."""
+    pair = BY_KEY.get(key or "")
+    a, b = columns(request)
+    if pair is None:
+        names = ", ".join(p.key for p in PAIRS)
+        return frame({"pair_status": views.status_html(f"There is no ready-made pair {str(key)[:60]!r}: "
+                                                          f"choose one of {names}.", "warn")}) \
+            + tuple(gr.skip() for _ in INPUTS)
+    shown, inputs = _show_pair(pair, a, b)
+    return frame(shown) + tuple(inputs.get(k, gr.skip()) for k in INPUTS)
+
+
+def first_paint() -> tuple[dict, dict]:
+    """What the tab shows before any event, painted once when the page is built: the first
+    ready-made pair (FIRST_PAIR), whose recordings a new visitor's columns hold (handlers.columns)."""
+    return _show_pair(FIRST_PAIR, Session(), Session())
 
 
 def _trace_on_screen(session: Session) -> tracefile.TraceFile | None:

@@ -96,6 +96,37 @@ def test_a_shared_link_opens_the_pair_and_an_unknown_one_gets_a_message():
     assert all(isinstance(v, type(columns.gr.skip())) for v in pair_sources.from_link(request("plain"))[:2])
 
 
+def test_the_tab_opens_full_on_the_first_pair_and_a_new_visitor_holds_it():
+    """Side by side opens on the first ready-made pair, as Decode opens on its example: the page's
+    first paint has both columns' trees, the summary, the race chart, the slider over the pair's cycles,
+    the chooser on the pair and A's and B's inputs set as the recordings were made. A new visitor's
+    columns hold those recordings, so moving the slider shows cycle 3 of them with no model; after
+    Reset the columns are empty and stay so."""
+    import gradio as gr
+
+    from specviz.ui.side_by_side import layout
+    from specviz.ui.side_by_side.pairs import FIRST_PAIR
+
+    loaded_before = len(MODELS._models)
+    with gr.Blocks():
+        c = layout.build("an unrelated prompt")
+    ta, tb = pair_traces(FIRST_PAIR)
+    assert c["chooser"].value == FIRST_PAIR.key and c["inputs"]["prompt"].value == ta.meta["prompt"]
+    assert c["a_tree"].value is not None and c["b_tree"].value is not None and c["race"].value is not None
+    assert "conditional" in c["summary"].value and FIRST_PAIR.title in c["pair_status"].value
+    assert c["cycle"].maximum == max(len(ta.run.cycles), len(tb.run.cycles)) - 1
+    assert c["inputs"]["a_method"].value == "draft" and c["inputs"]["b_method"].value == tb.run.settings["method"]
+    assert c["inputs"]["b_k"].value == tb.run.settings["k"]
+    a, b = columns.columns(request("first-visit"))
+    assert a.replay is ta and b.replay is tb
+    shown = out(columns.show_cycle(3, request("first-visit")))
+    assert "Cycle 3" in shown["a_narration"] or "cycle 3" in shown["a_narration"].lower()
+    columns.reset(request("first-visit"))
+    a, b = columns.columns(request("first-visit"))
+    assert a.replay is None and b.replay is None and on_screen(a)[0] is None
+    assert len(MODELS._models) == loaded_before
+
+
 @pytest.fixture
 def bundled(bundled_target):
     """The bundled model in the app's model pool (what a visitor's Step loads)."""
