@@ -16,6 +16,7 @@ from typing import Callable
 
 from specviz.cli_args import _Parser, _positive_int, _temperature, _top_p, fail
 from specviz.decoding.speed import label
+from specviz.proposers import layer_skip
 
 # Mirrors specviz.proposers.METHODS; spelled out so a bad argument fails before torch loads.
 METHODS = ("ar", "draft", "layerskip", "pld", "logitspec", "head", "suffix")
@@ -28,10 +29,10 @@ LEGEND = (("draft", "accepted draft"), ("resampled", "resampled"), ("bonus", "bo
 
 
 def _layers(text: str) -> list[int]:
-    parts = [p.strip() for p in text.split(",")]
-    if not all(p.isdigit() for p in parts):
-        raise argparse.ArgumentTypeError(f"expected comma-separated layer indices such as 0,1,2,29, got {text!r}")
-    return [int(p) for p in parts]
+    try:
+        return layer_skip.parse_layers(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,7 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "16 for pld and logitspec)")
     gen.add_argument("--adaptive-k", action="store_true",
                      help="grow K after full acceptance, shrink it after a rejection")
-    gen.add_argument("--layers", type=_layers, help="kept layer indices for --method layerskip, e.g. 0,1,2,29")
+    gen.add_argument("--layers", type=_layers,
+                     help="kept layers for --method layerskip: indices and ranges, e.g. 0-9+20-29")
     gen.add_argument("--temperature", type=_temperature, default=0.0, help="0 means greedy (default 0)")
     gen.add_argument("--top-p", type=_top_p, default=1.0, help="nucleus mass in (0, 1] (default 1)")
     gen.add_argument("--seed", type=int, default=0, help="seed of the one random generator (default 0)")

@@ -18,6 +18,35 @@ from specviz.drafting.tree import Source, SourceKind
 from specviz.models.families import decoder_layers
 from specviz.proposers.draft_model import DraftModelProposer
 
+LAYERS_EXAMPLE = "0-9+20-29"  # the one syntax everywhere (CLI, page, survey candidates): indices and ranges
+
+
+def parse_layers(text: str) -> list[int]:
+    """'0-9+20-29' (or with commas, '0-9,20-29') → the kept layer indices, sorted, each once. '+'
+    joins parts so that a list of candidates can itself be comma-separated (`layerskip:0-9+20-29`).
+    Raises ValueError naming the part that is not an index or a range."""
+    out: list[int] = []
+    parts = [p.strip() for p in str(text).replace(";", ",").replace("+", ",").split(",")]
+    for part in [p for p in parts if p]:
+        lo, dash, hi = (x.strip() for x in part.partition("-"))
+        if not lo.isdigit() or (dash and not hi.isdigit()):
+            raise ValueError(f"'{part}' is not a layer index or a range: write indices and ranges, "
+                             f"e.g. {LAYERS_EXAMPLE}")
+        out.extend(range(int(lo), int(hi or lo) + 1))
+    if not out:
+        raise ValueError(f"no layers given: write indices and ranges, e.g. {LAYERS_EXAMPLE}")
+    return sorted(set(out))
+
+
+def layers_text(layers: list[int]) -> str:
+    """[0, 1, 2, 5, 6] → '0-2+5-6', what parse_layers reads back."""
+    runs, start = [], layers[0]
+    for a, b in zip(layers, list(layers[1:]) + [None]):
+        if b != a + 1:
+            runs.append(str(start) if start == a else f"{start}-{a}")
+            start = b
+    return "+".join(runs)
+
 
 def default_layers(n: int) -> list[int]:
     """Skip the middle third: on SmolLM2-135M that agreed best among untrained choices."""

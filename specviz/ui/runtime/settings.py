@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from specviz.decoding.settings import DecodeSettings
-from specviz.proposers import HEAD_DRAFT, resolve_draft
+from specviz.proposers import HEAD_DRAFT, layer_skip, resolve_draft
 from specviz.served.remote import PREFIX as REMOTE_PREFIX
 from specviz.ui.runtime.presets import BUNDLED, DEFAULT_METHOD, MAX_NEW_DEFAULT, METHOD_LABELS, draft_choices, knobs_for
 
@@ -70,21 +70,14 @@ class RunSettings(DecodeSettings):
 
 
 def parse_layers(text: str | None) -> tuple[int, ...] | None:
-    """'0-9, 20-29' → (0..9, 20..29); blank → None (the proposer's default)."""
+    """The Layers knob: '0-9+20-29' (layer_skip.parse_layers' syntax) → its indices; blank → None (the
+    proposer's default)."""
     if text is None or not str(text).strip():
         return None
-    layers: list[int] = []
-    for part in str(text).replace(";", ",").split(","):
-        part = part.strip()
-        if not part:
-            continue
-        lo, dash, hi = part.partition("-")
-        try:
-            span = range(int(lo), int(hi) + 1) if dash else [int(lo)]
-        except ValueError:
-            raise ValueError(f"Layers: '{part}' is not a number or a range like 0-9.") from None
-        layers.extend(span)
-    return tuple(sorted(set(layers))) or None
+    try:
+        return tuple(layer_skip.parse_layers(text))
+    except ValueError as e:
+        raise ValueError(f"Layers: {e}.") from None
 
 
 def _knob_value(knob, value):
