@@ -5,10 +5,12 @@ on these prompts and this machine; measured once, predicted for every K, then ch
    pair that cannot run is refused with the reason, and warnings go into the survey.
 2. **Measure once.** Each candidate decodes the prompts once at a large K (`k_max`) with planning
    off, so every position is drafted and judged; per draft position it counts reached and accepted
-   (conditional and marginal rates), and times its drafting. An AR run of the same prompts gives
-   the plain step; v(n) comes from the target's cost profile.
-3. **Predict** every K, the break-even rate, and the speedup with several runs at once from target passes timed
-   at batch sizes 1…N (the formulas are in measure/advice.py, beside the code that computes them).
+   (conditional and marginal rates), and times its drafting; the survey keeps what the model of
+   speed reads off the runs (measure/survey_inputs.py). An AR run of the same prompts gives the plain
+   step; v(n) comes from the target's cost profile.
+3. **Predict** every K, the break-even rate, and the speedup with several runs at once from target passes
+   timed at batch sizes 1…N: every number is the model of speed's (measure/speed_model.py), asked by
+   measure/advice.py.
 4. **Where they disagree**: under greedy decoding every candidate's output is the same, so each
    position one candidate paid a target pass for can be looked up in the others' runs
    (measure/disagreement.py).
@@ -40,7 +42,6 @@ from specviz.measure.advice import (  # noqa: F401
     Survey,
     Terms,
     explained_miss,
-    predicted_speedup,
     predicted_terms,
     ranked,
     read,
@@ -48,6 +49,7 @@ from specviz.measure.advice import (  # noqa: F401
 )
 from specviz.measure.compatibility import Finding, blocking, compatibility
 from specviz.measure.disagreement import disagreement, why_not
+from specviz.measure.survey_inputs import record_of
 from specviz.pricing.timing import pass_times
 from specviz.proposers import default_k, proposer_class, suffix
 
@@ -125,13 +127,16 @@ def measure_stages(target, candidates: list[Candidate], prompts: list, get_model
         at = f"with its planner, K up to {default_k(cand.method)}" if cand.planned else f"at K = {k_max}"
         yield f"measuring {cand.label} {at}", survey
         try:
-            runs[cand.label] = _measure_candidate(survey, target, draft, cand, prompts, k_max, common)
+            runs[cand.label] = _measure_candidate(survey, target, draft, cand, prompts, k_max, common, ar_runs)
         except ValueError as e:  # a method this target refuses (e.g. the head on another model)
             survey.refused[cand.label] = str(e)
     found = disagreement(runs)
     survey.disagreement = found.to_dict() if found else None
     survey.disagreement_note = "" if found else (why_not(runs) or "")
     yield from _time_concurrency(survey, target, ar_runs, concurrency, ns)
+    for m in survey.measured:  # the model's v_scale against the v(n) the survey now predicts with
+        if m.candidate.label in runs:
+            m.speed_inputs = _model_of(runs[m.candidate.label], ar_runs, m.candidate.method, survey.v_of)
     yield from _check_best(survey, target, prompts, get_model, check, common)
     yield "done", survey
 
@@ -179,11 +184,12 @@ def planned(cand: Candidate, k: int, common: dict) -> tuple[int, dict]:
 
 
 def _measure_candidate(survey: Survey, target, draft, cand: Candidate, prompts: list, k_max: int,
-                       common: dict) -> list[RunTrace]:
+                       common: dict, ar_runs: list[RunTrace]) -> list[RunTrace]:
     """Decode the prompts with `cand` at k_max and add what it measured to the survey: the rates
     by position, and its drafting cost c, per draft call for a model that drafts (else per cycle).
     A planned candidate is measured as it runs (its K limit, planner on); its c is per cycle, and the
-    survey keeps the share of cycles that sent a draft and how many nodes they sent."""
+    survey keeps the share of cycles that sent a draft and how many nodes they sent. What the model
+    of speed reads off the runs, against the plain runs `ar_runs`, is kept beside (survey_inputs.py)."""
     k_max, common = planned(cand, k_max, common)
     cand_runs, rate = _decode_all(target, draft, prompts, method=cand.method, k=k_max, knobs=cand.knobs, **common)
     n, reached, accepted, nodes = count_positions(cand_runs, k_max)
@@ -197,8 +203,19 @@ def _measure_candidate(survey: Survey, target, draft, cand: Candidate, prompts: 
     sending = [len(c.nodes) for c in cycles if c.nodes]
     share = len(sending) / len(cycles) if cycles and cand.planned else None
     sent = statistics.fmean(sending) if sending and cand.planned else None
-    survey.measured.append(Measured(cand, k_max, n, reached, accepted, nodes, c, per_call, rate, other, share, sent))
+    model = _model_of(cand_runs, ar_runs, cand.method, survey.v_of)
+    survey.measured.append(Measured(cand, k_max, n, reached, accepted, nodes, c, per_call, rate, other, share, sent,
+                                    model))
     return cand_runs
+
+
+def _model_of(runs: list[RunTrace], ar_runs: list[RunTrace], method: str, v):
+    """What the model of speed reads off the runs; None (derived from the means, as for an older
+    survey) where the runs have no timed cycle to read it from (one new token each)."""
+    try:
+        return record_of(runs, ar_runs, method, v)
+    except speed.SpeedInputError:
+        return None
 
 
 def _time_concurrency(survey: Survey, target, ar_runs: list[RunTrace], concurrency,
@@ -239,9 +256,9 @@ def _check_best(survey: Survey, target, prompts: list, get_model, check: int,
 
 
 def terms_of(runs: list[RunTrace], survey: Survey, ar_tokens_per_s: float) -> Terms:
-    """A check's measured terms per cycle, in the survey's plain cycles."""
+    """A check's measured terms per cycle, in the survey's one-token passes (its plain cycle's pass)."""
     cycles = [c for r in runs for c in r.cycles]
-    unit = survey.step_s * max(len(cycles), 1)
+    unit = survey.step_s * survey.pass_share * max(len(cycles), 1)
     if not cycles or not unit:
         return Terms(0.0, 0.0, 0.0, 0.0, ar_tokens_per_s)
     return Terms(sum(len(c.committed) for c in cycles) / len(cycles), sum(c.draft_s for c in cycles) / unit,

@@ -112,6 +112,40 @@ class Candidate:
 
 BY_POSITION = items(number(0.0, 1e12), survey_schema.MAX_K)
 NODES_AT_DEPTH = items(number(0.0, 1e6), survey_schema.MAX_K)
+PROBS = items(number(0.0, 1.0), survey_schema.MAX_K)
+PER_LEVEL = items(number(0.0, survey_schema.MAX_PASS), survey_schema.MAX_K)
+FIT = number(-1e6, 1e6)  # a fitted line's intercept or slope, in one-token passes
+
+
+@with_config(UPLOAD)
+@dataclass
+class Shape:
+    """Cycles that sent the same draft: its nodes at depth 1, 2, … ([]: it sent nothing), whether it
+    filled its K, and the levels a model drafted (a draft call each)."""
+    nodes: items(whole(0, survey_schema.MAX_PASS), survey_schema.MAX_K)
+    full: bool
+    levels: whole(0, survey_schema.MAX_K)
+    cycles: whole(1, 10 ** 9)
+
+
+@with_config(UPLOAD)
+@dataclass
+class SpeedInputs:
+    """What the model of speed reads off a candidate's runs (theory.text_inputs and machine_inputs,
+    measure/survey_inputs.py): α_d, reach_d by how deep a cycle's draft went, the drafts sent (as
+    shapes), per depth the nodes each source sent and the draft calls, per cycle; and the machine's
+    costs in one-token passes."""
+    acceptance: PROBS
+    reach_by_sent_depth: entries(PROBS, survey_schema.MAX_K, key=K)
+    shapes: items(Shape, survey_schema.MAX_SHAPES)
+    nodes_by_source: entries(PER_LEVEL, 32)  # source (tree.SourceKind) → mean nodes at depth d a cycle
+    calls_by_level: PER_LEVEL  # mean draft calls at depth d a cycle
+    draft0: FIT
+    draft1: FIT
+    over0: FIT
+    over1: FIT
+    ar_overhead: number(0.0, 1e6)
+    v_scale: number(1e-3, 1e6)
 
 
 @with_config(UPLOAD)
@@ -131,6 +165,8 @@ class Measured:
     # a planned candidate (K auto): the share of cycles that sent a draft, and the mean nodes of those
     sent_share: number(0.0, 1.0) | None = None
     sent_nodes: number(0.0, 1e6) | None = None
+    # what the model of speed needs (format /5 on); older surveys derive it (survey_inputs.derived)
+    speed_inputs: SpeedInputs | None = None
 
     @property
     def conditional(self) -> list[float]:

@@ -15,11 +15,12 @@ from typing_extensions import Required, TypedDict
 from specviz.decoding.settings import MAX_K
 from specviz.decoding.upload import PLAIN, UPLOAD, UPLOAD_OPEN, entries, items, number, text, whole
 
-FORMAT = "specviz-advice/4"
+FORMAT = "specviz-advice/5"
 # /1 had no concurrency timing, pair checks or disagreement; /1 and /2 named the concurrency
-# timing "load" and a draft call a "step" (OLD_NAMES, OLD_MEASURED_NAMES: they read as /4);
-# /4 adds the checks on engines (engine_checks), which older surveys have none of
-READS = ("specviz-advice/1", "specviz-advice/2", "specviz-advice/3", FORMAT)
+# timing "load" and a draft call a "step" (OLD_NAMES, OLD_MEASURED_NAMES: they read as /5);
+# /4 adds the checks on engines (engine_checks), which older surveys have none of; /5 keeps per
+# candidate what the model of speed needs (speed_inputs), which older ones derive from their means
+READS = ("specviz-advice/1", "specviz-advice/2", "specviz-advice/3", "specviz-advice/4", FORMAT)
 OLD_NAMES = {"load": "concurrency", "load_note": "concurrency_note"}
 OLD_MEASURED_NAMES = {"per_step": "per_call"}  # in each entry of "measured"
 
@@ -30,6 +31,8 @@ MAX_CANDIDATES = 32
 MAX_SIZES = 512  # pass sizes n of v(n) and of the concurrency timing
 MAX_PASS = 4096  # largest pass size n (a tree of MAX_K levels is far smaller)
 MAX_BATCH = 4096
+MAX_SHAPES = 4096  # distinct drafts a candidate sent (a few hundred in a survey of 8 prompts)
+MAX_SHAPE_NODES = 200_000  # nodes over a candidate's shapes, each counted once: bounds the model's work
 
 # The bounded types of the survey's fields (advice.py's annotations use them).
 LABEL = text(200)
@@ -108,6 +111,8 @@ def survey_rules(s: Any) -> str | None:
         k = m.k_max
         if len(m.reached) != k or len(m.accepted) != k or len(m.nodes_at_depth) not in (0, k):
             return f", candidate {i}: 'reached', 'accepted' and 'nodes_at_depth' must have k_max ({k}) entries."
+        if m.speed_inputs is not None and sum(sum(shape.nodes) for shape in m.speed_inputs.shapes) > MAX_SHAPE_NODES:
+            return f", candidate {i}: 'speed_inputs' holds more than {MAX_SHAPE_NODES} nodes over its shapes."
     timed = s.concurrency
     if timed:
         if not timed.sizes or not timed.batch_sizes or len(timed.pass_s) != len(timed.batch_sizes) \

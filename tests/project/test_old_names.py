@@ -35,13 +35,13 @@ def test_a_trace_with_the_old_names_reads_as_one_with_the_new():
 
 def test_a_survey_in_an_older_format_reads_as_todays():
     """An advice survey written as format /2 (the concurrency timing under "load" and "load_note",
-    each candidate's "per_step") reads to the same Survey as today's /3 with "concurrency",
+    each candidate's "per_step") reads to the same Survey as today's /5 with "concurrency",
     "concurrency_note" and "per_call"."""
     from specviz.measure import advice
 
     today = advice.read(ASSETS / "recorded_advice.json")
     doc = today.to_dict()
-    assert doc["format"] == "specviz-advice/4" and doc["concurrency"] is not None
+    assert doc["format"] == "specviz-advice/5" and doc["concurrency"] is not None
     old = {{"concurrency": "load", "concurrency_note": "load_note"}.get(k, k): v for k, v in doc.items()}
     old["format"] = "specviz-advice/2"
     old["measured"] = [{("per_step" if k == "per_call" else k): v for k, v in m.items()} for m in old["measured"]]
