@@ -5,7 +5,7 @@ same from viz/advice_figures.py). Plain text from a Survey: no model, no UI.
 from __future__ import annotations
 
 from specviz.decoding import speed
-from specviz.measure.advice import Measured, Survey, break_even, ranked, under_concurrency
+from specviz.measure.advice import RETRIEVAL, Measured, Survey, break_even, measured_depth, ranked, under_concurrency
 
 
 def summary(survey: Survey) -> str:
@@ -27,7 +27,8 @@ def _planned_note(survey: Survey) -> str:
 
 
 def recommendation(survey: Survey) -> str:
-    """The advice in a sentence or two: the pick, its K, its predicted (and checked) speedup."""
+    """The advice in a sentence or two: the pick (whatever the model predicts fastest, fixed K or
+    planned), its K, its predicted (and checked) speedup; where a fixed K beats the planner, it says so."""
     rows = ranked(survey)
     if not rows:
         return "No candidate was measured, so there is nothing to recommend."
@@ -35,9 +36,14 @@ def recommendation(survey: Survey) -> str:
     chk = survey.checks.get(m.candidate.label)
     checked = "" if chk is None else f", measured {chk.measured:.2f}×"
     text = f"Use {m.candidate.label} {at_k(m, k)}: predicted {s:.2f}× plain decoding{checked}."
+    beaten = next((row for row in rows if row[0].candidate.planned), None)
     if s < 1.0:
         text = (f"Keep plain decoding: the best candidate, {m.candidate.label} {at_k(m, k)}, is predicted at "
                 f"{s:.2f}×.")
+    elif not m.candidate.planned and beaten is not None:
+        kind = "a retrieval method at a fixed K" if m.candidate.method in RETRIEVAL else "a fixed K"
+        text += (f" It is predicted faster than {beaten[0].candidate.label} ({s:.2f}× against {beaten[2]:.2f}×): "
+                 f"here {kind} beats SpecViz's planner, so the advice is {m.candidate.label} {at_k(m, k)}.")
     if len(rows) > 1:
         m2, k2, s2 = rows[1]
         text += f" Next: {m2.candidate.label} {at_k(m2, k2)}, {s2:.2f}×."
@@ -62,6 +68,23 @@ def break_even_cell(m: Measured, be: float | None) -> str:
 
 def k_cell(m: Measured, k: int) -> str:
     return f"auto (≤ {m.k_max})" if m.candidate.planned else str(k)
+
+
+def measured_cell(m: Measured) -> str:
+    """What the prediction over the candidate's K range (1 to k_max) rests on: D, the deepest draft
+    depth the survey judged; past it acceptance is the model's assumption."""
+    depth = measured_depth(m)
+    if depth == 0:
+        return "no depth measured (nothing it drafted was judged): every K assumed"
+    if depth < m.k_max:
+        return f"measured up to depth {depth}; beyond it, assumed"
+    return f"measured up to depth {depth}"
+
+
+def predicted_cell(m: Measured, k: int, s: float) -> str:
+    """The predicted speedup, said to be assumed where its K is past the deepest depth measured."""
+    assumed = not m.candidate.planned and k > measured_depth(m)
+    return f"{s:.2f}×" + (" (assumed)" if assumed else "")
 
 
 def findings(survey: Survey) -> list[str]:
@@ -94,16 +117,17 @@ def report(survey: Survey) -> str:
     """The ranked table, per-position rates (conditional and marginal, labelled), load, pair checks,
     disagreement and the checks, in markdown."""
     lines = [summary(survey), "", recommendation(survey), "",
-             "| rank | candidate | best K | predicted speedup | break-even α | c | checked: measured speedup |",
-             "|---|---|---|---|---|---|---|"]
+             "| rank | candidate | best K | predicted speedup | what is measured | break-even α | c | "
+             "checked: measured speedup |",
+             "|---|---|---|---|---|---|---|---|"]
     for i, (m, k, s_k) in enumerate(ranked(survey), 1):
         be = break_even(m, k, survey.v_of, survey.pass_share)
         chk = survey.checks.get(m.candidate.label)
         checked = "–" if chk is None else f"{chk.measured:.2f}× {at_k(m, chk.k)}" + (
             f" ⚠ {chk.flag}" if chk.flag else "")
         unit = "per draft call" if m.per_call else "per cycle"
-        lines.append(f"| {i} | {m.candidate.label} | {k_cell(m, k)} | {s_k:.2f}× | "
-                     f"{break_even_cell(m, be)} | "
+        lines.append(f"| {i} | {m.candidate.label} | {k_cell(m, k)} | {predicted_cell(m, k, s_k)} | "
+                     f"{measured_cell(m)} | {break_even_cell(m, be)} | "
                      f"{m.c:.3f} {unit} | {checked} |")
     lines += ["", "Acceptance by draft depth, measured at K = k_max:", "",
               f"| candidate | {speed.label('acceptance_by_position')} | {speed.label('reach_by_position')} |",

@@ -115,11 +115,14 @@ def advice_html(survey: advice.Survey) -> str:
         flag = f'<div class="sv-advice-flag">⚠ {esc(chk.flag)}</div>' if chk is not None and chk.flag else ""
         unit = "per draft call" if m.per_call else "per cycle"
         rows.append(f"<tr><td>{i}</td><td>{esc(m.candidate.label)}</td><td>{esc(advice_report.k_cell(m, k))}</td>"
-                    f"<td>{s_k:.2f}×</td>"
+                    f"<td>{esc(advice_report.predicted_cell(m, k, s_k))}</td>"
+                    f"<td>{esc(advice_report.measured_cell(m))}</td>"
                     f"<td>{advice_report.break_even_cell(m, be)}</td><td>{m.c:.3f} {unit}</td>"
                     f"<td>{esc(checked)}{flag}</td></tr>")
     table = ("<table class='sv-advice-table'><thead><tr><th>#</th><th>candidate</th><th>best K</th>"
-             "<th>predicted</th><th title='the constant acceptance rate below which plain decoding wins'>"
+             "<th>predicted</th><th title='past the deepest draft depth the survey judged, acceptance is the "
+             "model of speed&#39;s assumption'>what is measured</th>"
+             "<th title='the constant acceptance rate below which plain decoding wins'>"
              "break-even α</th><th>draft cost c</th><th>checked: measured</th></tr></thead><tbody>"
              + "".join(rows) + "</tbody></table>")
     return (f'<p class="sv-advice-pick"><strong>{esc(advice_report.recommendation(survey))}</strong></p>'
