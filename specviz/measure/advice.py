@@ -118,8 +118,9 @@ def _answer(x: model.Inputs, v: Callable[[float], float], k: int | None) -> floa
 
 
 def _k(m: Measured, k: int | None) -> int | None:
-    """What the model is asked for: None (as sent) for a planned candidate, else K within the survey's."""
-    return None if m.candidate.planned else max(1, min(k or m.k_max, m.k_max))
+    """What the model is asked for: None (every draft as sent) for a planned candidate or k None, else
+    K within the survey's."""
+    return None if m.candidate.planned or k is None else max(1, min(k, m.k_max))
 
 
 def speedup_at(m: Measured, k: int | None, v: Callable[[float], float], pass_share: float = 1.0) -> float:
@@ -205,7 +206,7 @@ class Terms:
     ar_tokens_per_s: float
 
 
-def predicted_terms(m: Measured, k: int, v: Callable[[float], float], pass_share: float,
+def predicted_terms(m: Measured, k: int | None, v: Callable[[float], float], pass_share: float,
                     ar_tokens_per_s: float) -> Terms:
     """The terms the model predicts for `m` at K = k, each read off its answers (the module docstring)."""
     x, at, v = inputs(m, pass_share), _k(m, k), functools.cache(v)

@@ -25,6 +25,7 @@ a survey of thousands of cycles reaches).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter
 
@@ -37,6 +38,8 @@ from specviz.measure.survey_schema import MAX_PASS
 MODEL_CYCLES = 1000  # cycles handed to the model at most (a survey of 8 prompts has a few hundred)
 MODEL_NODES = 20_000  # nodes over those cycles at most
 DERIVED_CYCLES = 48  # an older survey's cycles are rebuilt on at most this many
+ALL = "all sources"  # an older survey's nodes, its sources not told apart
+SHAPE_FIELDS = {f.name for f in dataclasses.fields(model.Inputs)} & {"level_nodes", "level_calls"}
 
 
 # -- kept: from the runs -------------------------------------------------------------------------
@@ -111,13 +114,31 @@ def derived(m: Measured, pass_share: float) -> SpeedInputs:
     acceptance = [min(a / r, 1.0) if r else 0.0 for a, r in zip(m.accepted, m.reached)][:measured_depth(m)]
     per = 1.0 / pass_share
     draft = m.c * per
+    share = 1.0 / cycles if cycles else 0.0
     return SpeedInputs(acceptance=acceptance, reach_by_sent_depth={d: rates[:d] for d in depths}, shapes=shapes,
-                       nodes_by_source={}, calls_by_level=[],
+                       nodes_by_source={ALL: [t * share for t in totals]},
+                       calls_by_level=[c * share for c in counts] if m.per_call else [],
                        draft0=0.0 if m.per_call else draft, draft1=draft if m.per_call else 0.0,
                        over0=m.overhead * per, over1=0.0, ar_overhead=per - 1.0, v_scale=1.0)
 
 
 # -- read back: the model's Inputs ------------------------------------------------------------------
+def level_shape(rec: SpeedInputs) -> dict:
+    """The drafts' shape at D, the deepest depth sent, as the model's `level_nodes` and `level_calls`
+    (what a draft grown past D adds a level): the mean nodes each source sent at D and the model calls
+    made there, over the cycles whose draft reached D (the survey keeps both a cycle, over all cycles).
+    Calls not kept (an older survey of a draft-free method): None, the model's own rule."""
+    deepest = max((len(s.nodes) for s in rec.shapes), default=0)
+    reaching = sum(s.cycles for s in rec.shapes if deepest and len(s.nodes) >= deepest)
+    if not reaching:
+        return {}
+    per = sum(s.cycles for s in rec.shapes) / reaching
+    nodes = {source: row[deepest - 1] * per for source, row in rec.nodes_by_source.items()
+             if len(row) >= deepest and row[deepest - 1] > 0}
+    calls = rec.calls_by_level[deepest - 1] * per if len(rec.calls_by_level) >= deepest else None
+    return dict(level_nodes=nodes, level_calls=calls)
+
+
 def _counts(shapes: list[Shape]) -> list[int]:
     """Each shape's repeats: its cycles over their common factor, scaled down to the model's budget."""
     counts = [max(int(s.cycles), 1) for s in shapes]
@@ -140,7 +161,8 @@ def inputs(m: Measured, pass_share: float = 1.0) -> model.Inputs:
     return model.Inputs(acceptance=list(rec.acceptance), sent=sent, full=full, levels=levels,
                         reach_by_sent_depth={int(d): list(r) for d, r in rec.reach_by_sent_depth.items()},
                         draft0=rec.draft0, draft1=rec.draft1, over0=rec.over0, over1=rec.over1,
-                        ar_overhead=rec.ar_overhead, v_scale=rec.v_scale)
+                        ar_overhead=rec.ar_overhead, v_scale=rec.v_scale,
+                        **{k: value for k, value in level_shape(rec).items() if k in SHAPE_FIELDS})
 
 
 def measured_depth(m: Measured) -> int:

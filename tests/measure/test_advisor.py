@@ -229,3 +229,138 @@ def test_measure_runs_a_planned_candidate_with_its_planner_and_checks_it():
     assert m.candidate.planned and m.k_max == 16 and not m.per_call
     assert 0.0 <= m.sent_share <= 1.0 and (m.sent_nodes is None or m.sent_nodes >= 1)
     assert len(advice.curve(m, got.v_of)) == 1 and set(got.checks) == {"pld, K auto"}
+
+
+# -- one model: every predicted number is speed_model.predict_at's ------------------------------------
+V = {1: 1.0, 2: 1.1, 3: 1.2, 4: 1.3, 5: 1.4}  # v(n) = 1 + 0.1 (n − 1)
+O_AR = 0.1
+
+
+def _kept(cand: advice.Candidate, k_max: int = 2) -> advice.Measured:
+    """A candidate as a format /5 survey keeps it: 3 cycles sent a chain of 2 (full), 1 sent nothing;
+    α_d = 0.8, 0.5; reach by sent depth 2: 0.6, 0.3; costs in one-token passes."""
+    inputs = advice.SpeedInputs(acceptance=[0.8, 0.5], reach_by_sent_depth={2: [0.6, 0.3]},
+                                shapes=[advice.Shape([1, 1], True, 0, 3), advice.Shape([], False, 0, 1)],
+                                nodes_by_source={"lookup": [0.75, 0.75]}, calls_by_level=[],
+                                draft0=0.1, draft1=0.0, over0=0.05, over1=0.01, ar_overhead=O_AR, v_scale=1.0)
+    return advice.Measured(cand, k_max, 4, [3.0, 3.0], [2.4, 1.2], [0.75, 1.5], 0.1, False, 30.0,
+                           speed_inputs=inputs)
+
+
+def _old(cand: advice.Candidate, k_max: int = 2) -> advice.Measured:
+    """The same candidate as a format /4 survey kept it: means only (its model inputs are derived)."""
+    return advice.Measured(cand, k_max, 4, [3.0, 3.0], [2.4, 1.2], [0.75, 1.5], 0.1, False, 30.0, overhead=0.05)
+
+
+def _survey(make) -> advice.Survey:
+    timed = advice.ConcurrencyCost([1, 4], [1, 2, 3], [[0.010, 0.011, 0.012], [0.015, 0.030, 0.045]], 64)
+    return advice.Survey("t", 1, {"k_max": 2}, "cpu", 30.0, 0.011, dict(V),
+                         measured=[make(advice.Candidate("pld")), make(advice.Candidate("hybrid", planned=True))],
+                         concurrency=timed, pass_share=1 / (1 + O_AR))
+
+
+def test_the_advisors_number_is_the_models_worked_by_hand():
+    """On a small kept survey, S at K = 1 and 2 is the model's (speed_model.predict_at on the survey's
+    inputs) and equals the hand-worked cycles: at K = 2 the 3 sending cycles make 1 + 0.6 + 0.3 tokens
+    for 0.1 + v(3) + 0.05 + 0.01·2 passes, the one that sent nothing 1 token for 0.1 + 1 + 0.05, against
+    a plain token's 1 + o_AR; at K = 1 the chain is cut to its first node."""
+    m, v = _kept(advice.Candidate("pld")), lambda n: V[n]
+    k2 = (3 * 1.9 + 1) / 4 * (1 + O_AR) / ((3 * (0.1 + 1.2 + 0.05 + 0.02) + 1.15) / 4)
+    k1 = (3 * 1.6 + 1) / 4 * (1 + O_AR) / ((3 * (0.1 + 1.1 + 0.05 + 0.01) + 1.15) / 4)
+    assert advice.curve(m, v) == [(1, pytest.approx(k1)), (2, pytest.approx(k2))]
+    x = survey_inputs.inputs(m)
+    assert [speed_model.predict_at(x, v, k) for k in (1, 2)] == [pytest.approx(k1), pytest.approx(k2)]
+    planned = _kept(advice.Candidate("hybrid", planned=True))
+    assert advice.curve(planned, v) == [(2, pytest.approx(speed_model.predict_at(x, v, None)))]
+
+
+@pytest.mark.parametrize("make", [_kept, _old], ids=["kept", "derived"])
+def test_every_predicted_number_goes_through_the_model(make, monkeypatch):
+    """advice.py has no speed formula of its own: with the model's predict_at (in speed_model) swapped
+    for a sentinel, every number the advisor shows follows it: the curve and K auto, the ranking and
+    the recommendation, runs at once (the sentinel against a plain token's r_B(1) + o_AR), a check's
+    terms (τ the sentinel, nothing left for drafting or the rest), and the break-even α (a model whose S
+    is 2·α breaks even at α = 0.5; one at 0.5× loses at every α). Kept and derived inputs alike."""
+    survey, sentinel = _survey(make), 7.25
+    monkeypatch.setattr(speed_model, "predict_at", lambda x, v, k: sentinel)
+    fixed, planned = survey.measured
+    assert advice.curve(fixed, survey.v_of, survey.pass_share) == [(1, sentinel), (2, sentinel)]
+    assert advice.curve(planned, survey.v_of, survey.pass_share) == [(2, sentinel)]
+    assert [s for _, _, s in advice.ranked(survey)] == [sentinel, sentinel]
+    assert f"predicted {sentinel:.2f}×" in advice_report.recommendation(survey)
+    o_ar = advice.inputs(fixed, survey.pass_share).ar_overhead
+    for _, points, _ in advice.under_concurrency(survey):
+        assert [s for _, _, s in points] == [pytest.approx(sentinel), pytest.approx(sentinel * (1.5 + o_ar) / (1 + o_ar))]
+    terms = advice.predicted_terms(fixed, 2, survey.v_of, survey.pass_share, 30.0)
+    assert (terms.tau, terms.draft, terms.overhead) == (sentinel, 0.0, 0.0)
+    assert terms.verify == pytest.approx(1 + o_ar)
+    monkeypatch.setattr(speed_model, "predict_at", lambda x, v, k: 2 * x.acceptance[0])
+    assert advice.break_even(fixed, 2, survey.v_of, survey.pass_share) == pytest.approx(0.5, abs=1e-4)
+    monkeypatch.setattr(speed_model, "predict_at", lambda x, v, k: 0.5)
+    assert advice.break_even(fixed, 2, survey.v_of, survey.pass_share) is None
+
+
+def test_the_kept_inputs_give_back_the_measured_tau(survey):
+    """On the tiny target's survey, each candidate's kept inputs hold every cycle once (its shapes'
+    counts sum to its cycles) and the model's τ with every draft as it was sent is the measured
+    1 + Σ marginal."""
+    for m in survey.measured:
+        assert m.speed_inputs is not None and sum(s.cycles for s in m.speed_inputs.shapes) == m.cycles
+        tau = advice.predicted_terms(m, None, survey.v_of, survey.pass_share, 1.0).tau
+        assert tau == pytest.approx(advice.tokens_per_cycle(m, m.k_max)), m.candidate.label
+
+
+def test_a_fixed_k_retrieval_method_faster_than_the_planner_is_the_advice():
+    """Where prompt lookup at a fixed K is predicted faster than the planned hybrid, the pick is prompt
+    lookup, and the advice says plainly that it beats the planner, with both speedups."""
+    copy = advice.Measured(advice.Candidate("pld"), 4, 10, [10.0] * 4, [9.0, 8.0, 7.0, 6.0], [1.0, 2.0, 3.0, 4.0],
+                           0.01, False, 30.0)
+    planned = advice.Measured(advice.Candidate("hybrid", planned=True), 16, 10, [10.0, 5.0], [5.0, 2.0], [1.0, 2.0],
+                              0.1, False, 20.0)
+    survey = advice.Survey("t", 1, {}, "cpu", 10.0, 0.01, dict(V), measured=[planned, copy])
+    (top, k, s), (_, _, s_planned) = advice.ranked(survey)
+    assert top is copy and s > s_planned
+    text = advice_report.recommendation(survey)
+    assert text.startswith(f"Use pld at K = {k}: predicted {s:.2f}×")
+    assert (f"It is predicted faster than hybrid, K auto ({s:.2f}× against {s_planned:.2f}×): here a retrieval "
+            f"method at a fixed K beats SpecViz's planner, so the advice is pld at K = {k}.") in text
+
+
+def test_the_table_says_what_is_measured_and_what_is_assumed():
+    """Each row says how deep the survey measured: D, the deepest depth judged; past it (K up to k_max)
+    the model assumes, and the table says "measured up to depth D; beyond it, assumed", a best K past
+    D is marked assumed, and a candidate whose drafts were never judged says no depth was measured."""
+    deep = advice.Measured(advice.Candidate("pld"), 2, 10, [10.0, 8.0], [8.0, 6.0], [1.0, 2.0], 0.0, False, 1.0)
+    short = advice.Measured(advice.Candidate("logitspec"), 4, 10, [10.0, 9.0, 0.0, 0.0], [9.0, 0.0, 0.0, 0.0],
+                            [1.0, 2.0, 3.0, 4.0], 0.0, False, 1.0)
+    never = advice.Measured(advice.Candidate("suffix"), 3, 10, [0.0] * 3, [0.0] * 3, [0.0] * 3, 0.0, False, 1.0)
+    survey = advice.Survey("t", 1, {}, "cpu", 10.0, 0.01, dict(V), measured=[deep, short, never])
+    text = advice_report.report(survey)
+    assert "| pld | 2 | " in text and "| measured up to depth 2 |" in text
+    assert "| logitspec |" in text and "measured up to depth 2; beyond it, assumed" in text
+    assert "no depth measured (nothing it drafted was judged): every K assumed" in text
+    assert advice_report.predicted_cell(short, 3, 1.5) == "1.50× (assumed)"
+    assert advice_report.predicted_cell(short, 2, 1.5) == "1.50×"
+
+
+def test_costs_that_sum_to_nothing_predict_zero_not_a_traceback():
+    """A survey whose kept costs make a cycle free (drafting and overhead that cancel the pass) would
+    divide by zero in the model: the advisor shows 0.00× and the report draws."""
+    m = _kept(advice.Candidate("pld"))
+    m.speed_inputs.draft0, m.speed_inputs.over0, m.speed_inputs.over1 = -1.0, 0.0, 0.0
+    m.speed_inputs.shapes = [advice.Shape([], False, 0, 4)]
+    survey = advice.Survey("t", 1, {}, "cpu", 10.0, 0.01, dict(V), measured=[m])
+    assert advice.curve(m, survey.v_of) == [(1, 0.0), (2, 0.0)]
+    assert "0.00×" in advice_report.report(survey)
+
+
+def test_the_shape_at_the_deepest_depth_is_read_from_what_the_survey_keeps():
+    """The model grows a draft past D, the deepest depth sent, by the nodes each source sent at D and
+    the model calls there, over the cycles that reached D: from a kept survey's per-cycle means (0.75
+    lookup nodes at depth 2 a cycle over 4 cycles, 3 of which reached it: 1 node; no calls kept: None),
+    and from an older survey's (sources not told apart; a model draft's calls, one a level)."""
+    kept = _kept(advice.Candidate("pld")).speed_inputs
+    assert survey_inputs.level_shape(kept) == {"level_nodes": {"lookup": pytest.approx(1.0)}, "level_calls": None}
+    old = advice.Measured(advice.Candidate("head"), 2, 4, [4.0, 2.0], [2.0, 1.0], [1.5, 2.0], 0.1, True, 1.0)
+    shape = survey_inputs.level_shape(survey_inputs.derived(old, 1.0))
+    assert shape == {"level_nodes": {survey_inputs.ALL: pytest.approx(1.0)}, "level_calls": pytest.approx(1.0)}
