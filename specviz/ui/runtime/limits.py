@@ -67,7 +67,7 @@ class Limits:
     # share verify passes (decoding/targets.py), so one student's Run no longer holds the only slot;
     # the passes themselves still run one at a time. Timings taken meanwhile say they were under load.
     # A lecture hall's 100 first Steps in one wave: at 32 they went in four, whose tails varied
-    # (p95 4.1-5.7 s on the page's defaults, 2 cores); at 100, 4.3-4.6 s (docs/BENCHMARKS.md).
+    # (p95 4.1-5.7 s on the page's defaults, 2 cores); at 100, 4.3-4.6 s (docs/bench/2026-12-06.md).
     concurrency: int = 100
     live_runs: int = 110  # SPECVIZ_LIVE_RUNS: runs whose KV caches stay in memory (a lecture hall of 100, and some)
     # SPECVIZ_SESSIONS: visitors whose runs are kept (a lecture hall of 100, and tabs opened again);
