@@ -16,6 +16,7 @@ from specviz.ui.shared.replay import EXPORT_DIR, show_trace
 from specviz.ui.shared.run import on_screen
 from specviz.ui.side_by_side.handlers import INPUTS, columns, frame, paint
 from specviz.ui.side_by_side.pairs import BY_KEY, FIRST_PAIR, PAIRS, Pair, pair_traces
+from specviz.viz import instructive_cycle
 
 
 def _picked(method: str | None, draft: str | None) -> tuple[str | None, str | None]:
@@ -47,8 +48,10 @@ def _show_pair(pair: Pair, a: Session, b: Session) -> tuple[dict, dict]:
     inputs = {f"a_{k}": v for k, v in _inputs_of(ta).items()} | {f"b_{k}": v for k, v in _inputs_of(tb).items()}
     inputs.update(prompt=ta.meta.get("prompt"), max_new_tokens=ta.run.settings.get("max_new_tokens"),
                   chat=ta.run.settings.get("chat", True) is not False)
-    # a recording that names a cycle to look at (a seam, a rescue) opens there, else on the last one
-    focus = next((t.meta.get("focus_cycle") for t in (ta, tb) if isinstance(t.meta.get("focus_cycle"), int)), None)
+    # a recording that names a cycle to look at (a seam, a rescue) opens there, else on A's most
+    # instructive one (a draft accepted, one rejected and its residual), as Decode's example does
+    focus = next((t.meta.get("focus_cycle") for t in (ta, tb) if isinstance(t.meta.get("focus_cycle"), int)),
+                 instructive_cycle(ta.run))
     shown = paint(a, b, {"a": (f"Recorded: {ta.run.settings.get('method')}", "info"),
                          "b": (f"Recorded: {tb.run.settings.get('method')}", "info")}, index=focus,
                   message=f"{pair.title}. {pair.look_for} {sitting}; no model was loaded. Step or Run "

@@ -106,6 +106,7 @@ def test_the_tab_opens_full_on_the_first_pair_and_a_new_visitor_holds_it():
 
     from specviz.ui.side_by_side import layout
     from specviz.ui.side_by_side.pairs import FIRST_PAIR
+    from specviz.viz import instructive_cycle
 
     loaded_before = len(MODELS._models)
     with gr.Blocks():
@@ -115,6 +116,7 @@ def test_the_tab_opens_full_on_the_first_pair_and_a_new_visitor_holds_it():
     assert c["a_tree"].value is not None and c["b_tree"].value is not None and c["race"].value is not None
     assert "conditional" in c["summary"].value and FIRST_PAIR.title in c["pair_status"].value
     assert c["cycle"].maximum == max(len(ta.run.cycles), len(tb.run.cycles)) - 1
+    assert c["cycle"].value == instructive_cycle(ta.run) and "no draft" not in c["a_narration"].value  # it drafted
     assert c["inputs"]["a_method"].value == "draft" and c["inputs"]["b_method"].value == tb.run.settings["method"]
     assert c["inputs"]["b_k"].value == tb.run.settings["k"]
     a, b = columns.columns(request("first-visit"))
