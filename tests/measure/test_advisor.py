@@ -289,8 +289,9 @@ def test_every_predicted_number_goes_through_the_model(make, monkeypatch):
     assert [s for _, _, s in advice.ranked(survey)] == [sentinel, sentinel]
     assert f"predicted {sentinel:.2f}×" in advice_report.recommendation(survey)
     o_ar = advice.inputs(fixed, survey.pass_share).ar_overhead
+    batched = sentinel * (1.5 + o_ar) / (1 + o_ar)  # r_4(1) = 0.015 / 0.010
     for _, points, _ in advice.under_concurrency(survey):
-        assert [s for _, _, s in points] == [pytest.approx(sentinel), pytest.approx(sentinel * (1.5 + o_ar) / (1 + o_ar))]
+        assert [s for _, _, s in points] == [pytest.approx(sentinel), pytest.approx(batched)]
     terms = advice.predicted_terms(fixed, 2, survey.v_of, survey.pass_share, 30.0)
     assert (terms.tau, terms.draft, terms.overhead) == (sentinel, 0.0, 0.0)
     assert terms.verify == pytest.approx(1 + o_ar)

@@ -1,8 +1,10 @@
 """Files written by earlier SpecViz versions still read and replay: traces (bare runs from
 `generate --json` before nodes said who proposed them, and before the verify-pass fields; trace
 documents before and after the 2026-12-05 names), a Side by side file of that time, and advice
-surveys of every format (/1 to /4). The files are in tests/project/data/formats/, taken from git history
-where the repository shipped one (assets/example_trace.json, assets/lessons/, assets/recorded_advice.json).
+surveys of every format (/1 to /5; before /5 the model of speed's inputs are derived from the
+means). The files are in tests/project/data/formats/, taken from git history where the repository
+shipped one (assets/example_trace.json, assets/lessons/, assets/recorded_advice.json; survey-5.json
+was measured on a tiny random model).
 """
 import dataclasses
 import json
@@ -17,7 +19,7 @@ from specviz.measure import advice
 DATA = Path(__file__).resolve().parent / "data" / "formats"
 TRACES = ["trace-bare-2026-11-29.json", "trace-bare-2026-12-01.json", "trace-2026-12-04.json",
           "trace-old-names-2026-12-04.json"]
-SURVEYS = ["survey-1.json", "survey-2.json", "survey-3.json", "survey-4.json"]
+SURVEYS = ["survey-1.json", "survey-2.json", "survey-3.json", "survey-4.json", "survey-5.json"]
 
 
 def _runs(doc: dict) -> list[dict]:
@@ -78,7 +80,8 @@ def test_an_old_side_by_side_file_replays_both_sides():
 @pytest.mark.parametrize("name", SURVEYS)
 def test_a_survey_of_every_format_reads_and_ranks(name):
     """A survey of each format reads; its candidates keep their measurements (an old `per_step` is
-    today's `per_call`), and the Advise tab's views and the report draw from it."""
+    today's `per_call`; from /5, what the model of speed reads), and the Advise tab's views and the
+    report draw from it."""
     from tests.project.test_upload_fuzz import draw_profile
 
     doc = json.loads((DATA / name).read_text(encoding="utf-8"))
@@ -87,6 +90,21 @@ def test_a_survey_of_every_format_reads_and_ranks(name):
     assert [m.k_max for m in survey.measured] == [m["k_max"] for m in doc["measured"]]
     assert [m.per_call for m in survey.measured] == [m.get("per_call", m.get("per_step")) for m in doc["measured"]]
     assert survey.v == {int(n): x for n, x in doc["v"].items()}
+    assert [m.speed_inputs is not None for m in survey.measured] == ["speed_inputs" in m for m in doc["measured"]]
+    assert all("speed_inputs" in m for m in doc["measured"]) == (name == "survey-5.json")
     assert (survey.concurrency is not None) == ("concurrency" in doc or "load" in doc)
     assert advice.ranked(survey)
     draw_profile(survey)
+
+
+@pytest.mark.parametrize("name", SURVEYS[:4])
+def test_a_survey_before_format_5_predicts_from_inputs_derived_from_its_means(name):
+    """A survey before /5 kept means, not the drafts the model of speed reads: they are derived
+    (measure/survey_inputs.py), and the model's τ with each draft cut at K (as sent, for a planned
+    candidate) is the survey's measured 1 + Σ_{d≤K} marginal_d at every K."""
+    survey = advice.read(DATA / name)
+    for m in survey.measured:
+        assert m.speed_inputs is None
+        for k in [None] if m.candidate.planned else range(1, m.k_max + 1):
+            tau = advice.predicted_terms(m, k, survey.v_of, survey.pass_share, 1.0).tau
+            assert tau == pytest.approx(advice.tokens_per_cycle(m, k or m.k_max), rel=1e-9), (m.candidate.label, k)
