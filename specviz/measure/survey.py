@@ -146,6 +146,12 @@ class SpeedInputs:
     over1: FIT
     ar_overhead: number(0.0, 1e6)
     v_scale: number(1e-3, 1e6)
+    # the drafts' shape at the deepest depth sent, which a draft grown past it continues, and the
+    # tokens a run made where it stopped at its max new tokens (speed_model.level_shape, Inputs.budget)
+    level_nodes: entries(number(0.0, survey_schema.MAX_PASS), 32) = field(default_factory=dict)
+    level_keep: entries(number(0.0, 1.0), 32) = field(default_factory=dict)
+    level_calls: number(0.0, survey_schema.MAX_K) | None = None
+    budget: whole(0, 10 ** 9) = 0
 
 
 @with_config(UPLOAD)

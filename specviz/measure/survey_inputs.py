@@ -3,10 +3,11 @@ means of an older one, and read back as the model's `Inputs` (measure/speed_mode
 
 **Kept** (`record_of`, format /5 on). A candidate's runs are joined into one and read by the model's
 own readers, theory.text_inputs and machine_inputs: α_d, reach_d by how deep a cycle's draft went,
-each cycle's draft (its nodes per depth, whether it filled its K, the levels a model drafted) and
-the machine's costs in one-token passes. Cycles that sent the same draft are kept once, with their
-count (a `Shape`); per depth, the nodes each source sent and the draft calls, a cycle, are kept
-beside them.
+each cycle's draft (its nodes per depth, whether it filled its K, the levels a model drafted), the
+drafts' shape at the deepest depth sent (which a draft grown past it continues), each prompt's token
+budget where its run stopped at its max new tokens, and the machine's costs in one-token passes.
+Cycles that sent the same draft are kept once, with their count (a `Shape`); per depth, the nodes
+each source sent and the draft calls, a cycle, are kept beside them.
 
 **Derived** (`derived`, formats /1 to /4). An older survey kept means only: per depth the cycles
 judged and accepted, and the mean nodes a cycle sent at depth ≤ d. From them: the T_d nodes sent at
@@ -17,7 +18,9 @@ at depth d then adds accepted_d ÷ cnt_d, so τ at every K is the survey's measu
 accepted_d ÷ cycles exactly; what is assumed is how the nodes were spread. Past DERIVED_CYCLES
 cycles they are rebuilt on that many, each count scaled (shares then kept to 1/DERIVED_CYCLES). Costs in plain cycles
 become one-token passes through the pass's share of a plain cycle: o_AR = 1 ÷ pass_share − 1, and
-drafting c (per call or per cycle) and the overhead divided by pass_share; v_scale is 1.
+drafting c (per call or per cycle) and the overhead divided by pass_share; v_scale is 1. The shape
+at the deepest depth is its nodes there over the cycles that reached it (sources not told apart),
+and a call a level for a model draft.
 
 **Read back** (`inputs`). Shapes become the model's per-cycle lists, each repeated by its count
 (divided by their common factor; scaled down past MODEL_CYCLES cycles or MODEL_NODES nodes, which only
@@ -39,7 +42,8 @@ MODEL_CYCLES = 1000  # cycles handed to the model at most (a survey of 8 prompts
 MODEL_NODES = 20_000  # nodes over those cycles at most
 DERIVED_CYCLES = 48  # an older survey's cycles are rebuilt on at most this many
 ALL = "all sources"  # an older survey's nodes, its sources not told apart
-SHAPE_FIELDS = {f.name for f in dataclasses.fields(model.Inputs)} & {"level_nodes", "level_calls"}
+SHAPE_FIELDS = sorted({f.name for f in dataclasses.fields(model.Inputs)}
+                      & {"level_nodes", "level_keep", "level_calls", "budget"})
 
 
 # -- kept: from the runs -------------------------------------------------------------------------
@@ -66,6 +70,8 @@ def record_of(runs: list[RunTrace], ar_runs: list[RunTrace], method: str, v) -> 
         shapes[(tuple(Counter(depths).get(d, 0) for d in range(1, max(depths, default=0) + 1)), full, levels)] += 1
         for d in range(levels):
             calls[d] += 1 / n
+    budgets = [model.text_inputs(r).get("budget", 0) for r in runs]  # each prompt's run its own
+    shape = {key: text[key] for key in ("level_nodes", "level_keep", "level_calls") if key in text}
     by_source: dict[str, list[float]] = {}
     for c in run.cycles:
         for node in c.nodes:
@@ -76,7 +82,8 @@ def record_of(runs: list[RunTrace], ar_runs: list[RunTrace], method: str, v) -> 
     return SpeedInputs(acceptance=list(text["acceptance"]),
                        reach_by_sent_depth={int(d): list(r) for d, r in text["reach_by_sent_depth"].items()},
                        shapes=[Shape(list(nodes), full, levels, c) for (nodes, full, levels), c in shapes.items()],
-                       nodes_by_source=by_source, calls_by_level=calls, **machine)
+                       nodes_by_source=by_source, calls_by_level=calls, **machine, **shape,
+                       budget=round(sum(budgets) / len(budgets)) if budgets and all(budgets) else 0)
 
 
 # -- derived: from an older survey's means ---------------------------------------------------------
@@ -115,30 +122,17 @@ def derived(m: Measured, pass_share: float) -> SpeedInputs:
     per = 1.0 / pass_share
     draft = m.c * per
     share = 1.0 / cycles if cycles else 0.0
+    deepest = max(depths, default=0)  # the shape there: its nodes over the cycles that reached it
+    at = {ALL: totals[deepest - 1] / counts[deepest - 1]} if deepest else {}
     return SpeedInputs(acceptance=acceptance, reach_by_sent_depth={d: rates[:d] for d in depths}, shapes=shapes,
                        nodes_by_source={ALL: [t * share for t in totals]},
                        calls_by_level=[c * share for c in counts] if m.per_call else [],
                        draft0=0.0 if m.per_call else draft, draft1=draft if m.per_call else 0.0,
-                       over0=m.overhead * per, over1=0.0, ar_overhead=per - 1.0, v_scale=1.0)
+                       over0=m.overhead * per, over1=0.0, ar_overhead=per - 1.0, v_scale=1.0,
+                       level_nodes=at, level_calls=(1.0 if m.per_call else None) if deepest else None)
 
 
 # -- read back: the model's Inputs ------------------------------------------------------------------
-def level_shape(rec: SpeedInputs) -> dict:
-    """The drafts' shape at D, the deepest depth sent, as the model's `level_nodes` and `level_calls`
-    (what a draft grown past D adds a level): the mean nodes each source sent at D and the model calls
-    made there, over the cycles whose draft reached D (the survey keeps both a cycle, over all cycles).
-    Calls not kept (an older survey of a draft-free method): None, the model's own rule."""
-    deepest = max((len(s.nodes) for s in rec.shapes), default=0)
-    reaching = sum(s.cycles for s in rec.shapes if deepest and len(s.nodes) >= deepest)
-    if not reaching:
-        return {}
-    per = sum(s.cycles for s in rec.shapes) / reaching
-    nodes = {source: row[deepest - 1] * per for source, row in rec.nodes_by_source.items()
-             if len(row) >= deepest and row[deepest - 1] > 0}
-    calls = rec.calls_by_level[deepest - 1] * per if len(rec.calls_by_level) >= deepest else None
-    return dict(level_nodes=nodes, level_calls=calls)
-
-
 def _counts(shapes: list[Shape]) -> list[int]:
     """Each shape's repeats: its cycles over their common factor, scaled down to the model's budget."""
     counts = [max(int(s.cycles), 1) for s in shapes]
@@ -161,8 +155,13 @@ def inputs(m: Measured, pass_share: float = 1.0) -> model.Inputs:
     return model.Inputs(acceptance=list(rec.acceptance), sent=sent, full=full, levels=levels,
                         reach_by_sent_depth={int(d): list(r) for d, r in rec.reach_by_sent_depth.items()},
                         draft0=rec.draft0, draft1=rec.draft1, over0=rec.over0, over1=rec.over1,
-                        ar_overhead=rec.ar_overhead, v_scale=rec.v_scale,
-                        **{k: value for k, value in level_shape(rec).items() if k in SHAPE_FIELDS})
+                        ar_overhead=rec.ar_overhead, v_scale=rec.v_scale, **shape_of(rec))
+
+
+def shape_of(rec: SpeedInputs) -> dict:
+    """The drafts' shape at the deepest depth and the run's budget, as the model's Inputs name them
+    (those it has: SHAPE_FIELDS)."""
+    return {name: getattr(rec, name) for name in SHAPE_FIELDS}
 
 
 def measured_depth(m: Measured) -> int:
