@@ -355,13 +355,17 @@ def test_costs_that_sum_to_nothing_predict_zero_not_a_traceback():
     assert "0.00×" in advice_report.report(survey)
 
 
-def test_the_shape_at_the_deepest_depth_is_read_from_what_the_survey_keeps():
-    """The model grows a draft past D, the deepest depth sent, by the nodes each source sent at D and
-    the model calls there, over the cycles that reached D: from a kept survey's per-cycle means (0.75
-    lookup nodes at depth 2 a cycle over 4 cycles, 3 of which reached it: 1 node; no calls kept: None),
-    and from an older survey's (sources not told apart; a model draft's calls, one a level)."""
-    kept = _kept(advice.Candidate("pld")).speed_inputs
-    assert survey_inputs.level_shape(kept) == {"level_nodes": {"lookup": pytest.approx(1.0)}, "level_calls": None}
+def test_the_shape_at_the_deepest_depth_reaches_the_model(survey):
+    """The model grows a draft past D, the deepest depth sent, by the shape the drafts had at D (its
+    level_nodes, level_keep, level_calls) and cuts a run's last cycles at its budget: a kept survey
+    hands the model what its reader read off the runs (each prompt's run stopped at its max new
+    tokens, so the budget is set); an older survey derives the nodes at D over the cycles that reached
+    it (4 cycles, 2 of them reached depth 2 with 2 nodes: 1 each) and a model draft's call a level."""
+    for m in survey.measured:
+        rec, x = m.speed_inputs, advice.inputs(m, survey.pass_share)
+        assert rec.budget > 0 and rec.level_nodes and rec.level_calls is not None
+        assert (x.level_nodes, x.level_keep, x.level_calls, x.budget) == (rec.level_nodes, rec.level_keep,
+                                                                          rec.level_calls, rec.budget)
     old = advice.Measured(advice.Candidate("head"), 2, 4, [4.0, 2.0], [2.0, 1.0], [1.5, 2.0], 0.1, True, 1.0)
-    shape = survey_inputs.level_shape(survey_inputs.derived(old, 1.0))
-    assert shape == {"level_nodes": {survey_inputs.ALL: pytest.approx(1.0)}, "level_calls": pytest.approx(1.0)}
+    x = advice.inputs(old)
+    assert (x.level_nodes, x.level_calls) == ({survey_inputs.ALL: pytest.approx(1.0)}, 1.0)
