@@ -6,17 +6,18 @@ feeds [newest] + draft, so the pass that checks the draft also yields the bonus 
 With no proposer (method "ar") every cycle is one plain decoding step.
 
 A run's state is plain data (runstate.RunState): `state()` takes it out, `resume()` goes on
-from it in any process. The KV caches are only an optimisation: `park()` keeps them in this
-process, and a resumed run that finds none rebuilds them with one prefill, timed apart.
+from it in any process (both in runstate.py). The KV caches are only an optimisation: `park()`
+keeps them in this process, and a resumed run that finds none rebuilds them with one prefill,
+timed apart (`rebuild`).
 """
 from __future__ import annotations
 
 import time
-import uuid
 from typing import Iterator
 
 import torch
 
+from specviz.decoding import runstate
 from specviz.decoding.activity import ACTIVITY
 from specviz.decoding.planner import Planner, batch_cost, verify_cost
 from specviz.decoding.prefills import PREFILLS, Prefill
@@ -36,21 +37,6 @@ from specviz.proposers.base import ProposeContext, Proposer
 from specviz.served.remote import HIDDEN_REFUSED
 
 
-def new_state(target: LoadedModel, prompt, settings: DecodeSettings, draft: LoadedModel | None = None) -> RunState:
-    """A run before its prefill, as data: a pure function of the models' tokenizers, the prompt and
-    the settings. It checks them and encodes the prompt but runs no model and reads no weight, so
-    the main process can start a run on ZeroGPU; the first Step builds the proposer in its worker."""
-    if draft is not None and settings.method == "draft":
-        same_tokenizer(target, draft)  # refuses a model without a tokenizer; another family's draft is fine
-    prompt_ids = target.encode(prompt, settings.chat)
-    options = settings.options()
-    shown = dict(target=target.name, draft=None if draft is None else draft.name,
-                 **{n: v for n, v in options.items() if n != "record"})
-    rng = Sampling(settings.temperature, settings.top_p, settings.seed).generator.get_state()
-    return RunState(run_id=uuid.uuid4().hex, options=options, shown=shown, prompt_ids=list(prompt_ids),
-                    ids=list(prompt_ids), k=int(settings.k), rng=rng.numpy().tobytes())
-
-
 class Decoder:
     """Speculative (or plain) decoding of one prompt, one cycle per `step()`."""
 
@@ -63,7 +49,7 @@ class Decoder:
         `verifier` answers the verify passes (decoding/targets.py); by default the run's own
         passes, or the model's shared BatchedTarget when `share_passes` is set."""
         settings = resolve(settings, proposer, kw)
-        start = new_state(target, prompt, settings, draft)  # checks and encodes; runs no model
+        start = runstate.new_state(target, prompt, settings, draft)  # checks and encodes; runs no model
         self.sampling = Sampling(settings.temperature, settings.top_p, settings.seed)
         self.vocab = target.vocab_size
         if draft is not None and settings.method == "draft" and same_tokenizer(target, draft):
@@ -82,9 +68,9 @@ class Decoder:
         self.adaptive_k, self.max_new_tokens = settings.adaptive_k, int(settings.max_new_tokens)
         self.options, self.shown, self.run_id = start.options, start.shown, start.run_id
         # a proposer that reads the target's hidden state gets it from the engine's own passes
-        self._wants_hidden = self.proposer is not None and self.proposer.needs_hidden
+        self.wants_hidden = self.proposer is not None and self.proposer.needs_hidden
         # and the decoder layers whose outputs lead each hidden row (a v2 draft head's features)
-        self._layers = tuple(getattr(self.proposer, "hidden_layers", ())) if self._wants_hidden else ()
+        self._layers = tuple(getattr(self.proposer, "hidden_layers", ())) if self.wants_hidden else ()
         self._answered_by(target, settings, verifier)
         self._start_empty()
 
@@ -95,7 +81,7 @@ class Decoder:
         prefills, so neither is done here."""
         self.local = target_for(target)
         remote = target.remote is not None
-        if remote and self._wants_hidden:
+        if remote and self.wants_hidden:
             raise ValueError(HIDDEN_REFUSED)
         self.verifier = verifier or (batched(target) if settings.share_passes and not remote else self.local)
         self.share_passes = settings.share_passes  # model drafts, too, may run in one batch with other runs'
@@ -117,59 +103,18 @@ class Decoder:
         self.elapsed = self.prefill_s = self.rebuild_s = 0.0
         self.rebuilds = 0
         self.done = False
-        self._proposer_state: dict | None = None  # set by resume; applied after a rebuild
+        self.proposer_state: dict | None = None  # set by resume; applied after a rebuild
 
-    # -- the run's state as data -------------------------------------------------------------
+    # -- the run's state as data (runstate.py) -------------------------------------------------
     def state(self, since: int = 0) -> RunState:
         """This run as plain data; its trace holds the cycles from `since` on (0: all)."""
-        logits = None if self.last_logits is None else self.last_logits.detach().float().to("cpu", copy=True)
-        # in its own dtype: the next draft must not depend on where the call ran
-        hidden = None if self.last_hidden is None else self.last_hidden.detach().to("cpu", copy=True)
-        return RunState(
-            run_id=self.run_id, options=dict(self.options), shown=dict(self.shown),
-            prompt_ids=list(self.prompt_ids), ids=list(self.ids), origins=list(self.origins),
-            cycle_of=list(self.cycle_of), token_texts=list(self.token_texts),
-            text=self.target.decode(self.ids[len(self.prompt_ids):]), n_cycles=self.n_cycles, k=self.k,
-            last_hidden=hidden,
-            rng=self.sampling.generator.get_state().numpy().tobytes(), last_logits=logits,
-            proposer=self.proposer.state() if self.proposer is not None else {}, done=self.done,
-            planner=self.planner.state() if self.planner is not None else {},
-            prefill_s=self.prefill_s, prefill_shared=self.prefill_shared,
-            decode_s=self.elapsed - self.prefill_s, rebuild_s=self.rebuild_s,
-            rebuilds=self.rebuilds, cycles=list(self.cycles[since:]))
+        return runstate.state_of(self, since)
 
     @classmethod
     def resume(cls, target: LoadedModel, state: RunState, draft: LoadedModel | None = None,
                live: LiveCaches = LIVE, verifier: LocalTarget | None = None) -> "Decoder":
         """Go on from `state`, with this process's parked caches if they match, else rebuilt lazily."""
-        parked = live.take(state.run_id, len(state.ids))
-        ready = parked.proposer if parked is not None else None
-        dec = cls(target, state.prompt_ids, draft=draft, proposer=ready, verifier=verifier, **state.options)
-        dec._load(state)
-        if parked is not None:
-            dec.cache = parked.cache
-        else:
-            dec._proposer_state = dict(state.proposer)
-        return dec
-
-    def _load(self, state: RunState) -> None:
-        self.run_id, self.shown = state.run_id, dict(state.shown)
-        self.ids, self.origins, self.cycle_of = list(state.ids), list(state.origins), list(state.cycle_of)
-        self.token_texts, self.cycles, self.n_cycles = list(state.token_texts), list(state.cycles), state.n_cycles
-        self.k, self.done = state.k, state.done
-        if state.rng:
-            self.sampling.generator.set_state(torch.frombuffer(bytearray(state.rng), dtype=torch.uint8))
-        if state.last_logits is not None:
-            self.last_logits = state.last_logits.to(self.target.device)
-        if state.last_hidden is not None and self._wants_hidden:
-            self.last_hidden = state.last_hidden.to(self.target.device)
-        self.prefill_s, self.rebuild_s, self.rebuilds = state.prefill_s, state.rebuild_s, state.rebuilds
-        self.prefill_shared = state.prefill_shared
-        self.elapsed = state.prefill_s + state.decode_s
-        if self.proposer is not None and state.started:
-            self.proposer.set_state(state.proposer)
-        if self.planner is not None:
-            self.planner.set_state(state.planner)
+        return runstate.resume(cls, target, state, draft, live, verifier)
 
     def park(self, live: LiveCaches = LIVE) -> None:
         """Keep this run's caches in this process for a later `resume` at the same length."""
@@ -180,11 +125,11 @@ class Decoder:
     def _forward(self, tokens: list[int], last_only: bool = False) -> torch.Tensor:
         """A pass of this run's own (prefill, rebuild): logits, and the hidden rows if needed."""
         logits, self._hidden = self.local.forward(tokens, self.cache, last_only=last_only,
-                                                  hidden=self._wants_hidden, layers=self._layers)
+                                                  hidden=self.wants_hidden, layers=self._layers)
         return logits[:, : self.vocab]
 
     def _verify_pass(self, tree: DraftTree) -> VerifyAnswer:
-        request = VerifyRequest([self.ids[-1]] + tree.tokens, tree, self.cache, self.vocab, self._wants_hidden,
+        request = VerifyRequest([self.ids[-1]] + tree.tokens, tree, self.cache, self.vocab, self.wants_hidden,
                                 self._layers)
         answer = self.verifier.verify(request)
         self._hidden = answer.hidden
@@ -194,7 +139,7 @@ class Decoder:
     def prefill(self) -> None:
         """Run the prompt through the target and commit the first new token."""
         t0 = time.perf_counter()
-        shared = PREFILLS.take(self.target.model, self.prompt_ids, self._wants_hidden,
+        shared = PREFILLS.take(self.target.model, self.prompt_ids, self.wants_hidden,
                                self._layers) if self.share else None
         if shared is None:
             self.cache = self.local.new_cache()
@@ -204,14 +149,14 @@ class Decoder:
                 if self.share:  # others may be waiting for this prefill: let them compute their own
                     PREFILLS.release(self.target.model, self.prompt_ids)
                 raise
-            hidden = self._hidden[-1] if self._wants_hidden else None
+            hidden = self._hidden[-1] if self.wants_hidden else None
             shared = Prefill(self.cache, logits[-1], hidden, self._layers)
             if self.share:
                 PREFILLS.put(self.target.model, self.prompt_ids, shared)
         else:
             self.cache, self.prefill_shared = shared.cache, True
         self.last_logits = shared.logits
-        if self._wants_hidden:
+        if self.wants_hidden:
             self.last_hidden = shared.hidden
         first = shared.first_token(self.sampling)  # = sampling.pick(last_logits), its p shared
         self._commit([first], [TARGET], -1)
@@ -233,7 +178,7 @@ class Decoder:
             self._forward(self.ids[:-1], last_only=True)
         if self.proposer is not None:
             self.proposer.rebuild(list(self.ids))
-            self.proposer.set_state(self._proposer_state or {})
+            self.proposer.set_state(self.proposer_state or {})
         self._sync()
         self.rebuild_s += time.perf_counter() - t0
         self.rebuilds += 1
@@ -276,7 +221,7 @@ class Decoder:
         kinds = [FROM_DRAFT] * len(verdict.accepted) + [verdict.new_kind]
         self._rollback(n, tree, verdict.accepted)
         self.last_logits = logits[verdict.final_row]
-        if self._wants_hidden:
+        if self.wants_hidden:
             self.last_hidden = self._hidden[verdict.final_row]
         kept = self._commit(new, kinds, cycle.index)
         if self.record:

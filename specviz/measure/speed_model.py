@@ -3,11 +3,16 @@ from per-depth acceptance, the drafts the planner sent and the machine's costs m
 run (a calibration run); S for every fixed K and for "K auto". The Theory tab's curve, and
 scripts/bench/speed_model.py's check of it.
 
+Past the deepest depth D the run drafted to, nothing was measured: a draft grown there keeps the
+shape its sources had at D (nodes and model calls a level), and `band` bounds the acceptance
+assumed there, from none of the grown levels accepted to all of them.
+
 Pure arithmetic on traces and a cost profile; nothing here times a model. No UI libraries here.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Callable
 
 from specviz.decoding import speed
 from specviz.decoding.trace import RunTrace
@@ -26,6 +31,15 @@ class Inputs:
     whole more often than a short one, and a tree's path can stop at a leaf, so the product of one
     α_d curve mis-counts both; an empty map falls back to that product).
 
+    About the draft's shape past the run's deepest depth D, where nothing was measured: a draft that
+    filled its K and is grown deeper adds, a level, the nodes its sources sent at depth D (the head's
+    beam, LogitSpec's branches that were still going, a chain's one; `level_nodes`, by source), each
+    source's thinned level by level as it thinned over the depths measured (`level_keep`: branches
+    that end, such as LogitSpec's shorter candidates), and the model calls that drafting them costs
+    (`level_calls`). All empty: one node a level, and a call a level where a model drafted the draft
+    to its end (a chain). And `budget`, the tokens the cycles made where the run stopped at its max
+    new tokens: its last cycles draft only what is left.
+
     About the machine, in one-token passes, measured before the run (a calibration run): a cycle's
     drafting, draft0 + draft1 · the levels a model drafted (a draft model or the head: draft0 = 0 and
     draft1 = c; retrieval alone: draft0, its lookup), its overhead, over0 + over1 · its nodes, a plain
@@ -41,56 +55,136 @@ class Inputs:
     over1: float
     ar_overhead: float
     v_scale: float = 1.0
+    level_nodes: dict[str, float] = field(default_factory=dict)  # source -> mean nodes at depth D
+    level_keep: dict[str, float] = field(default_factory=dict)  # source -> its nodes a level over the last's (≤ 1)
+    level_calls: float | None = None  # mean model calls at depth D (one per model source there)
+    budget: int = 0  # the tokens the cycles made, where the run stopped at its max new tokens (0: on its own)
 
 
-def _tokens(x: Inputs, drafted: int, depth: int) -> float:
+def measured_depth(x: Inputs) -> int:
+    """D: the deepest depth a sent draft reached. Past it the curve is assumed, not measured."""
+    return max((max(d, default=0) for d in x.sent), default=0)
+
+
+def grown(x: Inputs, levels: int, depth: int, k: int) -> tuple[float, float]:
+    """(nodes, model calls) that a draft `depth` deep, `levels` of them model-drafted, adds when grown
+    to depth k: its j-th level past its depth adds each source's nodes at D times its keep rate to
+    the j, and the model calls at D; with no shape recorded, a chain's node and, where a model
+    drafted it to its end, a call."""
+    more = k - depth
+    calls = x.level_calls if x.level_calls is not None else float(bool(levels) and levels >= depth)
+    if not x.level_nodes:
+        return float(more), calls * more
+    nodes = sum(n * sum(x.level_keep.get(s, 1.0) ** j for j in range(1, more + 1)) for s, n in x.level_nodes.items())
+    return nodes, calls * more
+
+
+def _tokens(x: Inputs, drafted: int, depth: int, rate: float | None = None) -> float:
     """Expected tokens of a cycle whose draft went `drafted` deep, cut or grown to `depth`: 1 + Σ reach_d
-    of its group (a depth past the group's takes the last reach times the deepest α_d per level)."""
+    of its group (a depth past the group's takes the last reach times `rate` per level: the deepest
+    α_d unless given; 0 and 1 bound every assumption)."""
+    if rate is None:
+        rate = x.acceptance[-1] if x.acceptance else 0.0
     reach = x.reach_by_sent_depth.get(drafted)
     if not reach:
-        acceptance = x.acceptance + x.acceptance[-1:] * max(depth - len(x.acceptance), 0)
-        return expected_tokens_by_depth(acceptance, depth)
-    rate = x.acceptance[-1] if x.acceptance else 0.0
-    grown = [reach[-1] * rate ** j for j in range(1, depth - len(reach) + 1)]
-    return 1.0 + sum((reach + grown)[:depth])
+        return expected_tokens_by_depth(x.acceptance + [rate] * max(depth - len(x.acceptance), 0), depth)
+    past = [reach[-1] * rate ** j for j in range(1, depth - len(reach) + 1)]
+    return 1.0 + sum((reach + past)[:depth])
 
 
-def _cycle_at(x: Inputs, depths: list[int], full: bool, levels: int, k: int, v: PassCost) -> tuple[float, float]:
-    """(expected tokens, cost) of one cycle whose draft is cut at depth k, or, when it filled its K and
-    k is deeper, grown one node a level to k: its drafting, a pass over its nodes and the newest token
-    (v(1) = 1 when it sent nothing) and its overhead."""
+def sent_at(depths: list[int], full: bool, levels: int, k: int, x: Inputs) -> tuple[int, float, float]:
+    """(depth, nodes, model calls) of one cycle's draft cut at depth k, or, when it filled its K and k is
+    deeper, grown to k (`grown`)."""
     kept = [d for d in depths if d <= k]
     depth = max(kept, default=0)
+    nodes, calls = float(len(kept)), float(min(levels, depth))
     if full and depths and k > depth:
-        kept, depth = kept + list(range(depth + 1, k + 1)), k
-        levels = k if levels else 0  # a model's chain grows a call a level
-    cost = (x.draft0 + x.draft1 * min(levels, depth) + x.v_scale * (v(len(kept) + 1) if kept else 1.0)
-            + x.over0 + x.over1 * len(kept))
-    return _tokens(x, max(depths, default=0), depth), cost
+        more_nodes, more_calls = grown(x, levels, depth, k)
+        nodes, calls, depth = nodes + more_nodes, calls + more_calls, k
+    return depth, nodes, calls
 
 
-def predict_at(x: Inputs, v: PassCost, k: int | None) -> float:
-    """S with every cycle's draft cut at depth k (None: as the planner sent it): the cycles' expected
-    tokens over their costs, against a plain token's 1 + o_AR."""
+def _cycle_at(x: Inputs, depths: list[int], full: bool, levels: int, k: int, v: PassCost,
+              rate: float | None = None) -> tuple[float, float]:
+    """(expected tokens, cost) of one cycle whose draft is cut or grown to depth k (sent_at): its
+    drafting, a pass over its nodes and the newest token (v(1) = 1 when it sent nothing) and its overhead."""
+    depth, nodes, calls = sent_at(depths, full, levels, k, x)
+    cost = x.draft0 + x.draft1 * calls + x.v_scale * (v(nodes + 1) if nodes else 1.0) + x.over0 + x.over1 * nodes
+    return _tokens(x, max(depths, default=0), depth, rate), cost
+
+
+def predict_at(x: Inputs, v: PassCost, k: int | None, rate: float | None = None) -> float:
+    """S with every cycle's draft cut or grown to depth k (None: as the planner sent it): the cycles'
+    expected tokens over their costs, against a plain token's 1 + o_AR. `rate`: the acceptance a
+    level assumed past what each group measured (default: the deepest α_d)."""
     sent = x.sent or [[]]
     full = x.full or [False] * len(sent)
     levels = x.levels or [0] * len(sent)
-    cycles = [_cycle_at(x, depths, f, lv, max(depths, default=0) if k is None else k, v)
-              for depths, f, lv in zip(sent, full, levels)]
-    tokens = sum(t for t, _ in cycles) / len(cycles)
-    cost = sum(c for _, c in cycles) / len(cycles)
+
+    def mean_at(depth: int | None) -> tuple[float, float]:
+        cycles = [_cycle_at(x, depths, f, lv, max(depths, default=0) if depth is None else depth, v, rate)
+                  for depths, f, lv in zip(sent, full, levels)]
+        return sum(t for t, _ in cycles) / len(cycles), sum(c for _, c in cycles) / len(cycles)
+
+    tokens, cost = mean_at(k) if k is None or not x.budget else _to_the_end(mean_at, k, x.budget)
     return tokens * (1 + x.ar_overhead) / cost
+
+
+def _to_the_end(mean_at: Callable[[int], tuple[float, float]], k: int, budget: int) -> tuple[float, float]:
+    """(tokens, cost) a cycle over a run whose cycles make `budget` tokens: the engine drafts at most
+    the tokens left less one (decoding/engine.py), so the last cycles are cut short; followed in
+    expectation, one mean cycle at a time."""
+    at: dict[int, tuple[float, float]] = {}
+    left, made, spent, n = float(budget), 0.0, 0.0, 0
+    while left >= 1:
+        depth = min(k, int(left) - 1)
+        t, c = at[depth] if depth in at else at.setdefault(depth, mean_at(depth))
+        made, spent, left, n = made + min(t, left), spent + c, left - t, n + 1
+    return made / n, spent / n
 
 
 def predict(x: Inputs, v: PassCost, ks=K_RANGE) -> tuple[list[tuple[int, float]], tuple[int, float]]:
     """(S for every fixed K, S as the planner sent: "K auto", with its deepest draft)."""
-    deepest = max((max(d, default=0) for d in x.sent), default=0)
-    return [(k, predict_at(x, v, k)) for k in ks], (deepest, predict_at(x, v, None))
+    return [(k, predict_at(x, v, k)) for k in ks], (measured_depth(x), predict_at(x, v, None))
+
+
+def band(x: Inputs, v: PassCost, ks=K_RANGE) -> list[tuple[int, float, float]]:
+    """(K, low, high) for every K past the measured depth D: S if no grown level is ever accepted, and
+    if every one is where its path reached D (acceptance 0 and 1 past what was measured: any
+    acceptance there gives an S between them, at the grown draft's cost)."""
+    deepest = measured_depth(x)
+    return [(k, predict_at(x, v, k, 0.0), predict_at(x, v, k, 1.0)) for k in ks if k > deepest]
+
+
+def level_shape(run: RunTrace) -> dict:
+    """The drafts' shape at the run's deepest depth D, over the cycles whose draft reached it: the mean
+    nodes each source sent there; how each source's nodes thinned a level, the geometric mean from
+    the first depth it sent at to D (1 where they did not thin: a beam, a chain); and the mean model
+    calls that drafting them took (one a level for a model draft's run; else one per model source there)."""
+    nodes = [[n for n in c.nodes if n is not None] for c in run.cycles]
+    deepest = max((n.depth for ns in nodes for n in ns), default=0)
+    reached = [ns for ns in nodes if any(n.depth == deepest for n in ns)]
+    if not reached:
+        return {}
+    counts: dict[str, dict[int, int]] = {}  # source -> depth -> nodes, over the drafts that reached D
+    for n in (n for ns in reached for n in ns):
+        by_depth = counts.setdefault(str(n.source), {})
+        by_depth[n.depth] = by_depth.get(n.depth, 0) + 1
+    at_d = {s: c[deepest] for s, c in counts.items() if deepest in c}
+    keep = {s: min(1.0, (at_d[s] / counts[s][min(counts[s])]) ** (1 / (deepest - min(counts[s]))))
+            for s in at_d if min(counts[s]) < deepest}
+    kinds = [{str(n.source) for n in ns if n.depth == deepest} for ns in reached]
+    calls = [1 if run.method in MODEL_DRAFTS else sum(any(s.startswith(m) for s in ks) for m in MODEL_SOURCES)
+             for ks in kinds]
+    return dict(level_nodes={s: c / len(reached) for s, c in at_d.items()}, level_keep=keep,
+                level_calls=sum(calls) / len(reached))
 
 
 def text_inputs(run: RunTrace) -> dict:
-    """What a run says about its text and draft: α_d, each cycle's sent node depths, and reach_d by how
-    deep a cycle's draft went."""
+    """What a run says about its text and draft: α_d, each cycle's sent node depths, reach_d by how
+    deep a cycle's draft went, and the drafts' shape at the deepest depth (level_shape)."""
+    made = sum(len(c.committed) for c in run.cycles)  # the prefill made one more
+    at_max = made + 1 >= int((run.settings or {}).get("max_new_tokens") or made + 2)
     groups: dict[int, list] = {}
     for c in run.cycles:
         if c.nodes:
@@ -101,7 +195,9 @@ def text_inputs(run: RunTrace) -> dict:
                 full=[bool(c.nodes) and speed.draft_calls(c) >= c.k for c in run.cycles],
                 levels=[(speed.draft_calls(c) if c.nodes else 0) if run.method in MODEL_DRAFTS else model_levels(c)
                         for c in run.cycles],
-                reach_by_sent_depth={d: speed.by_depth(cs)[1] for d, cs in groups.items()})
+                reach_by_sent_depth={d: speed.by_depth(cs)[1] for d, cs in groups.items()},
+                budget=made if at_max else 0,
+                **level_shape(run))
 
 
 MODEL_SOURCES = ("head", "draft", "layerskip")  # nodes a model drafted, a call a level (drafting/tree.SourceKind)

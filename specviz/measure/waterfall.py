@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from specviz.decoding import speed
 from specviz.decoding.trace import RunTrace
 from specviz.measure import theory
-from specviz.measure.speed_model import inputs_of, predict, predict_at
+from specviz.measure.speed_model import band, inputs_of, measured_depth, predict, predict_at
 
 
 @dataclass
@@ -107,6 +107,8 @@ class Analysis:
     auto: tuple[int, float] | None = None  # the model's pick for K auto (0: plain steps)
     waterfall: list[dict] = field(default_factory=list)  # Bar as dicts: name, value, sentence
     concurrent: int = 0  # cycles timed beside other runs' cycles
+    measured_depth: int = 0  # D, the deepest depth the run drafted to: the curve past it is assumed (0: unknown)
+    band: list[tuple[int, float, float]] = field(default_factory=list)  # (K, low, high) past D (speed_model.band)
 
 
 def analyse(run: RunTrace, ar: RunTrace, v: theory.PassCost, ks=theory.K_RANGE) -> Analysis:
@@ -135,4 +137,5 @@ def analyse(run: RunTrace, ar: RunTrace, v: theory.PassCost, ks=theory.K_RANGE) 
                     expected_len=expected, c=cost.c, v_k=v(verify_tokens + 1), v_run=theory.run_verify_factor(run, ar),
                     verify_tokens=verify_tokens, predicted=predicted, measured=cost.speedup,
                     curve=curve, best=theory.best_k(curve), tau=cost.tau, planned=planned, auto=auto,
-                    waterfall=[dataclasses.asdict(b) for b in waterfall(run, ar)], concurrent=cost.concurrent)
+                    waterfall=[dataclasses.asdict(b) for b in waterfall(run, ar)], concurrent=cost.concurrent,
+                    measured_depth=measured_depth(x), band=band(x, v, ks))

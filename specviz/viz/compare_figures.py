@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 
 from specviz.decoding import speed
 from specviz.pricing.cost_profile import as_planned
+from specviz.viz import assumed_curve
 from specviz.viz.style import BLUE, GREEN, GREY, ORANGE, VERMILLION, base_layout, esc, esc_plot, note_figure, num, quote
 
 if TYPE_CHECKING:  # data types only: the modules that make them time models (transformers)
@@ -149,11 +150,13 @@ def predict_at_k(a: Analysis) -> float:
 
 def theory_figure(a: Analysis) -> go.Figure:
     """S(K) predicted for K = 1…16 by the model of speed, with the run's measured point, the prediction
-    at its K, the planner's pick when it planned, and the best fixed K."""
-    ks, ss = zip(*a.curve)
+    at its K, the planner's pick when it planned, and the best fixed K. Past the deepest depth D the
+    run drafted to, the curve is dashed inside its band (acceptance from none to all past D)."""
+    ks, ss = zip(*assumed_curve.measured_part(a))
     axis = "tree depth K" if a.kind == "tree" else "K (draft tokens per cycle)"
     fig = go.Figure(go.Scatter(x=ks, y=ss, mode="lines+markers", name="predicted S(K)", line_color=BLUE,
                                hovertemplate="K=%{x}: %{y:.2f}× predicted<extra></extra>"))
+    assumed_curve.draw(fig, a)
     fig.add_scatter(x=[a.k], y=[predict_at_k(a)], mode="markers", name=f"predicted at K={a.k}",
                     marker=dict(symbol="circle-open", size=14, color=BLUE, line_width=2))
     if a.measured is not None:
@@ -210,7 +213,7 @@ def theory_sentence(a: Analysis) -> str:
             text += _largest_step(a)
     best = (" No fixed K beats plain decoding here: every cycle costs more than the tokens it wins."
             if a.best[1] < 1 else f" The best fixed K is {a.best[0]}, at {a.best[1]:.2f}×.")
-    return text + best
+    return text + best + assumed_curve.sentence(a)
 
 
 def theory_html(a: Analysis) -> str:

@@ -133,7 +133,7 @@ def test_example_prompts_prefilled_at_start_up_are_copied_by_the_first_step(bund
     assert prefill_examples(settings, prompts) == 2
     assert prefill_examples(settings, prompts) == 0
     s = dataclasses.replace(settings, prompt=prompts[1])
-    start = specviz.decoding.engine.new_state(bundled_target, s.prompt, s.decode())
+    start = specviz.decoding.runstate.new_state(bundled_target, s.prompt, s.decode())
     later = work.step(run.specs(s), start)
     assert later.prefill_shared and later.origins
 

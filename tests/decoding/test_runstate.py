@@ -174,10 +174,10 @@ def test_rng_state_round_trips():
 @pytest.mark.drafts
 @pytest.mark.parametrize("method", ["pld", "draft"])
 def test_a_new_run_is_made_from_tokenizers_alone(method):
-    """engine.new_state runs no model and reads no weight (the models' weights are on the meta device,
+    """runstate.new_state runs no model and reads no weight (the models' weights are on the meta device,
     where reading a value fails, and a forward pass fails the test), and a run resumed from it
     decodes exactly as Decoder's own start does, draw for draw."""
-    from specviz.decoding.engine import new_state
+    from specviz.decoding.runstate import new_state
     from specviz.decoding.settings import DecodeSettings
 
     target, draft = pair(noise=0.3, vocab=48, layers=3)

@@ -23,8 +23,8 @@ import threading
 import time
 from typing import Callable
 
-from specviz.decoding.engine import new_state
 from specviz.decoding.planner import PROFILE_MIN_PARAMS, batch_cost, verify_cost
+from specviz.decoding.runstate import new_state
 from specviz.ui.runtime import state, work
 from specviz.ui.runtime.settings import RunSettings
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from specviz.decoding.activity import ACTIVITY
-from specviz.decoding.engine import new_state
-from specviz.decoding.runstate import RunState
+from specviz.decoding.runstate import RunState, new_state
 from specviz.drafting.sampling import check_settings
 from specviz.drafting.vocab_map import vocab_map
 from specviz.loading.loader import EMPTY_PROMPT, same_tokenizer
@@ -77,7 +76,7 @@ def ensure_run(session: Session, settings: RunSettings, progress) -> str | None:
     """Start a new run unless the session's run already has these settings; say why.
 
     Models load here, in the main process, never inside a GPU call. The run's first state is
-    made from the tokenizers alone (engine.new_state): no model runs outside ui/runtime/work.py.
+    made from the tokenizers alone (runstate.new_state): no model runs outside ui/runtime/work.py.
     """
     if session.state is not None and session.settings == settings:
         return None
