@@ -1,8 +1,8 @@
 """`python -m specviz.training.head2_train`: train draft head v2 (specviz/head/v2.py) for the bundled target.
 
-1. Data: head_train.py's, with the outputs of decoder layers `--aux` (default 2 and num_layers // 2)
+1. Data: head_data.py's `build_data`, with the outputs of decoder layers `--aux` (default 2 and num_layers // 2)
    kept beside the final norm's (`build_data`; its cached passes under `--data` are reused).
-2. Vocabulary: head_train.py's `vocab_subset`.
+2. Vocabulary: head_data.py's `vocab_subset`.
 3. Training, the EAGLE-3 way (training-time test): from a random answer position t, the head
    fuses the TRUE features at t (layer low's, layer mid's and the final norm's f_t) into h_0 and
    runs `--unroll` U draft steps exactly as it drafts: step j reads h_{j-1} and the TRUE token
@@ -11,7 +11,7 @@
    true final-norm output at position t+j, through the subset LM head), averaged over the U
    steps. No hidden-state regression: the head learns to read its own h. AdamW, warm-up then
    cosine decay, fixed seeds.
-4. Evaluation: head_train.py's `evaluate` (α and tokens per cycle at K = `--k`, greedy and T = 0.7,
+4. Evaluation: head_eval.py's `evaluate` (α and tokens per cycle at K = `--k`, greedy and T = 0.7,
    on the held-out prompts).
 Writes assets/head/head2.safetensors and card2.json beside it (never v1's head.safetensors).
 """
@@ -27,7 +27,8 @@ import torch
 
 from specviz.head.model import DEFAULT_PATH, target_parts
 from specviz.head.v2 import DraftHead2, config_for2
-from specviz.training.head_train import answer_tokens, conclude, parser, prepare, vocab_subset
+from specviz.training.head_data import answer_tokens, vocab_subset
+from specviz.training.head_train import conclude, parser, prepare
 
 DEFAULT_PATH2 = DEFAULT_PATH.with_name("head2.safetensors")
 
@@ -51,7 +52,7 @@ def flatten2(seqs: list[dict], unroll: int) -> tuple[torch.Tensor, ...]:
     Row g of a sequence is its position t = prompt_len - 1 + (g - its first row): only the last
     prompt position and the answer are kept, as only they are read. A start g trains U steps;
     step j reads X[g + j - 1] = x_{t+j} and learns softmax(W_sub · F[g + j]), so F[g + U] must lie
-    in the same sequence (the starts `flatten` in head_train.py picks)."""
+    in the same sequence (the starts `flatten` in head_data.py picks)."""
     feats, aux, nxt, starts, off = [], [], [], [], 0
     for s in seqs:
         first, n = s["prompt_len"] - 1, len(s["feats"])

@@ -22,7 +22,7 @@ from specviz.proposers.draft_model import DraftModelProposer, shared_calls
 from specviz.proposers.head import HeadProposer
 from specviz.proposers.suffix import EarlierRuns, SuffixProposer
 from specviz.teach.toy import chi_square_p_value
-from specviz.training.head_train import new_head
+from specviz.training.head_fit import new_head
 from tests.helpers import twins
 from tests.helpers.reference import exact_joint
 from tests.helpers.tiny import FixedTreeProposer, Gathered, TwoChains, run_together

@@ -16,7 +16,7 @@ from specviz.measure import waterfall
 from specviz.proposers.head import HeadProposer
 from specviz.proposers.hybrid import HybridProposer
 from specviz.proposers.logitspec import LogitSpecProposer
-from specviz.training.head_train import new_head
+from specviz.training.head_fit import new_head
 from tests.helpers.tiny import FixedTreeProposer, pair
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -21,7 +21,7 @@ from specviz.passes import ragged
 from specviz.passes.kvcache import cache_len, new_cache
 from specviz.proposers.draft_model import DraftModelProposer, _plain, shared_calls
 from specviz.proposers.head import HeadProposer
-from specviz.training.head_train import new_head
+from specviz.training.head_fit import new_head
 from tests.helpers.tiny import PROMPTS, Gathered, run_together
 
 

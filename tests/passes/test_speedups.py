@@ -205,7 +205,7 @@ def test_a_draft_head_beside_a_tuned_target_packs_its_own_products():
     its network and its subset LM head are packed linears and give the plain products' numbers
     (predicted hidden states and subset logits within ATOL); beside a stock target they stay plain."""
     from specviz.proposers.head import HeadProposer
-    from specviz.training.head_train import new_head
+    from specviz.training.head_fit import new_head
 
     stock, tuned, _ = tuned_pair(seed=3)
     plain = HeadProposer(new_head(stock.model, torch.arange(20), seed=0, intermediate=32), stock.model)
@@ -242,7 +242,7 @@ def test_a_bfloat16_head_beside_a_float32_target_drafts_from_its_hidden_state():
     from specviz.drafting.sampling import Sampling
     from specviz.proposers.base import ProposeContext
     from specviz.proposers.head import HeadProposer
-    from specviz.training.head_train import new_head
+    from specviz.training.head_fit import new_head
 
     _, tuned, _ = tuned_pair(seed=3)
     net = new_head(tuned.model, torch.arange(20), seed=0, intermediate=32)

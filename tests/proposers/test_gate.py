@@ -14,7 +14,7 @@ from specviz.loading.loader import tiny_random
 from specviz.proposers import gate
 from specviz.proposers.gate import HEAD, LONG_MATCH, SUFFIX, UNPAID, Gate, long_match
 from specviz.teach.toy import chi_square_p_value
-from specviz.training.head_train import new_head
+from specviz.training.head_fit import new_head
 from specviz.viz.narrate import narrate
 from tests.helpers.reference import exact_joint
 from tests.helpers.tiny import PROMPTS, hf_greedy

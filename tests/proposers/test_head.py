@@ -13,7 +13,8 @@ from specviz.head.model import DEFAULT_PATH, load_head, save_head
 from specviz.loading.loader import ModelLoadError, tiny_random
 from specviz.proposers.base import ProposeContext
 from specviz.proposers.head import HeadProposer
-from specviz.training.head_train import collect, new_head, train, vocab_subset
+from specviz.training.head_data import collect, vocab_subset
+from specviz.training.head_fit import new_head, train
 
 PROMPT = [1, 2, 3]
 SUBSET = 4  # of the tiny vocabulary's 6 tokens: q is 0 on the other two
@@ -316,7 +317,7 @@ def test_training_data_is_cached_per_prompt_file_and_pass(tmp_path, monkeypatch)
     (file, pass) on its own, and on a second call with one more file generates only that file's."""
     from types import SimpleNamespace
 
-    from specviz.training import head_train
+    from specviz.training import head_data, head_train
 
     tiny = tiny_random(vocab_size=6, seed=3)
     target = SimpleNamespace(model=tiny.model, eos_ids=set(),
@@ -325,12 +326,12 @@ def test_training_data_is_cached_per_prompt_file_and_pass(tmp_path, monkeypatch)
     first.write_text("# a comment\nabc\ndefg\n", encoding="utf-8")
     second.write_text("hij\n", encoding="utf-8")
     calls = []
-    real_collect = head_train.collect
-    monkeypatch.setattr(head_train, "collect", lambda model, prompts, *a, **kw: calls.append(len(prompts))
+    real_collect = head_data.collect
+    monkeypatch.setattr(head_data, "collect", lambda model, prompts, *a, **kw: calls.append(len(prompts))
                         or real_collect(model, prompts, *a, **kw))
     args = head_train.parse_args(["--prompts", str(first), "--samples", "2", "--max-new-tokens", "4",
                                   "--data", str(tmp_path / "cache")])
-    seqs = head_train.build_data(target, args, log=lambda m: None)
+    seqs = head_data.build_data(target, args, log=lambda m: None)
     assert calls == [2, 2, 2] and len(seqs) == 6  # greedy, then two sampled passes with their own seeds
     assert len(list((tmp_path / "cache").glob("prompts_a-*.pt"))) == 3
     assert (seqs[2]["tokens"].tolist() != seqs[4]["tokens"].tolist()
@@ -338,7 +339,7 @@ def test_training_data_is_cached_per_prompt_file_and_pass(tmp_path, monkeypatch)
 
     calls.clear()
     args.prompts = [str(first), str(second)]
-    again = head_train.build_data(target, args, log=lambda m: None)
+    again = head_data.build_data(target, args, log=lambda m: None)
     assert calls == [1, 1, 1]  # only the new file was decoded
     assert [s["tokens"].tolist() for s in again[:6]] == [s["tokens"].tolist() for s in seqs]
     assert len(again) == 9

@@ -25,7 +25,7 @@ from specviz.proposers.base import ProposeContext
 from specviz.proposers.head import HeadProposer
 from specviz.teach.toy import chi_square_p_value
 from specviz.training.head2_train import new_head2
-from specviz.training.head_train import new_head
+from specviz.training.head_fit import new_head
 from tests.conftest import skip_or_fail
 from tests.helpers import twins
 from tests.helpers.reference import exact_joint

@@ -13,7 +13,7 @@ from specviz.proposers.head import HeadProposer
 from specviz.proposers.hybrid import HybridProposer
 from specviz.proposers.logitspec import LogitSpecProposer
 from specviz.teach.toy import chi_square_p_value
-from specviz.training.head_train import new_head
+from specviz.training.head_fit import new_head
 from tests.helpers.reference import exact_joint
 from tests.helpers.tiny import PROMPTS, hf_greedy
 

@@ -15,7 +15,7 @@ from specviz.passes import ragged
 from specviz.proposers.head import HeadProposer
 from specviz.training import head2_train, head_train
 from specviz.training.head2_train import flatten2, new_head2, train2, unroll_loss
-from specviz.training.head_train import collect, generate_batch, vocab_subset
+from specviz.training.head_data import collect, generate_batch, vocab_subset
 from tests.helpers.tiny import word_tokenizer
 
 SMALL = dict(aux_layers=[1, 2], intermediate=48, heads=2, head_dim=16)

@@ -7,13 +7,13 @@ import re
 
 import pytest
 
-from specviz.training.head_train import ASSETS, TRAIN_PROMPTS, read_prompts
+from specviz.training.head_data import ASSETS, TRAIN_PROMPTS, read_prompts
 
 RUN = 8  # words
 # Written on 2026-12-04, before this rule, and trained on by the shipped head: it shares its opening
 # eight words, "write a python function that returns the n-th", with the benchmark's code-3 (the
 # n-th prime), while its task differs. Rewording it now would change the file's digest, and with it
-# the key of every cached training pass over the file (head_train.build_data). Every later file
+# the key of every cached training pass over the file (head_data.build_data). Every later file
 # follows the rule with no exception.
 KNOWN = {"prompts_train_3.txt": ["Write a Python function that returns the n-th triangular number."]}
 
