@@ -1,8 +1,29 @@
 """The model of speed against measurement on the project's benchmark prompts, as Markdown for docs/BENCHMARKS.md.
 
-    python scripts/bench/speed_model.py                                  # bundled model, CPU, greedy and T = 0.7
+    python scripts/bench/speed_model.py                                  # as sent: bundled model, greedy and T = 0.7
     python scripts/bench/speed_model.py --methods pld,hybrid --temperatures 0 --out docs/bench/DIR
 
+The full cut and grow check (issue 65), one pinned thread on a quiet core, hours; then again with
+`--questions ../shared/bench/specbench_public.jsonl` for the public Spec-Bench questions:
+
+    taskset -c 1 .venv/bin/python scripts/bench/speed_model.py --modes cut,grow --threads 1 \
+        --max-new-tokens 96 --repeats 3 --out docs/bench/DATE-speed-model-cut-grow
+
+Two modes predict runs the fit never saw, greedy, every method with a fixed K (`--modes cut,grow`):
+- cut: fitted on a run at K = 16, predicting the runs at K = 2, 4 and 8;
+- grow: fitted on a run at K = 4, predicting the runs at K = 8 and 16: past the fitted run's deepest
+  depth the model grows each draft by the shape it had there (measure/speed_model.py, `grown`).
+"Fitted on a run": the text's and the machine's inputs both from that run and its AR baseline, as
+the Theory tab reads them (speed_model.inputs_of), with the run's verify passes over the cost
+profile's (v_scale) as the calibration below reads them. Each (prompt, method, K) runs `--repeats`
+times, the order rotated each repeat, and the fastest run is kept, the AR baseline's likewise.
+The methods: prompt lookup, LogitSpec and the head with their planner off (every offer sent, cut
+at K); the fixed tree is the hybrid with its planner off (retrieval branches, suffix decoding and
+the head's tree three deep, all sent, cut at K); the hybrid runs as the app runs it, planner on,
+so its cut and grown predictions cut or grow what its planner sent at the fitted K. Suffix
+decoding never drafts from another run of the measurement (suffix.unshared).
+
+The default mode, as sent, checks the runs the planner made (API defaults), from what follows.
 What is predicted, and from what (measure/speed_model.py):
 - the machine's inputs (drafting per cycle against the levels a model drafted, overhead per cycle
   against nodes sent, a plain token's overhead, and the calibration's verify passes over the cost
@@ -33,7 +54,9 @@ import torch
 from specviz import generate, load
 from specviz.decoding import planner, speed
 from specviz.measure import speed_model
+from specviz.measure.specbench import as_prompts, read_questions
 from specviz.pricing.timing import cpu_name
+from specviz.proposers import suffix
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMPTS = ROOT.parent / "shared" / "bench" / "prompts.json"
@@ -46,8 +69,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", default="bundled")
     ap.add_argument("--prompts", type=Path, default=PROMPTS)
-    ap.add_argument("--methods", default="pld,logitspec,head,hybrid")
-    ap.add_argument("--temperatures", default="0,0.7")
+    ap.add_argument("--questions", type=Path, default=None,
+                    help="a Spec-Bench question.jsonl: its questions' first turns instead of --prompts")
+    ap.add_argument("--modes", default="sent", help="sent (as the planner sent), or cut and/or grow: e.g. cut,grow")
+    ap.add_argument("--methods", default=None, help="default: pld,logitspec,head,hybrid as sent; "
+                    "pld,logitspec,head,fixed-tree,hybrid to cut and grow")
+    ap.add_argument("--temperatures", default="0,0.7", help="as sent only: cut and grow are greedy")
+    ap.add_argument("--repeats", type=int, default=3, help="cut and grow: runs of each, the fastest kept")
     ap.add_argument("--max-new-tokens", type=int, default=128, help="the API's default")
     ap.add_argument("--limit", type=int, default=None, help="only the first N prompts (a smoke test)")
     ap.add_argument("--threads", type=int, default=None, help="torch threads; default: torch's, as the app runs")
@@ -84,7 +112,7 @@ def calibrate(target, methods, temperature, common, prof) -> dict:
 def measure(args, target, prompts) -> list[dict]:
     prof = planner.verify_cost(target)
     common = dict(max_new_tokens=args.max_new_tokens, seed=0)
-    methods = args.methods.split(",")
+    methods = (args.methods or "pld,logitspec,head,hybrid").split(",")
     rows = []
     for temperature in (float(t) for t in args.temperatures.split(",")):
         machine = calibrate(target, methods, temperature, common, prof)
@@ -105,6 +133,73 @@ def measure(args, target, prompts) -> list[dict]:
     return rows
 
 
+FITS = {"cut": (16, (2, 4, 8)), "grow": (4, (8, 16))}  # mode: (the K fitted on, the Ks predicted)
+VARIANTS = {"fixed-tree": ("hybrid", False), "hybrid": ("hybrid", True)}  # name: (method, planner on); else off
+
+
+def best_runs(target, prompt: str, keys: list[tuple[str, int]], repeats: int, new_tokens: int) -> dict:
+    """{(name, K): the fastest of `repeats` greedy runs}, ("ar", 0) the AR baseline's; every repeat
+    runs each once, its order rotated, so a slow spell hits all of them."""
+    best: dict[tuple[str, int], object] = {}
+    for rep in range(repeats):
+        order = keys[rep % len(keys):] + keys[: rep % len(keys)]
+        for name, k in order:
+            method, plan = VARIANTS.get(name, (name, False))
+            run = generate(target, prompt, method=method, k=k or None, plan=plan, temperature=0.0,
+                           max_new_tokens=new_tokens, seed=0)
+            kept = best.get((name, k))
+            if kept is None or run.metrics["tokens_per_s"] > kept.metrics["tokens_per_s"]:
+                best[(name, k)] = run
+    return best
+
+
+def measure_ks(args, target, prompts) -> list[dict]:
+    """Cut and grow: each method fitted on its run at one K, predicting its runs at the others."""
+    prof = planner.verify_cost(target)
+    modes = [m for m in args.modes.split(",") if m in FITS]
+    methods = (args.methods or "pld,logitspec,head,fixed-tree,hybrid").split(",")
+    ks = sorted({FITS[m][0] for m in modes} | {k for m in modes for k in FITS[m][1]})
+    rows = []
+    with suffix.unshared():  # no run drafts from another's output (suffix decoding's earlier runs)
+        for p in prompts:
+            best = best_runs(target, p["prompt"], [("ar", 0)] + [(m, k) for m in methods for k in ks],
+                             args.repeats, args.max_new_tokens)
+            ar = best[("ar", 0)]
+            for m in methods:
+                for mode in modes:
+                    fit, targets = FITS[mode]
+                    x = speed_model.inputs_of(best[(m, fit)], ar, speed_model.machine_inputs(best[(m, fit)], ar, prof))
+                    for k in targets:
+                        measured = speed.costs(best[(m, k)], ar).speedup
+                        pred = speed_model.predict_at(x, prof, k)
+                        rows.append(dict(prompt=p["id"], method=m, mode=mode, fit_k=fit, k=k, predicted=pred,
+                                         measured=measured, miss=abs(pred - measured) / measured))
+                        print(f"{p['id']:>10} {m:>10} {mode} {fit}→{k}: predicted {pred:.2f}×, measured "
+                              f"{measured:.2f}×", file=sys.stderr)
+    return rows
+
+
+def summary_ks(rows: list[dict], header: str) -> str:
+    """One line per method, mode and K predicted, then one per method and mode over its Ks: the median
+    miss and the worst prompt beside it."""
+    lines = [header, "", "| method | mode | K | median miss | worst prompt (miss) | median predicted | "
+             "median measured |", "|---|---|---|---|---|---|---|"]
+
+    def line(method: str, mode: str, ks: str, rs: list[dict]) -> None:
+        worst = max(rs, key=lambda r: r["miss"])
+        name = f"{worst['prompt']} at K = {worst['k']}" if ks.endswith("all") else worst["prompt"]
+        lines.append(f"| {method} | {mode} | {ks} | {statistics.median(r['miss'] for r in rs):.1%} | {name} "
+                     f"({worst['miss']:.0%}) | {statistics.median(r['predicted'] for r in rs):.2f}× | "
+                     f"{statistics.median(r['measured'] for r in rs):.2f}× |")
+
+    for method, mode in dict.fromkeys((r["method"], r["mode"]) for r in rows):
+        mine = [r for r in rows if (r["method"], r["mode"]) == (method, mode)]
+        for k in sorted({r["k"] for r in mine}):
+            line(method, mode, f"{mine[0]['fit_k']} → {k}", [r for r in mine if r["k"] == k])
+        line(method, mode, f"{mine[0]['fit_k']} → all", mine)
+    return "\n".join(lines) + "\n"
+
+
 def summary(rows: list[dict], header: str) -> str:
     lines = [header, "", "| method | T | median miss | worst prompt (miss) | median predicted | median measured | "
              "median miss, one α_d for every draft depth |", "|---|---|---|---|---|---|---|"]
@@ -122,16 +217,29 @@ def summary(rows: list[dict], header: str) -> str:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    modes = set(args.modes.split(","))
+    if modes != {"sent"} and not modes <= set(FITS):
+        sys.exit(f"--modes is 'sent' or any of {', '.join(FITS)}, not {args.modes!r}")
     if args.threads:
         torch.set_num_threads(args.threads)
-    prompts = json.loads(args.prompts.read_text(encoding="utf-8"))[: args.limit]
+    if args.questions is not None:
+        prompts = as_prompts(read_questions(args.questions))[: args.limit]
+        source = f"Spec-Bench questions ({args.questions.name})"
+    else:
+        prompts, source = json.loads(args.prompts.read_text(encoding="utf-8"))[: args.limit], "benchmark prompts"
     target = load(args.target, progress=lambda m: print(m, file=sys.stderr))
-    rows = measure(args, target, prompts)
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    header = (f"Model of speed against measurement, {when}: {cpu_name()}, {torch.get_num_threads()} threads, "
-              f"{target.name} ({target.dtype}), {len(prompts)} benchmark prompts, API defaults (planner on), "
-              f"{args.max_new_tokens} new tokens, seed 0.")
-    text = summary(rows, header)
+    machine = (f"{when}: {cpu_name()}, {torch.get_num_threads()} threads, {target.name} ({target.dtype}), "
+               f"{len(prompts)} {source}")
+    if modes == {"sent"}:
+        with suffix.unshared():  # no run drafts from another's output (suffix decoding's earlier runs)
+            rows = measure(args, target, prompts)
+        text = summary(rows, f"Model of speed against measurement, {machine}, API defaults (planner on), "
+                             f"{args.max_new_tokens} new tokens, seed 0.")
+    else:
+        rows = measure_ks(args, target, prompts)
+        text = summary_ks(rows, f"Model of speed, cut and grown, against measurement, {machine}, greedy, "
+                                f"{args.max_new_tokens} new tokens, best of {args.repeats}.")
     print(text)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
