@@ -1,5 +1,5 @@
-"""`python -m specviz advise`: the pair advisor on the command line (measure/advisor.py), where
-to deploy its pick (measure/deploy.py), and its check on the engines (measure/check_on.py).
+"""`python -m specviz advise`: the pair advisor on the command line (advise/advisor.py), where
+to deploy its pick (advise/deploy.py), and its check on the engines (advise/check_on.py).
 specviz/cli.py dispatches here; the shared argument types and `fail` are in cli_args.py."""
 from __future__ import annotations
 
@@ -23,11 +23,11 @@ def _batch_sizes(text: str) -> tuple[int, ...]:
 
 
 def _advise_parser() -> argparse.ArgumentParser:
-    from specviz.measure.advice import CONCURRENCY  # data only
+    from specviz.advise.advice import CONCURRENCY  # data only
 
     ap = _Parser(prog="specviz advise", description="Which draft, method and K for this target, on these "
                  "prompts and this machine: measured once, predicted for every K, then checked "
-                 "(specviz/measure/advisor.py).")
+                 "(specviz/advise/advisor.py).")
     ap.add_argument("--target", default="bundled")
     ap.add_argument("--candidates", default="auto:hybrid,pld,logitspec,head,hybrid",
                     help="comma-separated: pld, logitspec, head, hybrid, layerskip, layerskip:0-9+20-29 (kept "
@@ -51,7 +51,7 @@ def _advise_parser() -> argparse.ArgumentParser:
                                                   "(with --check-on: check that survey's picks)")
     ap.add_argument("--check-on", help="vllm, hf or vllm,hf: run each deployable pick on that engine with the "
                                        "configuration the advice wrote, and compare with its prediction from the "
-                                       "engine's own step costs (specviz/measure/engine_check.py)")
+                                       "engine's own step costs (specviz/advise/engine_check.py)")
     ap.add_argument("--vllm-url", help="with --check-on vllm: a running plain vLLM server of the target (else "
                                        "one is started); the configuration's server is always started")
     ap.add_argument("--check-concurrency", type=_positive_int, default=1,
@@ -80,7 +80,7 @@ def cmd_advise(argv: list[str]) -> int:
     """`python -m specviz advise …` (docs/API.md, \"Command line\")."""
     args = _advise_parser().parse_args(argv)
     if args.source and not args.check_on:
-        from specviz.measure import advice, advice_report, deploy  # data only: no model, no torch model code
+        from specviz.advise import advice, advice_report, deploy  # data only: no model, no torch model code
 
         try:
             survey = advice.read(args.source)
@@ -88,7 +88,7 @@ def cmd_advise(argv: list[str]) -> int:
             fail(e)
         print(advice_report.report(survey) + "\n\n" + deploy.report(survey))
         return 0
-    from specviz.measure import advice_report, advisor, check_on, deploy
+    from specviz.advise import advice_report, advisor, check_on, deploy
 
     try:
         candidates = [advisor.Candidate.parse(c) for c in args.candidates.split(",") if c.strip()]

@@ -29,9 +29,9 @@ import sys
 import time
 from pathlib import Path
 
+from specviz.advise import advice, advice_report, advisor
 from specviz.decoding import planner
 from specviz.loading.loader import load
-from specviz.measure import advice, advice_report, advisor
 from specviz.proposers import default_k
 
 ROOT = Path(__file__).resolve().parents[2]

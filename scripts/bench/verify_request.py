@@ -23,8 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from specviz.advise.advisor import machine
 from specviz.loading.loader import local_source
-from specviz.measure.advisor import machine
 from specviz.served import remote, vllm_serve
 
 ROOT = Path(__file__).resolve().parents[2]

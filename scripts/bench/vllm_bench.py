@@ -16,8 +16,8 @@ import tempfile
 from pathlib import Path
 
 import specviz
+from specviz.advise.advisor import machine
 from specviz.loading.loader import local_source
-from specviz.measure.advisor import machine
 from specviz.measure.served_compare import compare, table
 from specviz.served import vllm_serve
 

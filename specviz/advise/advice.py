@@ -2,11 +2,11 @@
 at once, the break-even rate, and the terms a check is explained by.
 
 **One model.** Every predicted number here is the model of speed's (measure/speed_model.py, `predict_at`
-and `predict`) on the `Inputs` the survey keeps for a candidate (measure/survey_inputs.py: kept by a
+and `predict`) on the `Inputs` the survey keeps for a candidate (advise/survey_inputs.py: kept by a
 survey of format /5, derived from the means of an older one). This module chooses what to ask the
 model and ranks its answers; it has no formula of its own for a speedup, and
-tests/measure/test_advisor.py fails if one comes back. The survey's data and its file are
-measure/survey.py (re-exported here, where its callers read them); measuring is measure/advisor.py.
+tests/advise/test_advisor.py fails if one comes back. The survey's data and its file are
+advise/survey.py (re-exported here, where its callers read them); measuring is advise/advisor.py.
 Plain data and arithmetic (no torch, no UI), so a saved survey replays in the app and on the command
 line without a model.
 
@@ -49,10 +49,8 @@ import hashlib
 from dataclasses import dataclass
 from typing import Callable
 
-from specviz.decoding import speed
-from specviz.measure import speed_model as model  # the model of speed: every prediction below is its answer
-from specviz.measure import survey_inputs
-from specviz.measure.survey import (  # noqa: F401 -- the survey's data: the advisor's callers read it here
+from specviz.advise import survey_inputs
+from specviz.advise.survey import (  # noqa: F401 -- the survey's data: the advisor's callers read it here
     AUTO,
     MISS,
     Candidate,
@@ -66,7 +64,9 @@ from specviz.measure.survey import (  # noqa: F401 -- the survey's data: the adv
     read,
     save,
 )
-from specviz.measure.survey_inputs import measured_depth  # noqa: F401 -- the report reads it here
+from specviz.advise.survey_inputs import measured_depth  # noqa: F401 -- the report reads it here
+from specviz.decoding import speed
+from specviz.measure import speed_model as model  # the model of speed: every prediction below is its answer
 from specviz.measure.theory import best_k
 
 CONCURRENCY = (1, 2, 4, 8, 16)  # runs at once for the concurrency prediction (the app's class is ~30)

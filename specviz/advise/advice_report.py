@@ -4,8 +4,8 @@ same from viz/advice_figures.py). Plain text from a Survey: no model, no UI.
 """
 from __future__ import annotations
 
+from specviz.advise.advice import RETRIEVAL, Measured, Survey, break_even, measured_depth, ranked, under_concurrency
 from specviz.decoding import speed
-from specviz.measure.advice import RETRIEVAL, Measured, Survey, break_even, measured_depth, ranked, under_concurrency
 
 
 def summary(survey: Survey) -> str:
@@ -108,7 +108,7 @@ def concurrency_sentences(survey: Survey) -> list[str]:
 def disagreement_sentences(survey: Survey) -> list[str]:
     if not survey.disagreement:
         return [survey.disagreement_note] if survey.disagreement_note else []
-    from specviz.measure.disagreement import Disagreement
+    from specviz.advise.disagreement import Disagreement
 
     return Disagreement.from_dict(survey.disagreement).sentences()
 

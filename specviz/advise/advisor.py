@@ -1,19 +1,19 @@
 """The pair advisor, measuring: which draft (or draft-free method) and which K, for this target,
 on these prompts and this machine; measured once, predicted for every K, then checked.
 
-1. **Compatibility.** A draft model is compared with the target first (measure/compatibility.py); a
+1. **Compatibility.** A draft model is compared with the target first (advise/compatibility.py); a
    pair that cannot run is refused with the reason, and warnings go into the survey.
 2. **Measure once.** Each candidate decodes the prompts once at a large K (`k_max`) with planning
    off, so every position is drafted and judged; per draft position it counts reached and accepted
    (conditional and marginal rates), and times its drafting; the survey keeps what the model of
-   speed reads off the runs (measure/survey_inputs.py). An AR run of the same prompts gives the plain
+   speed reads off the runs (advise/survey_inputs.py). An AR run of the same prompts gives the plain
    step; v(n) comes from the target's cost profile.
 3. **Predict** every K, the break-even rate, and the speedup with several runs at once from target passes
    timed at batch sizes 1…N: every number is the model of speed's (measure/speed_model.py), asked by
-   measure/advice.py.
+   advise/advice.py.
 4. **Where they disagree**: under greedy decoding every candidate's output is the same, so each
    position one candidate paid a target pass for can be looked up in the others' runs
-   (measure/disagreement.py).
+   (advise/disagreement.py).
 5. **Check.** The top candidates decode the same prompts for real at their best K, beside plain
    decoding in the same run; a prediction more than `MISS` off the measurement is flagged with the
    likely reason.
@@ -29,10 +29,7 @@ import time
 from pathlib import Path
 from typing import Callable, Iterator
 
-from specviz.decoding import speed
-from specviz.decoding.engine import generate
-from specviz.decoding.trace import RunTrace
-from specviz.measure.advice import (  # noqa: F401
+from specviz.advise.advice import (  # noqa: F401
     CONCURRENCY,
     MISS,
     Candidate,
@@ -47,9 +44,12 @@ from specviz.measure.advice import (  # noqa: F401
     read,
     save,
 )
-from specviz.measure.compatibility import Finding, blocking, compatibility
-from specviz.measure.disagreement import disagreement, why_not
-from specviz.measure.survey_inputs import record_of
+from specviz.advise.compatibility import Finding, blocking, compatibility
+from specviz.advise.disagreement import disagreement, why_not
+from specviz.advise.survey_inputs import record_of
+from specviz.decoding import speed
+from specviz.decoding.engine import generate
+from specviz.decoding.trace import RunTrace
 from specviz.pricing.timing import pass_times
 from specviz.proposers import default_k, proposer_class, suffix
 

@@ -22,10 +22,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
-from specviz.measure import deploy
-from specviz.measure.advice import Survey, ranked
-from specviz.measure.engine_check import EngineCheck
-from specviz.measure.engine_runs import check_hf, check_vllm
+from specviz.advise import deploy
+from specviz.advise.advice import Survey, ranked
+from specviz.advise.engine_check import EngineCheck
+from specviz.advise.engine_runs import check_hf, check_vllm
 
 ENGINES = ("vllm", "hf")
 
@@ -57,7 +57,7 @@ def run_checks(survey: Survey, engines: list[str], target, prompts: list[str], l
                progress: Callable[[str], None] = print) -> list[EngineCheck]:
     """Run the checks; `target` is the in-process LoadedModel (for HF), `load(spec)` loads a spec
     (for the vLLM servers' LoadedModels). Each check is added to survey.engine_checks as it ends."""
-    from specviz.measure.advisor import machine
+    from specviz.advise.advisor import machine
 
     where = machine()
     s = survey.settings

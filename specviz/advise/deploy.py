@@ -29,9 +29,9 @@ import json
 import shlex
 from dataclasses import dataclass
 
+from specviz.advise.advice import Measured, Survey, ranked, under_concurrency
 from specviz.loading import gemma
 from specviz.loading.bundled import BUNDLED_GGUF, BUNDLED_HUB_ID
-from specviz.measure.advice import Measured, Survey, ranked, under_concurrency
 from specviz.models.families import family_of
 from specviz.proposers.prompt_lookup import MAX_NGRAM, MIN_NGRAM
 
@@ -367,7 +367,7 @@ def by_concurrency_text(survey: Survey) -> str:
 def report(survey: Survey) -> str:
     """Where the advice goes: each deployable pick in each engine's own configuration, what does not
     deploy, K by concurrency, and the checks on the engines, in markdown."""
-    from specviz.measure.engine_check import EngineCheck, table
+    from specviz.advise.engine_check import EngineCheck, table
 
     lines = ["## Deploying it", "",
              f"Predictions here are SpecViz's, from this survey's costs ({survey.machine}); a check on an engine "

@@ -3,7 +3,7 @@ step costs, then measured on that engine with the configuration deploy.py wrote 
 
 **What is predicted, and from what.** The survey gives what a method drafts and accepts: for the
 candidate at K, the tokens a cycle makes, τ(K) = 1 + Σ_{i≤K} marginal_i, and the mean draft tokens
-a cycle sends, n_K (measure/advice.py). What a step costs is the engine's own, timed in the same
+a cycle sends, n_K (advise/advice.py). What a step costs is the engine's own, timed in the same
 run on the same machine, never SpecViz's:
 
 - t₁, the engine's plain decoding, seconds per new token: its plain runs of the check's prompts
@@ -40,7 +40,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
-from specviz.measure.advice import Measured, tokens_per_cycle
+from specviz.advise.advice import Measured, tokens_per_cycle
 
 MISS = 0.20  # issue 43: a prediction further than this from the engine's measurement is flagged
 HF_ENGINE, VLLM_ENGINE = "HF generate", "vLLM"

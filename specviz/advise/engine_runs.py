@@ -1,4 +1,4 @@
-"""Running an engine check (measure/engine_check.py says what is predicted and measured): HF
+"""Running an engine check (advise/engine_check.py says what is predicted and measured): HF
 `generate` in this process, and vLLM through two servers, one plain and one running the
 configuration. Each returns an EngineCheck; a failure part-way is its `error`, with what was
 measured before it kept.
@@ -13,9 +13,9 @@ from typing import Callable
 
 import torch
 
+from specviz.advise.advice import Measured
+from specviz.advise.engine_check import EngineCheck, finish, median_time, sizes_for
 from specviz.decoding.served import served_plain
-from specviz.measure.advice import Measured
-from specviz.measure.engine_check import EngineCheck, finish, median_time, sizes_for
 from specviz.measure.served_compare import rates, read_counters
 
 Progress = Callable[[str], None]

@@ -4,7 +4,7 @@ concurrency timing, and the survey.json file that holds them (profile.json befor
 The dataclasses are also the file's schema: each annotation carries its bounds (survey_schema.py's
 caps), and `read`/`loads` validate a file against them through pydantic (decoding/upload.py), so a
 visitor's upload is refused with a sentence that says where and what. The arithmetic that predicts
-from a survey is measure/advice.py; measuring one is measure/advisor.py.
+from a survey is advise/advice.py; measuring one is advise/advisor.py.
 """
 from __future__ import annotations
 
@@ -18,9 +18,8 @@ from typing import Literal
 from pydantic import with_config
 from typing_extensions import TypedDict
 
-from specviz.decoding.upload import PLAIN, UPLOAD, UPLOAD_OPEN, Reader, enforced, entries, items, number, text, whole
-from specviz.measure import survey_schema
-from specviz.measure.survey_schema import (
+from specviz.advise import survey_schema
+from specviz.advise.survey_schema import (
     BIG_COUNT,
     COST,
     ENGINE_CHECKS,
@@ -36,6 +35,7 @@ from specviz.measure.survey_schema import (
     DisagreementRecord,
     K,
 )
+from specviz.decoding.upload import PLAIN, UPLOAD, UPLOAD_OPEN, Reader, enforced, entries, items, number, text, whole
 from specviz.pricing.cost_profile import interpolate
 from specviz.proposers import REGISTRY, resolve_draft
 
@@ -65,7 +65,7 @@ def _parse_layers(text: str) -> list[int]:
 
 
 # The dataclasses below are also the survey file's schema: each annotation carries its bounds
-# (measure/survey_schema.py's caps), and read() validates a file against them.
+# (advise/survey_schema.py's caps), and read() validates a file against them.
 LAYERS = items(whole(0, 4095), 4096)
 DRAFT_SPEC = text(200)
 
@@ -132,7 +132,7 @@ class Shape:
 @dataclass
 class SpeedInputs:
     """What the model of speed reads off a candidate's runs (theory.text_inputs and machine_inputs,
-    measure/survey_inputs.py): α_d, reach_d by how deep a cycle's draft went, the drafts sent (as
+    advise/survey_inputs.py): α_d, reach_d by how deep a cycle's draft went, the drafts sent (as
     shapes), per depth the nodes each source sent and the draft calls, per cycle; and the machine's
     costs in one-token passes."""
     acceptance: PROBS
@@ -234,11 +234,11 @@ class Survey:
     refused: entries(NOTE, MAX_CANDIDATES) = field(default_factory=dict)  # candidate label → why it was not measured
     concurrency: ConcurrencyCost | None = None
     concurrency_note: NOTE = ""  # why there is no concurrency prediction, when there is none
-    disagreement: DisagreementRecord | None = None  # measure/disagreement.Disagreement.to_dict()
+    disagreement: DisagreementRecord | None = None  # advise/disagreement.Disagreement.to_dict()
     disagreement_note: NOTE = ""  # why there is none, when there is none
     pass_share: number(1e-6, 1.0) = 1.0  # the share of a plain cycle that is its one-token target pass
     v_source: NOTE = ""  # where v(n) came from
-    engine_checks: ENGINE_CHECKS = field(default_factory=list)  # measure/engine_check.EngineCheck.to_dict()
+    engine_checks: ENGINE_CHECKS = field(default_factory=list)  # advise/engine_check.EngineCheck.to_dict()
 
     def v_of(self, n: float) -> float:
         return interpolate(self.v, n)

@@ -32,11 +32,11 @@ import dataclasses
 import math
 from collections import Counter
 
+from specviz.advise.survey import Measured, Shape, SpeedInputs
+from specviz.advise.survey_schema import MAX_PASS
 from specviz.decoding import speed
 from specviz.decoding.trace import RunTrace
 from specviz.measure import speed_model as model  # the model of speed: Inputs, text_inputs, machine_inputs
-from specviz.measure.survey import Measured, Shape, SpeedInputs
-from specviz.measure.survey_schema import MAX_PASS
 
 MODEL_CYCLES = 1000  # cycles handed to the model at most (a survey of 8 prompts has a few hundred)
 MODEL_NODES = 20_000  # nodes over those cycles at most

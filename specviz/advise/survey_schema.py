@@ -2,7 +2,7 @@
 replays from a visitor's upload: its format names, its caps, the schema of the parts a Survey keeps
 as dicts, and the rules between fields that no single field's bounds can say (docs/UPLOADS.md).
 
-The Survey dataclasses in measure/survey.py are the schema: their annotations carry these caps, and
+The Survey dataclasses in advise/survey.py are the schema: their annotations carry these caps, and
 survey.read validates a file against them through pydantic (decoding/upload.py).
 """
 from __future__ import annotations
@@ -45,7 +45,7 @@ RATES = items(number(0.0, 1e6), MAX_K)
 
 
 # A Survey keeps three parts as the dicts their writers make (the advisor's pair-check findings,
-# measure/disagreement.Disagreement.to_dict, measure/engine_check.EngineCheck.to_dict), and
+# advise/disagreement.Disagreement.to_dict, advise/engine_check.EngineCheck.to_dict), and
 # engine_check.py imports advice.py: so their schema is a TypedDict here, not their dataclass.
 @with_config(UPLOAD_OPEN)
 class Finding(TypedDict, total=False, extra_items=PLAIN):

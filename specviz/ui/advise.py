@@ -1,6 +1,6 @@
 """The Advise tab: which draft, method and K for this target, on these prompts and this machine.
 
-The measurement is specviz.measure.advisor's, run through work.advise (a GPU call on ZeroGPU) in the
+The measurement is specviz.advise.advisor's, run through work.advise (a GPU call on ZeroGPU) in the
 same queue slot as every other model event; the drawing is specviz.viz.advice_figures. The tab opens
 on a recorded survey (assets/recorded_advice.json), and a saved survey can be replayed without a
 model, so the page paints before anything loads. Its prompts are the typed ones, or Spec-Bench questions
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import gradio as gr
 
+from specviz.advise import advice
+from specviz.advise.deploy import ENGINES
 from specviz.loading.loader import EMPTY_PROMPT
-from specviz.measure import advice
-from specviz.measure.deploy import ENGINES
 from specviz.ui.runtime import work
 from specviz.ui.runtime.limits import check_prompt_text, check_run_settings
 from specviz.ui.runtime.presets import BUNDLED, K_RANGE, MAX_NEW_RANGE, TARGETS, TEMPERATURE_RANGE, TOP_P_RANGE

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from specviz.advise import advice, advice_report
 from specviz.decoding import speed
-from specviz.measure import advice, advice_report
 from specviz.viz.style import (
     BLACK,
     BLUE,

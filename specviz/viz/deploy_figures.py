@@ -2,7 +2,7 @@
 the command that starts the engine with it, what does not deploy, K by requests at once, and the
 checks on the engines (predicted against measured, with the machine each number came from).
 
-Built from an advice.Survey only (specviz.measure.deploy writes the configurations), so the recorded
+Built from an advice.Survey only (specviz.advise.deploy writes the configurations), so the recorded
 survey and an uploaded one paint the same way. Everything from the survey is escaped: an upload's
 candidate labels, model names, machines and messages are a visitor's text. The configurations and
 commands themselves go to code boxes (plain text, never HTML) and are returned here as strings.
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 
-from specviz.measure import advice, deploy
-from specviz.measure.engine_check import MISS, EngineCheck
+from specviz.advise import advice, deploy
+from specviz.advise.engine_check import MISS, EngineCheck
 from specviz.viz.style import esc
 
 CHECK_COMMAND = "python -m specviz advise --from survey.json --check-on vllm,hf --out DIR"

@@ -1,4 +1,4 @@
-"""The pair advisor (specviz/measure/advisor.py, advice.py, survey_inputs.py): counts, the model's
+"""The pair advisor (specviz/advise/advisor.py, advice.py, survey_inputs.py): counts, the model's
 predictions, break-even, the survey file, command line.
 
 Every predicted number is the model of speed's (measure/speed_model.py): a test swaps the model's
@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from specviz.advise import advice, advice_report, advisor, deploy, survey_inputs, survey_schema
 from specviz.decoding.trace import CycleTrace, NodeTrace, RunTrace
 from specviz.loading.loader import load
-from specviz.measure import advice, advice_report, advisor, deploy, speed_model, survey_inputs, survey_schema
+from specviz.measure import speed_model
 from specviz.measure.theory import speedup
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -153,7 +154,7 @@ def test_a_draft_from_another_family_is_measured_through_text_with_the_findings(
     """The advisor compares a draft model with the target before measuring it: a draft whose
     tokenizer swaps two ids cannot pass ids, so it is measured as a draft from another family (through
     text), and the report carries the compatibility finding and says how it was measured."""
-    from tests.measure.test_compatibility import model, tok
+    from tests.advise.test_compatibility import model, tok
 
     target, other = model(tok(), name="t"), model(tok(swap=(5, 6)), name="swapped")
     survey = advisor.measure(target, [advice.Candidate("pld"), advice.Candidate("draft", "swapped")],
@@ -169,7 +170,7 @@ def test_a_draft_from_another_family_is_measured_through_text_with_the_findings(
 def test_a_draft_without_a_tokenizer_is_left_out_with_the_reason():
     """A draft with no tokenizer can neither pass ids that can be checked nor be turned into text: it is not
     measured, and the survey says why; the other candidates are measured as usual."""
-    from tests.measure.test_compatibility import model, tok
+    from tests.advise.test_compatibility import model, tok
 
     target, bare = model(tok(), name="t"), model(None, name="bare")
     survey = advisor.measure(target, [advice.Candidate("pld"), advice.Candidate("draft", "bare")],

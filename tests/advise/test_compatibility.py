@@ -1,12 +1,12 @@
-"""Compatibility (specviz/measure/compatibility.py) on tiny word-level tokenizers and tiny random models."""
+"""Compatibility (specviz/advise/compatibility.py) on tiny word-level tokenizers and tiny random models."""
 from __future__ import annotations
 
 from types import SimpleNamespace
 
 import pytest
 
+from specviz.advise.compatibility import LEVELS, TOPICS, Finding, blocking, compatibility
 from specviz.loading.loader import check_tokenizers, tiny_random
-from specviz.measure.compatibility import LEVELS, TOPICS, Finding, blocking, compatibility
 from specviz.models.common import TokenizerMismatch
 
 TEMPLATE = "{% for m in messages %}<user> {{ m['content'] }} {% endfor %}"
@@ -80,7 +80,7 @@ def test_swapped_ids_are_an_error_naming_them():
 
 def test_many_differing_ids_name_only_the_first_few():
     """With 10 ids differing, the message names 3 and says how many more."""
-    from specviz.measure import compatibility as pc
+    from specviz.advise import compatibility as pc
 
     findings = compatibility(model(tok(n=40)), model(tok(n=30), rows=40))
     msg = by_topic(findings, "tokens")[0].message

@@ -1,4 +1,4 @@
-"""Deployable output (specviz/measure/deploy.py): the advisor's pick as each engine's configuration.
+"""Deployable output (specviz/advise/deploy.py): the advisor's pick as each engine's configuration.
 
 Surveys are built by hand from advice.py's dataclasses (and the recorded one in assets/); the
 option names are checked against the engines' own code where it is installed: vLLM's
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from specviz.measure import advice, deploy
-from specviz.measure.advice import Candidate, ConcurrencyCost, Measured, Survey
+from specviz.advise import advice, deploy
+from specviz.advise.advice import Candidate, ConcurrencyCost, Measured, Survey
 
 ROOT = Path(__file__).resolve().parents[2]
 IN_CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")

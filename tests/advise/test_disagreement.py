@@ -1,4 +1,4 @@
-"""Where the candidates disagree (specviz/measure/disagreement.py): coverage counts, the gain formula,
+"""Where the candidates disagree (specviz/advise/disagreement.py): coverage counts, the gain formula,
 the sentences, the file form, the refusals, and the plumbing on a tiny random model.
 
 The counts are checked on hand-made runs whose origins are written out letter by letter; the tiny
@@ -11,10 +11,10 @@ import math
 
 import pytest
 
+from specviz.advise.disagreement import CAVEAT, Disagreement, disagreement, why_not
 from specviz.decoding.engine import generate
 from specviz.decoding.trace import BONUS, FROM_DRAFT, RESAMPLED, TARGET, RunTrace
 from specviz.loading.loader import load
-from specviz.measure.disagreement import CAVEAT, Disagreement, disagreement, why_not
 
 KINDS = {"d": FROM_DRAFT, "r": RESAMPLED, "b": BONUS, "t": TARGET, "p": TARGET}
 

@@ -1,19 +1,22 @@
-"""The advice checked on an engine (specviz/measure/engine_check.py, engine_runs.py): the
+"""The advice checked on an engine (specviz/advise/engine_check.py, engine_runs.py): the
 prediction's arithmetic, the miss flag, the survey keeping the checks, HF generate checked for real
 on a tiny model, and a vLLM server that dies part-way leaving a message and what was measured."""
 import json
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 import torch
 
-from specviz.measure import advice, deploy
-from specviz.measure.advice import Candidate, Measured, Survey
-from specviz.measure.engine_check import EngineCheck, extra_at, miss_reason, predict
-from specviz.measure.engine_runs import check_hf, check_vllm
+from specviz.advise import advice, deploy
+from specviz.advise.advice import Candidate, Measured, Survey
+from specviz.advise.engine_check import EngineCheck, extra_at, miss_reason, predict
+from specviz.advise.engine_runs import check_hf, check_vllm
 from specviz.models.families import tiny_random
 from specviz.served.remote import ServerError, Usage
 from tests.helpers.tiny import word_tokenizer
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _pld(marginal=(0.8, 0.6, 0.4, 0.2), drafted: float = 1.0, cycles: int = 100) -> Measured:
@@ -59,7 +62,7 @@ def test_a_miss_over_twenty_percent_is_flagged_with_its_likely_reason():
 def test_a_survey_keeps_its_engine_checks_and_refuses_a_damaged_one(tmp_path):
     """A check saved in a survey reads back equal (format /4), and a check whose fields are of the
     wrong kind is refused with a message instead of loaded."""
-    survey = advice.read(deploy.__file__.replace("specviz/measure/deploy.py", "assets/recorded_advice.json"))
+    survey = advice.read(ROOT / "assets" / "recorded_advice.json")
     chk = EngineCheck("vLLM", "pld", 5, '{"method": "ngram"}', "AMD EPYC", "2026-12-05 04:00 UTC",
                       concurrency=4, prompts=16, step_s=0.06, extra_s={6: 0.01}, predicted=1.5, measured=1.4,
                       predicted_marginal=[0.5], measured_marginal=[0.45])

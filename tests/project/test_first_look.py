@@ -75,7 +75,7 @@ def test_first_paints_show_no_prediction_their_measurement_contradicts():
     """Issue 51: the Theory tab's recorded prediction is within 20 % of its own measurement, its
     waterfall ends on that measurement, and the Advise tab's recorded checks are within 20 % of what
     they predicted."""
-    from specviz.measure import advice
+    from specviz.advise import advice
     from specviz.ui.advise import RECORDED
     from specviz.ui.shared import recordings
 

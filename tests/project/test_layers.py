@@ -1,6 +1,6 @@
 """The package's folders are its layers, and imports only go down a graph of them: each folder
 may import its own modules and the folders it sits on (MAY_IMPORT, followed down). Siblings do not
-import each other: the head and drafting, pricing and served, measure and teach. No two modules
+import each other: the head and drafting, pricing and served, measure and teach, teach and advise. No two modules
 import each other, however indirectly. docs/ARCHITECTURE.md draws the same graph."""
 import ast
 import re
@@ -18,7 +18,8 @@ PACKAGE = ROOT / "specviz"
 # a vLLM server; `loading` turns a spec into a LoadedModel with all of those. The head is a network
 # over a target; drafting is what a draft is (its tree, its sampling rules), which proposers return
 # and sample with; the engine (decoding) builds proposers by name; measure and teach run the
-# engine or its rules; viz draws their results; ui shows them; training evaluates the head it
+# engine or its rules; advise, the pair advisor, measures a survey and predicts from it with
+# measure's model of speed; viz draws their results; ui shows them; training evaluates the head it
 # trains with the engine.
 MAY_IMPORT = {
     "models": (),
@@ -32,7 +33,8 @@ MAY_IMPORT = {
     "decoding": ("proposers",),
     "measure": ("decoding",),
     "teach": ("decoding",),
-    "viz": ("measure", "teach"),
+    "advise": ("measure",),
+    "viz": ("advise", "teach"),
     "ui": ("viz",),
     "training": ("decoding",),
 }
@@ -189,7 +191,8 @@ def test_the_walker_catches_upward_imports_in_any_form(tmp_path):
 
 def test_each_folder_imports_only_what_it_sits_on(tmp_path):
     """The head may not import proposers, proposers may not import the engine, measure may not
-    import teach, drafting may not import proposers, and the siblings head and drafting, pricing
+    import teach or the advisor (advise), the advisor may import measure but not teach, viz may
+    import the advisor, drafting may not import proposers, and the siblings head and drafting, pricing
     and served, passes and loading, do not import each other; a proposer may import the draft tree
     and sampling rules, the loader may import pricing and served, and the training code may import
     the engine. The graph has no cycle of folders."""
@@ -200,6 +203,13 @@ def test_each_folder_imports_only_what_it_sits_on(tmp_path):
     assert len(upward_imports(fake, "specviz.proposers.fake")) == 2
     fake.write_text("from specviz.teach import toy\n")
     assert upward_imports(fake, "specviz.measure.fake") != []
+    assert upward_imports(fake, "specviz.advise.fake") != []
+    fake.write_text("from specviz.advise import advice\n")
+    assert upward_imports(fake, "specviz.measure.fake") != []
+    assert upward_imports(fake, "specviz.teach.fake") != []
+    assert upward_imports(fake, "specviz.viz.fake") == []
+    fake.write_text("from specviz.measure import speed_model\n")
+    assert upward_imports(fake, "specviz.advise.fake") == []
     fake.write_text("from specviz.drafting.tree import DraftTree\nfrom ..drafting import sampling\n")
     assert upward_imports(fake, "specviz.proposers.fake") == []
     fake.write_text("from specviz.proposers import base\n")

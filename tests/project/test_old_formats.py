@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from specviz.advise import advice
 from specviz.decoding import tracefile
 from specviz.decoding.trace import CycleTrace, NodeTrace, RunTrace, renamed
-from specviz.measure import advice
 
 DATA = Path(__file__).resolve().parent / "data" / "formats"
 TRACES = ["trace-bare-2026-11-29.json", "trace-bare-2026-12-01.json", "trace-2026-12-04.json",
@@ -100,7 +100,7 @@ def test_a_survey_of_every_format_reads_and_ranks(name):
 @pytest.mark.parametrize("name", SURVEYS[:4])
 def test_a_survey_before_format_5_predicts_from_inputs_derived_from_its_means(name):
     """A survey before /5 kept means, not the drafts the model of speed reads: they are derived
-    (measure/survey_inputs.py), and the model's τ with each draft cut at K (as sent, for a planned
+    (advise/survey_inputs.py), and the model's τ with each draft cut at K (as sent, for a planned
     candidate) is the survey's measured 1 + Σ_{d≤K} marginal_d at every K."""
     survey = advice.read(DATA / name)
     for m in survey.measured:

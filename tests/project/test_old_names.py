@@ -37,7 +37,7 @@ def test_a_survey_in_an_older_format_reads_as_todays():
     """An advice survey written as format /2 (the concurrency timing under "load" and "load_note",
     each candidate's "per_step") reads to the same Survey as today's /5 with "concurrency",
     "concurrency_note" and "per_call"."""
-    from specviz.measure import advice
+    from specviz.advise import advice
 
     today = advice.read(ASSETS / "recorded_advice.json")
     doc = today.to_dict()

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from specviz.advise import advice, advice_report
 from specviz.decoding import tracefile
 from specviz.decoding.tracefile import TraceFileError
-from specviz.measure import advice, advice_report
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 SEED = 44
@@ -92,7 +92,7 @@ def _base_profile() -> dict:
 
 def _base_profile_checked() -> dict:
     """The recorded survey with one check on an engine, as `advise --check-on` adds it."""
-    from specviz.measure.engine_check import EngineCheck
+    from specviz.advise.engine_check import EngineCheck
 
     doc = _base_profile()
     doc["engine_checks"] = [EngineCheck("vLLM", "pld", 5, '{"method": "ngram"}', "a CPU", "2026-12-05 03:00 UTC",

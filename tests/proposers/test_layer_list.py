@@ -8,7 +8,7 @@ import argparse
 import pytest
 
 from specviz import cli
-from specviz.measure.survey import Candidate
+from specviz.advise.survey import Candidate
 from specviz.proposers.layer_skip import layers_text, parse_layers
 from specviz.ui.runtime.settings import parse_layers as knob_layers
 

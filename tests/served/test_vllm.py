@@ -228,8 +228,8 @@ def test_vllm_runs_the_configuration_the_advice_wrote_and_the_check_measures_it(
     against a prediction from vLLM's own step costs."""
     from contextlib import nullcontext
 
-    from specviz.measure import advice, deploy
-    from specviz.measure.engine_runs import check_vllm
+    from specviz.advise import advice, deploy
+    from specviz.advise.engine_runs import check_vllm
     from specviz.measure.served_compare import compare, table
 
     survey = advice.read(Path(__file__).resolve().parents[2] / "assets" / "recorded_advice.json")

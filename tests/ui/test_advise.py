@@ -8,8 +8,8 @@ import json
 
 import pytest
 
+from specviz.advise import advice, advice_report
 from specviz.decoding import speed
-from specviz.measure import advice, advice_report
 from specviz.ui import advise
 from specviz.viz import advice_figures as afig
 
@@ -117,7 +117,7 @@ def _html_of(out: dict) -> str:
 
 
 def _with_check(survey: advice.Survey, **fields) -> advice.Survey:
-    from specviz.measure.engine_check import EngineCheck
+    from specviz.advise.engine_check import EngineCheck
 
     chk = EngineCheck(**{**dict(engine="vLLM", candidate="pld", k=5, config='{"method": "ngram"}',
                                 machine="test box (4 cores)", measured_at="2026-12-05 03:00 UTC", concurrency=2,
@@ -133,7 +133,7 @@ def test_each_deployable_pick_shows_its_configuration_and_command_for_every_engi
     best one's configuration and command for each engine, and picking the other shows its own; each
     engine's note and where its option names were checked are said, and so is the machine the
     predictions came from."""
-    from specviz.measure import deploy
+    from specviz.advise import deploy
 
     survey = _profile()
     out = _painted(survey, tmp_path)
@@ -154,7 +154,7 @@ def test_each_deployable_pick_shows_its_configuration_and_command_for_every_engi
 def test_the_recorded_survey_says_what_does_not_deploy_and_k_by_requests_at_once():
     """The recorded survey, as the tab first paints it: a sentence per candidate no engine has, the K
     by requests-at-once table, and vLLM's command with that schedule in a copyable box."""
-    from specviz.measure import deploy
+    from specviz.advise import deploy
 
     survey = advise._recorded()
     out = dict(zip(advise.OUTPUT_NAMES, advise.first_values()))

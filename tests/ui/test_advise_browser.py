@@ -57,7 +57,7 @@ def asked(monkeypatch):
 def test_the_tab_opens_on_the_recorded_profile_before_any_model_loads(asked, page):
     """Without a click beyond the tab: the recorded recommendation, a row per recorded candidate, the
     S(K), acceptance and load figures with a trace per candidate, and no model asked for."""
-    from specviz.measure import advice, advice_report
+    from specviz.advise import advice, advice_report
     from specviz.ui import advise
 
     recorded = advice.read(advise.RECORDED)
@@ -74,7 +74,7 @@ def test_the_tab_opens_on_the_recorded_profile_before_any_model_loads(asked, pag
 def test_a_saved_profile_replays_and_a_bad_file_is_refused(page, tmp_path):
     """Uploading a survey.json repaints the tab from it; a JSON file that is not a survey leaves a
     message naming the problem in the status line."""
-    from specviz.measure import advice
+    from specviz.advise import advice
     from specviz.ui import advise
 
     survey = advice.read(advise.RECORDED)
@@ -118,7 +118,7 @@ def test_the_deploy_section_shows_the_recorded_vllm_configuration_with_a_copy_bu
     """Below the figures, the recorded survey's best deployable pick on vLLM: its configuration text in
     a code box with a copy button that copies exactly that configuration, and the command that starts
     vLLM with it in the box below."""
-    from specviz.measure import advice, deploy
+    from specviz.advise import advice, deploy
     from specviz.ui import advise
 
     pick = next(d for d in deploy.deployments(advice.read(advise.RECORDED)) if d.engine == "vLLM")
@@ -137,8 +137,8 @@ def test_an_uploaded_survey_with_an_engine_check_shows_predicted_against_measure
     """Before any upload the recorded survey has no check on an engine and the tab says how to run
     one; uploading a survey that holds a check on vLLM shows it as a row of the predicted-against-
     measured table, with its predicted and measured speedups and the machine it ran on."""
-    from specviz.measure import advice
-    from specviz.measure.engine_check import EngineCheck
+    from specviz.advise import advice
+    from specviz.advise.engine_check import EngineCheck
     from specviz.ui import advise
 
     wait_text(page, "#sv-adv-checks", "--check-on vllm,hf")

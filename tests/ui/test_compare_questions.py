@@ -104,7 +104,7 @@ def test_an_uploaded_files_question_text_is_escaped_in_the_table(tiny_words, tmp
 def test_advise_takes_the_questions_and_its_survey_names_their_categories(tiny_words, monkeypatch):
     """Advise with the public subset measures its picked questions as the prompts, and the survey's
     summary line names each question's id and category; a bad file is one error sentence."""
-    from specviz.measure import advice_report
+    from specviz.advise import advice_report
 
     seen = {}
 

@@ -10,13 +10,14 @@ from __future__ import annotations
 import time
 from typing import Iterator
 
+from specviz.advise import advisor
 from specviz.decoding import planner
 from specviz.decoding.engine import Decoder
 from specviz.decoding.runstate import RunState
 from specviz.decoding.served import served_plain
 from specviz.decoding.trace import RunTrace
 from specviz.loading.loader import LoadedModel
-from specviz.measure import advisor, batch_effect
+from specviz.measure import batch_effect
 from specviz.measure.comparison import Comparison
 from specviz.pricing.costs import CostProfile
 from specviz.ui.runtime.state import MODELS
@@ -168,7 +169,7 @@ def advise_duration(target: str, candidates: list, prompts: list[str], options: 
 
 @on_gpu(duration=advise_duration)
 def advise(target: str, candidates: list, prompts: list[str], options: dict):
-    """The advisor's measurement (measure/advisor.py); yields (what it does next, the survey so far)."""
+    """The advisor's measurement (advise/advisor.py); yields (what it does next, the survey so far)."""
     target_model = model(target)
     yield from advisor.measure_stages(target_model, candidates, prompts, model, planner.verify_cost(target_model),
                                      **options)
