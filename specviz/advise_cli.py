@@ -1,5 +1,5 @@
 """`python -m specviz advise`: the pair advisor on the command line (advise/advisor.py), where
-to deploy its pick (advise/deploy.py), and its check on the engines (advise/check_on.py).
+to deploy its pick (advise/deploy/), and its check on the engines (advise/check_on.py).
 specviz/cli.py dispatches here; the shared argument types and `fail` are in cli_args.py."""
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""`advise --check-on vllm,hf`: every deployable pick of a survey, written by deploy.py, run on
+"""`advise --check-on vllm,hf`: every deployable pick of a survey, written by deploy/, run on
 the engines and compared with its prediction from the engine's own step costs (engine_check.py).
 
 vLLM: a plain server (started here, or the one at `vllm_url`) and a second server started with
-the pick's configuration, exactly as deploy.py wrote it (a draft model's name replaced by the
+the pick's configuration, exactly as deploy/ wrote it (a draft model's name replaced by the
 folder this machine holds it in, which the report shows). With `concurrency` B > 1, the second
 server runs the survey's K-by-concurrency schedule instead (vLLM's own form of it), and the pick is
 checked at one request and at B at once on it, so both the schedule and one point of it are

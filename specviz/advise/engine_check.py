@@ -1,5 +1,5 @@
 """The advice checked on the engine it deploys to: predicted from the survey and the engine's own
-step costs, then measured on that engine with the configuration deploy.py wrote (issue 43).
+step costs, then measured on that engine with the configuration deploy/ wrote (issue 43).
 
 **What is predicted, and from what.** The survey gives what a method drafts and accepts: for the
 candidate at K, the tokens a cycle makes, τ(K) = 1 + Σ_{i≤K} marginal_i, and the mean draft tokens

@@ -75,7 +75,7 @@ def hf_extra(model, context: list[int], sizes: list[int], repeats: int = 5) -> d
 def check_hf(m: Measured, k: int, target, prompts: list[str], config: dict, config_text: str, machine: str,
              max_new_tokens: int = 64, repeats: int = 3, temperature: float = 0.0, top_p: float = 1.0,
              progress: Progress = print) -> EngineCheck:
-    """HF `generate` plain and with `config` (deploy.py's keyword arguments) on `target.model`."""
+    """HF `generate` plain and with `config` (deploy/hf.py's keyword arguments) on `target.model`."""
     chk = EngineCheck("HF generate", m.candidate.label, k, config_text, machine, _now(), max_new_tokens=max_new_tokens)
     model = target.model
     common = dict(pad_token_id=next(iter(target.eos_ids), 0), eos_token_id=sorted(target.eos_ids) or None)

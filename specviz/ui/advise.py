@@ -54,7 +54,7 @@ def _recorded() -> advice.Survey | None:
         return None
 
 
-# What each engine's code boxes hold, and in which language they are highlighted (deploy.py's config
+# What each engine's code boxes hold, and in which language they are highlighted (deploy/'s config
 # and command of each engine): (configuration's label, its language, command's label, its language).
 CODE_BOXES = {
     "vLLM": ("Configuration: --speculative-config (JSON)", "json", "Command that starts vLLM with it", "shell"),

@@ -16,7 +16,7 @@ from specviz.advise.engine_check import MISS, EngineCheck
 from specviz.viz.style import esc
 
 CHECK_COMMAND = "python -m specviz advise --from survey.json --check-on vllm,hf --out DIR"
-PLACEHOLDER = re.compile(r"\b(MODEL|DRAFT|PROMPT)\b")  # deploy.py's stand-ins for what only the user knows
+PLACEHOLDER = re.compile(r"\b(MODEL|DRAFT|PROMPT)\b")  # deploy/'s stand-ins for what only the user knows
 STANDS_FOR = {"MODEL": "your target", "DRAFT": "your draft model", "PROMPT": "your prompt"}
 
 

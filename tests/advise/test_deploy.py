@@ -1,4 +1,5 @@
-"""Deployable output (specviz/advise/deploy.py): the advisor's pick as each engine's configuration.
+"""Deployable output (specviz/advise/deploy/: what deploys, and one writer per engine): the advisor's
+pick as each engine's configuration.
 
 Surveys are built by hand from advice.py's dataclasses (and the recorded one in assets/); the
 option names are checked against the engines' own code where it is installed: vLLM's
@@ -17,6 +18,7 @@ import pytest
 
 from specviz.advise import advice, deploy
 from specviz.advise.advice import Candidate, ConcurrencyCost, Measured, Survey
+from specviz.advise.deploy.common import cross_family
 
 ROOT = Path(__file__).resolve().parents[2]
 IN_CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
@@ -210,4 +212,4 @@ def test_a_draft_from_another_family_is_written_as_universal_assisted_decoding()
         assert "family" in got[engine].note, engine
     same = {d.engine: d for d in deploy.deployments(_survey(_measured("draft", "bundled"), target="bundled"))}
     assert "assistant_tokenizer" not in same[deploy.HF].command and "family" not in same[deploy.VLLM].note
-    assert deploy.cross_family("gemma3-270m", "bundled") and not deploy.cross_family("bundled", "unknown/model")
+    assert cross_family("gemma3-270m", "bundled") and not cross_family("bundled", "unknown/model")

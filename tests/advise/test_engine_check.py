@@ -83,7 +83,7 @@ def tiny_target():
 
 
 def test_hf_generate_is_checked_for_real_with_the_configuration_the_advice_wrote(tiny_target):
-    """On a tiny model, HF generate plain and with prompt lookup (deploy.py's own keyword
+    """On a tiny model, HF generate plain and with prompt lookup (deploy/hf.py's own keyword
     arguments) give the same greedy tokens; the check counts HF's drafts per position and
     predicts from HF's own timings."""
     m = _pld()

@@ -222,7 +222,7 @@ def test_the_app_steps_and_runs_a_served_target(app_url, bundled_server, monkeyp
 
 @pytest.mark.bundled
 def test_vllm_runs_the_configuration_the_advice_wrote_and_the_check_measures_it(bundled_server, tmp_path):
-    """vLLM started with the exact speculative configuration deploy.py wrote for the recorded
+    """vLLM started with the exact speculative configuration deploy/vllm.py wrote for the recorded
     survey's prompt lookup speculates (its counters count drafts), decodes the same greedy tokens
     as vLLM plain and as SpecViz's prompt lookup over vLLM, and the engine check measures it
     against a prediction from vLLM's own step costs."""
