@@ -73,11 +73,6 @@ CONCURRENCY = (1, 2, 4, 8, 16)  # runs at once for the concurrency prediction (t
 RETRIEVAL = ("pld", "logitspec", "suffix")  # draft-free methods whose K an engine takes as it is
 
 
-def tokens_per_cycle(m: Measured, k: int) -> float:
-    """τ as measured up to depth k: 1 + Σ_{i≤k} marginal_i (a count, not a prediction; engine_check reads it)."""
-    return 1.0 + sum(m.marginal[:min(k, m.k_max)])
-
-
 def inputs(m: Measured, pass_share: float = 1.0) -> model.Inputs:
     """The model's inputs for `m` (pass_share: the survey's, for an older survey's derived costs)."""
     return survey_inputs.inputs(m, pass_share)

@@ -1,10 +1,11 @@
 """The advice checked on the engine it deploys to: predicted from the survey and the engine's own
 step costs, then measured on that engine with the configuration deploy/ wrote (issue 43).
 
-**What is predicted, and from what.** The survey gives what a method drafts and accepts: for the
-candidate at K, the tokens a cycle makes, τ(K) = 1 + Σ_{i≤K} marginal_i, and the mean draft tokens
-a cycle sends, n_K (advise/advice.py). What a step costs is the engine's own, timed in the same
-run on the same machine, never SpecViz's:
+**What is predicted, and from what.** The model of speed predicts it (measure/speed_model.py,
+`predict_at` at the check's K), as it predicts every number of the advice (advise/advice.py), on the
+survey's inputs for the candidate (advise/survey_inputs.py): what each cycle drafted and how deep it
+was accepted. Only the costs are the engine's own, timed in the same run on the same machine, never
+SpecViz's:
 
 - t₁, the engine's plain decoding, seconds per new token: its plain runs of the check's prompts
   (vLLM: the decode request of each prompt, prefix cached, over its tokens; HF: `generate`'s
@@ -21,9 +22,10 @@ run on the same machine, never SpecViz's:
   and vLLM's step holds more than its forward (proposer, rejection sampler), so its whole step is
   timed rather than its pass. With B requests at once, t₁ and Δ_K are timed with B in flight.
 
-The prediction is τ(K) · t₁ / (t₁ + p · Δ(n̄ + 1)), with p the share of cycles that drafted and
-n̄ the tokens such a cycle sent (both from the survey): a step that drafted costs a plain step and
-its extra, one that did not a plain step.
+The model is asked in the engine's plain steps (`engine_inputs`): a cycle that sent n draft tokens
+costs v(n + 1) = 1 + Δ(n + 1) / t₁, one that sent none a plain step, 1, and nothing else is priced
+(drafting, a cycle's overhead and a plain token's: t₁ holds all of a plain step, Δ all that a
+drafting step adds). Its answer is then the cycles' mean tokens times t₁ over their mean cost.
 
 **What is measured.** The same prompts, greedy or as the survey sampled, plain and with the
 configuration, medians of `repeats`, each engine warmed first; the speedup is new tokens per second
@@ -35,12 +37,17 @@ reason. A server that dies or stalls ends the check with a message; what was mea
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
+import math
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
-from specviz.advise.advice import Measured, tokens_per_cycle
+from specviz.advise import survey_inputs
+from specviz.advise.survey import Measured
+from specviz.measure import speed_model as model  # the model of speed: the prediction is its answer
 
 MISS = 0.20  # issue 43: a prediction further than this from the engine's measurement is flagged
 HF_ENGINE, VLLM_ENGINE = "HF generate", "vLLM"
@@ -97,13 +104,24 @@ def extra_at(extra_s: dict, n: float) -> float:
     return fb + (fb - fa) * (n - b) / (b - a)
 
 
+def engine_inputs(m: Measured) -> model.Inputs:
+    """The model's inputs for candidate `m` as the survey keeps them, its costs the engine's: a pass
+    priced by the v it is asked with, and nothing else (the module docstring)."""
+    return dataclasses.replace(survey_inputs.inputs(m), draft0=0.0, draft1=0.0, over0=0.0, over1=0.0,
+                               ar_overhead=0.0, v_scale=1.0)
+
+
 def predict(m: Measured, k: int, pass_s: float, extra_s: dict) -> float:
-    """τ(K) · t₁ / (t₁ + p · Δ(n̄ + 1)) (the module docstring): p is the share of cycles that
-    drafted, n̄ the mean draft tokens sent by a cycle that drafted."""
-    k = min(k, m.k_max)
-    p = m.reached[0] / m.cycles if m.cycles and m.reached else 1.0
-    n = (m.nodes_at_depth[k - 1] if m.nodes_at_depth else float(k)) / p if p else 0.0
-    return tokens_per_cycle(m, k) * pass_s / (pass_s + p * extra_at(extra_s, n + 1)) if pass_s > 0 else 0.0
+    """The model of speed's S at K = k (within the survey's K) for `m`, on the engine's step costs: t₁
+    = `pass_s`, Δ(n) from `extra_s`, so v(n) = 1 + Δ(n) / t₁ (the module docstring); 0 without a t₁."""
+    if pass_s <= 0:
+        return 0.0
+    v = functools.cache(lambda n: 1.0 + extra_at(extra_s, n) / pass_s)
+    try:
+        s = model.predict_at(engine_inputs(m), v, max(1, min(k, m.k_max)))
+    except ZeroDivisionError:  # timings that cancel out (a Δ of −t₁): no prediction, not a traceback
+        return 0.0
+    return s if math.isfinite(s) else 0.0
 
 
 def sizes_for(k: int) -> list[int]:

@@ -1,6 +1,7 @@
 """The advice checked on an engine (specviz/advise/engine_check.py, engine_runs.py): the
-prediction's arithmetic, the miss flag, the survey keeping the checks, HF generate checked for real
-on a tiny model, and a vLLM server that dies part-way leaving a message and what was measured."""
+prediction, the model of speed's on the engine's step costs, the miss flag, the survey keeping the
+checks, HF generate checked for real on a tiny model, and a vLLM server that dies part-way leaving a
+message and what was measured."""
 import json
 from contextlib import contextmanager
 from pathlib import Path
@@ -10,8 +11,9 @@ import torch
 
 from specviz.advise import advice, deploy
 from specviz.advise.advice import Candidate, Measured, Survey
-from specviz.advise.engine_check import EngineCheck, extra_at, miss_reason, predict
+from specviz.advise.engine_check import EngineCheck, extra_at, finish, miss_reason, predict
 from specviz.advise.engine_runs import check_hf, check_vllm
+from specviz.measure import speed_model
 from specviz.models.families import tiny_random
 from specviz.served.remote import ServerError, Usage
 from tests.helpers.tiny import word_tokenizer
@@ -29,13 +31,59 @@ def _pld(marginal=(0.8, 0.6, 0.4, 0.2), drafted: float = 1.0, cycles: int = 100)
 
 
 def test_the_prediction_is_tokens_per_cycle_over_a_plain_step_and_the_drafting_share_of_the_extra():
-    """S = τ(K)·t₁/(t₁ + p·Δ(n̄+1)): with no extra cost it is τ(K) itself; with Δ it falls by
-    exactly the formula; cycles that did not draft pay no extra."""
+    """Worked by hand on the survey's counts: with no extra cost the prediction is τ(K) = 1 + Σ_{i≤K}
+    marginal_i itself; with Δ, a cycle that sent a chain of K pays t₁ + Δ(K + 1), so S = τ(K)·t₁/(t₁ +
+    Δ(K + 1)); and where half the cycles drafted, only those pay the extra: S = τ(K)·t₁/(t₁ + Δ/2).
+    A survey's kept cycles give the same by hand, its own costs (drafting, overhead) left out."""
     m = _pld()
     assert predict(m, 4, 0.05, {}) == pytest.approx(1 + 0.8 + 0.6 + 0.4 + 0.2)
     assert predict(m, 2, 0.05, {3: 0.025}) == pytest.approx((1 + 0.8 + 0.6) * 0.05 / (0.05 + 0.025))
-    half = _pld(drafted=0.5)  # half the cycles drafted, each a chain of K: p = 0.5, n̄ = K
-    assert predict(half, 4, 0.05, {5: 0.02}) == pytest.approx(3.0 * 0.05 / (0.05 + 0.5 * 0.02))
+    half = _pld(marginal=(0.4, 0.3, 0.2, 0.1), drafted=0.5)  # half the cycles sent a chain of K; τ(4) = 2
+    assert predict(half, 4, 0.05, {5: 0.02}) == pytest.approx(2.0 * 0.05 / (0.05 + 0.5 * 0.02))
+    assert predict(m, 4, 0.0, {}) == 0.0
+    kept = (3 * (1 + 0.6 + 0.3) + 1) / (3 * (1 + 0.025 / 0.05) + 1)  # 3 chains of 2 at t₁ + Δ(3), 1 plain step
+    assert predict(_kept(), 2, 0.05, {3: 0.025}) == pytest.approx(kept)
+
+
+def _kept() -> Measured:
+    """pld as a format /5 survey keeps it: 3 cycles sent a chain of 2 (full), 1 sent nothing; reach by
+    sent depth 2: 0.6, 0.3; SpecViz's own costs (drafting, overhead, o_AR) that an engine's check
+    leaves out."""
+    inputs = advice.SpeedInputs(acceptance=[0.8, 0.5], reach_by_sent_depth={2: [0.6, 0.3]},
+                                shapes=[advice.Shape([1, 1], True, 0, 3), advice.Shape([], False, 0, 1)],
+                                nodes_by_source={"lookup": [0.75, 0.75]}, calls_by_level=[],
+                                draft0=0.1, draft1=0.0, over0=0.05, over1=0.01, ar_overhead=0.1, v_scale=1.0)
+    return Measured(Candidate("pld"), 2, 4, [3.0, 3.0], [2.4, 1.2], [0.75, 1.5], 0.1, False, 30.0,
+                    speed_inputs=inputs)
+
+
+@pytest.mark.parametrize("make", [_pld, _kept], ids=["derived", "kept"])
+def test_the_engine_prediction_is_the_model_of_speeds(make, monkeypatch):
+    """engine_check has no speed formula of its own: with the model's predict_at (in speed_model)
+    swapped for a sentinel, the prediction and a finished check's `predicted` are the sentinel. The
+    model is asked at the check's K (held to the survey's K), on the survey's inputs for the candidate
+    (what was drafted and accepted, untouched), priced in the engine's plain steps: v(n) = 1 + Δ(n)/t₁,
+    and nothing for drafting or overhead. Inputs derived from an older survey's counts and inputs a
+    survey kept alike."""
+    m, sentinel, asked = make(), 7.25, []
+
+    def stand_in(x, v, k):
+        asked.append((x, v, k))
+        return sentinel
+
+    monkeypatch.setattr(speed_model, "predict_at", stand_in)
+    assert predict(m, 2, 0.05, {3: 0.025}) == sentinel
+    x, v, k = asked[-1]
+    assert k == 2 and v(1) == 1.0 and v(3) == pytest.approx(1.5) and v(2) == pytest.approx(1.25)
+    assert (x.draft0, x.draft1, x.over0, x.over1, x.ar_overhead, x.v_scale) == (0.0, 0.0, 0.0, 0.0, 0.0, 1.0)
+    survey_x = advice.inputs(m)
+    assert (x.acceptance, x.sent, x.full, x.reach_by_sent_depth, x.budget) == (
+        survey_x.acceptance, survey_x.sent, survey_x.full, survey_x.reach_by_sent_depth, survey_x.budget)
+    predict(m, m.k_max + 5, 0.05, {})
+    assert asked[-1][2] == m.k_max
+    chk = finish(EngineCheck("HF generate", "pld", 2, "{}", "test", "now", step_s=0.05, extra_s={3: 0.025}),
+                 (100, 2.0), (150, 2.0), m)
+    assert chk.predicted == sentinel and chk.measured == pytest.approx(1.5)
 
 
 def test_extra_cost_is_interpolated_between_the_timed_sizes():

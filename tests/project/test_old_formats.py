@@ -107,4 +107,4 @@ def test_a_survey_before_format_5_predicts_from_inputs_derived_from_its_means(na
         assert m.speed_inputs is None
         for k in [None] if m.candidate.planned else range(1, m.k_max + 1):
             tau = advice.predicted_terms(m, k, survey.v_of, survey.pass_share, 1.0).tau
-            assert tau == pytest.approx(advice.tokens_per_cycle(m, k or m.k_max), rel=1e-9), (m.candidate.label, k)
+            assert tau == pytest.approx(1 + sum(m.marginal[:k or m.k_max]), rel=1e-9), (m.candidate.label, k)
