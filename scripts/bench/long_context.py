@@ -6,7 +6,7 @@
 On the bundled model (loaded as the app loads it, with the CPU speed-ups) and for each context length L, on one
 prefilled L-token KV cache, it times:
 - the one-token pass (ms) and v(n), a chain pass over n tokens in one-token passes (pricing/costs.py's unit);
-- a verify pass over a 33-row draft tree (passes/fastpath.py's TREES: [root] + 32 nodes), its 4-D mask built
+- a verify pass over a 33-row draft tree (passes/fastcheck.py's TREES: [root] + 32 nodes), its 4-D mask built
   as the engine builds it (DraftTree.model_mask) and the building counted, since a cycle pays for it; the
   mask's building alone is a column of its own;
 - keeping a 5-node accepted path after that tree pass (kvcache.keep_path, as a tree cycle rolls back);
@@ -33,13 +33,13 @@ import torch
 
 import specviz
 from specviz.drafting.tree import DraftTree
-from specviz.passes import fastpath
+from specviz.passes import fastcheck, fastpath
 from specviz.passes.kvcache import cache_len, keep_path, new_cache, rollback
 from specviz.pricing.timing import filler_ids
 
 CONTEXTS = (100, 500, 1000, 2000)
 SIZES = (1, 2, 4, 8, 16, 32)
-TREE = DraftTree([0] * len(fastpath.TREES[1]), list(fastpath.TREES[1]))  # 32 nodes: ids are set per pass
+TREE = DraftTree([0] * len(fastcheck.TREES[1]), list(fastcheck.TREES[1]))  # 32 nodes: ids are set per pass
 PATH = 5  # accepted nodes kept after the tree pass: a summary's cycles accept 2 to 3 tokens a cycle and more
 VARIANTS = ("ours", "modules")
 CLOCK = time.perf_counter  # --clock cpu: this thread's CPU seconds (time.thread_time), with --threads 1

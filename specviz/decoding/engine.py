@@ -69,8 +69,6 @@ class Decoder:
         self.options, self.shown, self.run_id = start.options, start.shown, start.run_id
         # a proposer that reads the target's hidden state gets it from the engine's own passes
         self.wants_hidden = self.proposer is not None and self.proposer.needs_hidden
-        # and the decoder layers whose outputs lead each hidden row (a v2 draft head's features)
-        self._layers = tuple(getattr(self.proposer, "hidden_layers", ())) if self.wants_hidden else ()
         self._answered_by(target, settings, verifier)
         self._start_empty()
 
@@ -124,13 +122,11 @@ class Decoder:
     # -- model calls -------------------------------------------------------------------
     def _forward(self, tokens: list[int], last_only: bool = False) -> torch.Tensor:
         """A pass of this run's own (prefill, rebuild): logits, and the hidden rows if needed."""
-        logits, self._hidden = self.local.forward(tokens, self.cache, last_only=last_only,
-                                                  hidden=self.wants_hidden, layers=self._layers)
+        logits, self._hidden = self.local.forward(tokens, self.cache, last_only=last_only, hidden=self.wants_hidden)
         return logits[:, : self.vocab]
 
     def _verify_pass(self, tree: DraftTree) -> VerifyAnswer:
-        request = VerifyRequest([self.ids[-1]] + tree.tokens, tree, self.cache, self.vocab, self.wants_hidden,
-                                self._layers)
+        request = VerifyRequest([self.ids[-1]] + tree.tokens, tree, self.cache, self.vocab, self.wants_hidden)
         answer = self.verifier.verify(request)
         self._hidden = answer.hidden
         return answer
@@ -139,8 +135,7 @@ class Decoder:
     def prefill(self) -> None:
         """Run the prompt through the target and commit the first new token."""
         t0 = time.perf_counter()
-        shared = PREFILLS.take(self.target.model, self.prompt_ids, self.wants_hidden,
-                               self._layers) if self.share else None
+        shared = PREFILLS.take(self.target.model, self.prompt_ids, self.wants_hidden) if self.share else None
         if shared is None:
             self.cache = self.local.new_cache()
             try:
@@ -150,7 +145,7 @@ class Decoder:
                     PREFILLS.release(self.target.model, self.prompt_ids)
                 raise
             hidden = self._hidden[-1] if self.wants_hidden else None
-            shared = Prefill(self.cache, logits[-1], hidden, self._layers)
+            shared = Prefill(self.cache, logits[-1], hidden)
             if self.share:
                 PREFILLS.put(self.target.model, self.prompt_ids, shared)
         else:

@@ -27,7 +27,6 @@ class Prefill:
     cache: Any
     logits: torch.Tensor
     hidden: torch.Tensor | None
-    layers: tuple[int, ...] = ()  # the decoder layers whose outputs lead `hidden` (targets.VerifyRequest.layers)
     # the first token's distribution by (temperature, top_p), shared by the kept prefill and every
     # copy of it: a class at T 0.7 computes the nucleus over the vocabulary once, not once a student
     first_probs: dict = field(default_factory=dict, repr=False, compare=False)
@@ -56,18 +55,16 @@ class SharedPrefills:
         self._pending: dict[tuple, threading.Event] = {}
         self.hits = 0
 
-    def take(self, model: torch.nn.Module, ids: list[int], need_hidden: bool,
-             layers: tuple[int, ...] = ()) -> Prefill | None:
+    def take(self, model: torch.nn.Module, ids: list[int], need_hidden: bool) -> Prefill | None:
         """A copy of the prefill of `ids` on `model`, or None: then the caller prefills and must
-        `put` it (or `release` on failure). One kept without a hidden state, or with another
-        layout of it (`layers`), does not serve a caller that needs one. While one caller computes
+        `put` it (or `release` on failure). One kept without a hidden state does not serve a
+        caller that needs one. While one caller computes
         a prefill, the others asking for it wait for that one (up to `wait_s`) instead of computing it again."""
         key = (id(model), tuple(ids))
         while True:
             with self._lock:
                 found = self._items.get(key)
-                if found is not None and found[0]() is model and (
-                        not need_hidden or (found[1].hidden is not None and found[1].layers == tuple(layers))):
+                if found is not None and found[0]() is model and (not need_hidden or found[1].hidden is not None):
                     self._items.move_to_end(key)
                     self.hits += 1
                     kept = found[1]
@@ -79,13 +76,12 @@ class SharedPrefills:
             if not event.wait(self.wait_s):
                 return None  # the one computing it is slow: compute it here too
         return Prefill(_copy(kept.cache), kept.logits.clone(),
-                       None if kept.hidden is None else kept.hidden.clone(), kept.layers, kept.first_probs)
+                       None if kept.hidden is None else kept.hidden.clone(), kept.first_probs)
 
     def put(self, model: torch.nn.Module, ids: list[int], prefill: Prefill) -> None:
         """Keep a copy of `prefill` (the caller goes on mutating its own cache); wake the waiters."""
         kept = Prefill(_copy(prefill.cache), prefill.logits.detach().clone(),
-                       None if prefill.hidden is None else prefill.hidden.detach().clone(), tuple(prefill.layers),
-                       prefill.first_probs)
+                       None if prefill.hidden is None else prefill.hidden.detach().clone(), prefill.first_probs)
         key = (id(model), tuple(ids))
         with self._lock:
             self._items[key] = (weakref.ref(model), kept)

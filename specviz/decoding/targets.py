@@ -46,13 +46,12 @@ class VerifyRequest:
     cache: Any  # the run's KV cache: a local pass appends these tokens to it
     vocab: int  # logits columns the run reads (a draft's tokenizer may cover fewer)
     hidden: bool = False  # also return the final hidden states (the draft head reads them)
-    layers: tuple[int, ...] = ()  # with `hidden`, these decoder layers' outputs lead each row (head v2)
 
 
 @dataclass
 class VerifyAnswer:
     logits: torch.Tensor  # (len(tokens), vocab)
-    hidden: torch.Tensor | None  # (len(tokens), (len(layers) + 1) × hidden size), when asked for
+    hidden: torch.Tensor | None  # (len(tokens), hidden size): after the final norm, when asked for
     shared: int = 1  # requests this pass answered, this one included (1: it ran alone)
     pass_s: float = 0.0  # the pass's own wall time; the caller's wait for it may be longer
     served: dict | None = None  # a served target's report: prompts, prompt tokens, cached tokens
@@ -80,18 +79,17 @@ class LocalTarget:
 
     @torch.inference_mode()
     def forward(self, tokens: list[int], cache, position_ids=None, mask=None, last_only: bool = False,
-                hidden: bool = False, layers: tuple[int, ...] = ()) -> tuple[torch.Tensor, torch.Tensor | None]:
+                hidden: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(logits, hidden or None) of one pass over `tokens`, appended to `cache`; the hidden rows
-        are the decoder layers `layers`' outputs, then the final norm's (ragged.Features)."""
+        are the final norm's outputs (ragged.Features)."""
         # The prefill needs only the last row: skipping the LM head on the prompt saves a
         # (prompt × vocabulary) matmul, as transformers' generate does.
         ids = torch.tensor([tokens], device=self.loaded.device)
-        fast = fastpath.forward(self.loaded.model, ids, cache, position_ids, mask, keep=1 if last_only else 0,
-                                layers=layers if hidden else ())
+        fast = fastpath.forward(self.loaded.model, ids, cache, position_ids, mask, keep=1 if last_only else 0)
         if fast is not None:  # our own pass: the modules' numbers with far fewer ops (fastpath.py)
             return fast[0][0], (fast[1][0] if hidden else None)
         extra = {"logits_to_keep": 1} if last_only else {}
-        features = ragged.Features(self.loaded.model, self.norm, layers) if hidden else None
+        features = ragged.Features(self.norm) if hidden else None
         try:
             out = self.loaded.model(input_ids=ids, past_key_values=cache, use_cache=True, position_ids=position_ids,
                                     attention_mask=mask, **extra)
@@ -102,8 +100,7 @@ class LocalTarget:
 
     def verify(self, request: VerifyRequest) -> VerifyAnswer:
         t0 = time.perf_counter()
-        logits, hidden = self.forward(request.tokens, request.cache, *self._layout(request), hidden=request.hidden,
-                                      layers=request.layers)
+        logits, hidden = self.forward(request.tokens, request.cache, *self._layout(request), hidden=request.hidden)
         return VerifyAnswer(logits[:, : request.vocab], hidden, 1, time.perf_counter() - t0)
 
     def _layout(self, request: VerifyRequest) -> tuple:
@@ -156,9 +153,7 @@ class BatchedTarget(LocalTarget):
         try:
             rows = [self._row(s.request) for s in batch]
             norm = self.norm if any(s.request.hidden for s in batch) else None
-            # one pass reads every layer any request asks for; each request gets its own columns
-            layers = tuple(sorted({i for s in batch if s.request.hidden for i in s.request.layers}))
-            logits, hidden = ragged.forward(self.loaded.model, rows, norm, None, layers)
+            logits, hidden = ragged.forward(self.loaded.model, rows, norm)
         except Exception:  # noqa: BLE001 -- put every cache back and answer each request alone
             for slot, n in zip(batch, before):
                 undo_pass(slot.request.cache, n)
@@ -166,7 +161,7 @@ class BatchedTarget(LocalTarget):
             return 1
         pass_s = time.perf_counter() - t0
         for i, slot in enumerate(batch):
-            keep = _columns(hidden[i], layers, slot.request.layers) if slot.request.hidden else None
+            keep = hidden[i] if slot.request.hidden else None
             slot.settle(VerifyAnswer(logits[i][:, : slot.request.vocab], keep, len(batch), pass_s))
         return len(batch)
 
@@ -180,16 +175,6 @@ class BatchedTarget(LocalTarget):
         model, past = self.loaded, cache_len(request.cache)
         mask = request.tree.model_mask(request.cache, model.model.config, model.dtype, model.device)
         return ragged.Row(request.cache, request.tokens, request.tree.position_ids(past, model.device), mask)
-
-
-def _columns(rows: torch.Tensor, have: tuple[int, ...], want: tuple[int, ...]) -> torch.Tensor:
-    """Hidden rows laid out as [layer i's output for i in `have` ; the final norm's], cut down to
-    the layers `want` asks for, in its order, then the final norm's."""
-    if tuple(want) == tuple(have):
-        return rows
-    d = rows.shape[-1] // (len(have) + 1)
-    blocks = [rows[:, have.index(i) * d: (have.index(i) + 1) * d] for i in want] + [rows[:, len(have) * d:]]
-    return blocks[0].contiguous() if len(blocks) == 1 else torch.cat(blocks, dim=-1)
 
 
 class RemoteTarget:
@@ -207,7 +192,7 @@ class RemoteTarget:
         return TokenCache()
 
     def forward(self, tokens: list[int], cache: TokenCache, position_ids=None, mask=None, last_only: bool = False,
-                hidden: bool = False, layers: tuple[int, ...] = ()) -> tuple[torch.Tensor, None]:
+                hidden: bool = False) -> tuple[torch.Tensor, None]:
         """(logits, None) after each of `tokens` (the last only with `last_only`), appended to `cache`."""
         if hidden:
             raise ValueError(HIDDEN_REFUSED)

@@ -72,7 +72,6 @@ class DraftHead(nn.Module):
 
     FORMAT = FORMAT
     TRAIN = "specviz.training.head_train"  # the script that writes it (named in load and target errors)
-    hidden_layers: tuple[int, ...] = ()  # it reads the final norm's output only (v2 reads decoder layers too)
 
     def __init__(self, cfg: HeadConfig, vocab_ids: torch.Tensor):
         super().__init__()
@@ -81,11 +80,6 @@ class DraftHead(nn.Module):
         self.blocks = nn.ModuleList(_Block(cfg.hidden, cfg.intermediate) for _ in range(cfg.blocks))
         self.out_norm = nn.Parameter(torch.ones(cfg.hidden))
         self.register_buffer("vocab_ids", vocab_ids.to(torch.long).clone())
-
-    @property
-    def feature_width(self) -> int:
-        """Width of the target features it reads: f_t alone."""
-        return self.cfg.hidden
 
     def forward(self, feats: torch.Tensor, embeds: torch.Tensor) -> torch.Tensor:
         """Predicted next hidden states [..., d] from hidden states and next-token embeddings [..., d]."""
@@ -128,9 +122,9 @@ def check_target(head: nn.Module, target_model: nn.Module, path) -> None:
     if (d, vocab) != (cfg.hidden, cfg.target_vocab) or int(head.vocab_ids.max()) >= vocab:
         raise ValueError(f"the draft head {path} was trained for a target with hidden size {cfg.hidden} and "
                          f"vocabulary {cfg.target_vocab}{trained}, but this target has {d} and {vocab}: {retrain}")
-    layers = int(getattr(target_model.config, "num_hidden_layers", 0))
-    if any(not 0 <= i < layers for i in head.hidden_layers):
-        raise ValueError(f"the draft head {path} reads decoder layers {list(head.hidden_layers)}{trained}, "
+    layers, read = int(getattr(target_model.config, "num_hidden_layers", 0)), getattr(head, "hidden_layers", ())
+    if any(not 0 <= i < layers for i in read):
+        raise ValueError(f"the draft head {path} reads decoder layers {list(read)}{trained}, "
                          f"but this target has {layers} layers: {retrain}")
 
 

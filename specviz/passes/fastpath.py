@@ -46,7 +46,7 @@ import weakref
 import torch
 import torch.nn.functional as F
 
-from specviz.passes import speedups, verdicts
+from specviz.passes import fastcheck, speedups, verdicts
 
 log = logging.getLogger(__name__)
 
@@ -96,50 +96,14 @@ def _stamp(model: torch.nn.Module) -> tuple:
 
 
 def forward(model: torch.nn.Module, ids: torch.Tensor, cache, position_ids=None, mask=None,
-            keep: int = 0, layers: tuple[int, ...] = ()) -> tuple[torch.Tensor, torch.Tensor] | None:
+            keep: int = 0) -> tuple[torch.Tensor, torch.Tensor] | None:
     """(logits (1, rows, vocab), final hidden states (1, n, d)) of one pass of `ids` (1, n) over
-    `cache`, which grows by n; `keep` > 0 computes logits for the last `keep` rows only. With
-    `layers`, the hidden states are (1, n, (len(layers) + 1) d): the outputs of those decoder layers,
-    in that order, then the final norm's (the features a v2 draft head reads). None where the model
-    has no fast forward (or `ids` is a batch of several rows): the caller runs the modules."""
+    `cache`, which grows by n; `keep` > 0 computes logits for the last `keep` rows only. None where
+    the model has no fast forward (or `ids` is a batch of several rows): the caller runs the modules."""
     if ids.shape[0] != 1:
         return None
     fast = of(model)
-    return None if fast is None else fast(ids, cache, position_ids, mask, keep, layers)
-
-
-# Draft trees for the check's verify passes, by parent (-1: the root): a chain of 8 (the greedy
-# path) with branches off it and off the root; the first 16 nodes are a tree too. 17 and 33 rows
-# are the ends of the verify passes runs make on the bundled model.
-_PARENTS = [i - 1 if i < 8 else (i // 2 - 1 if i % 3 else -1) for i in range(32)]
-TREES = (_PARENTS[:16], _PARENTS)
-
-
-def _ancestors(parents: list[int], i: int) -> list[int]:
-    """Node i and its ancestors, root-most first (the root excluded): DraftTree.ancestors."""
-    path = []
-    while i >= 0:
-        path.append(i)
-        i = parents[i]
-    return path[::-1]
-
-
-def _tree_layout(parents: list[int], past: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    """(position_ids, mask) of a verify pass over [root] + a tree with these parents on `past` cached
-    positions, as drafting/tree.py's DraftTree.position_ids and model_mask make them for a model of
-    full-attention layers (passes cannot import drafting; tests/passes/test_fastpath.py holds them equal):
-    the root at position `past`, a node at `past` + its depth; every row sees the cache and the
-    root, a node also itself and its ancestors; allowed entries 0, the rest the dtype's minimum."""
-    n = len(parents) + 1
-    depths: list[int] = []
-    allowed = torch.zeros(n, past + n, dtype=torch.bool)
-    allowed[:, : past + 1] = True
-    for i, parent in enumerate(parents):
-        depths.append(1 if parent < 0 else depths[parent] + 1)
-        for a in _ancestors(parents, i):
-            allowed[i + 1, past + 1 + a] = True
-    mask = torch.zeros(n, past + n, dtype=dtype).masked_fill_(~allowed, torch.finfo(dtype).min)
-    return torch.tensor([[past] + [past + d for d in depths]]), mask[None, None]
+    return None if fast is None else fast(ids, cache, position_ids, mask, keep)
 
 
 def _as_float(mask, dtype: torch.dtype):
@@ -273,57 +237,14 @@ class FastForward:
         Asked before every pass, so it reads only what is cheap (object identities, no data)."""
         return self._identities() == self._sources
 
-    @torch.inference_mode()
     def check(self) -> str | None:
-        """Make the kinds of pass a run makes both ways, on two fresh caches, and compare every logit
-        bit for bit: a prefill (its last row, as the engine asks), a one-token step, two short chains,
-        a verify pass over each of TREES (17 and 33 rows: [root] + nodes, with the 4-D float mask and
-        the positions the engine gives it, decoding/targets.py), the cache rolled back after the first
-        and cut to one accepted path after the second, as a tree cycle does, and a step after that.
-        None when every pass has the same bits, else which pass differed and by how much."""
-        from specviz.passes.kvcache import keep_path, new_cache, rollback  # transformers' cache classes
-
-        vocab = self.config.vocab_size
-        ours, theirs = new_cache(), new_cache()
-        fed = 0
-
-        def compare(what: str, n: int, position_ids=None, mask=None, keep: int = 0) -> str | None:
-            nonlocal fed
-            ids = torch.tensor([[(11 + 7 * t) % vocab for t in range(fed, fed + n)]])
-            fed += n
-            a = self.model(input_ids=ids, past_key_values=theirs, use_cache=True, position_ids=position_ids,
-                           attention_mask=mask, **({"logits_to_keep": keep} if keep else {})).logits
-            b, _ = self(ids, ours, position_ids, mask, keep)
-            if a.shape != b.shape:
-                return f"its logits on {what} have the shape {tuple(b.shape)}, the modules' {tuple(a.shape)}"
-            if not torch.equal(a, b):
-                return (f"its logits on {what} differ from the modules' (max abs difference "
-                        f"{float((a - b).abs().max()):.3g}) on this CPU")
-            return None
-
-        for what, n, keep in (("a 7-token prefill", 7, 1), ("a one-token step", 1, 0), ("a 2-token chain", 2, 0),
-                              ("a 4-token chain", 4, 0)):
-            if why := compare(what, n, keep=keep):
-                return why
-        for i, parents in enumerate(TREES):
-            past = ours.get_seq_length()
-            position_ids, mask = _tree_layout(parents, past, self.model.dtype)
-            if why := compare(f"a {len(parents) + 1}-row tree pass with its 4-D mask", len(parents) + 1,
-                              position_ids, mask):
-                return why
-            if i < len(TREES) - 1:  # nothing accepted
-                rollback(ours, past)
-                rollback(theirs, past)
-            else:  # the root and the path to the last node accepted
-                path = [past] + [past + 1 + a for a in _ancestors(parents, len(parents) - 1)]
-                keep_path(ours, past, path)
-                keep_path(theirs, past, path)
-        return compare("a step after a tree's path was kept", 1)
+        """The kinds of pass a run makes, both ways, compared bit for bit (fastcheck.check): None
+        when every pass has the same bits, else which pass differed and by how much."""
+        return fastcheck.check(self)
 
     # -- the pass ----------------------------------------------------------------------------------
     @torch.inference_mode()
-    def __call__(self, ids: torch.Tensor, cache, position_ids=None, mask=None, keep: int = 0,
-                 layers: tuple[int, ...] = ()):
+    def __call__(self, ids: torch.Tensor, cache, position_ids=None, mask=None, keep: int = 0):
         from transformers.masking_utils import create_causal_mask
         from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
@@ -341,8 +262,7 @@ class FastForward:
         x = x[0]
         if pad:
             x = torch.cat([x, x.new_zeros(pad, x.shape[1])])
-        outputs: dict[int, torch.Tensor] = {}  # the decoder layers' outputs that `layers` asks for
-        for index, layer in enumerate(self.layers):
+        for layer in self.layers:
             h = _rms(x, layer.norm1, layer.eps1)
             y = _LINEAR(h, layer.qkv, layer.qkv_bias, "none", [], "")[:n]
             d, nq, nk = layer.head_dim, layer.n_q, layer.n_k
@@ -359,13 +279,9 @@ class FastForward:
             g = _LINEAR(h, layer.gate_up, layer.gate_up_bias, "none", [], "")
             x = x + _LINEAR(layer.act(g[:, : layer.n_gate]) * g[:, layer.n_gate:], layer.down, layer.down_bias,
                             "none", [], "")
-            if index in layers:
-                outputs[index] = x[:n]
         hidden = _rms(x[:n], self.norm, self.eps)
         rows = hidden[-keep:] if keep else hidden
         if rows.shape[0] < speedups.MIN_ROWS:
             rows = torch.cat([rows, rows.new_zeros(speedups.MIN_ROWS - rows.shape[0], rows.shape[1])])
         logits = _LINEAR(rows, self.lm, self.lm_bias, "none", [], "")[: (keep or n)]
-        if layers:
-            hidden = torch.cat([outputs[i] for i in layers] + [hidden], dim=-1)
         return logits.unsqueeze(0), hidden.unsqueeze(0)

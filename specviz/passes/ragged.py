@@ -23,7 +23,6 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from specviz.models.families import decoder_layers
 from specviz.passes import fastpath
 from specviz.passes.kvcache import layer_kinds
 
@@ -116,32 +115,26 @@ def keep_outputs(module: torch.nn.Module, kept: list):
 
 
 class Features:
-    """Forward hooks, for this thread's passes only, on the final norm `norm` and on the decoder layers
-    `layers` of `model`: `rows()` is the latest pass's features, one row per token, the layers'
-    outputs in the order given and then the norm's ((n, d) with no layers, else (n, (len(layers) + 1) d)).
-    The hooks are registered here and removed by `remove()`, as `keep_outputs`' are."""
+    """A forward hook, for this thread's passes only, on the final norm `norm`: `rows()` is the latest
+    pass's hidden states, one row per token (n, d). Registered here and removed by `remove()`, as
+    `keep_outputs`' hooks are."""
 
-    def __init__(self, model: torch.nn.Module, norm: torch.nn.Module, layers: tuple[int, ...] = ()):
-        modules = [getattr(*decoder_layers(model))[i] for i in layers] + [norm]
-        self.kept: list[list[torch.Tensor]] = [[] for _ in modules]
-        self.handles = [keep_outputs(m, kept) for m, kept in zip(modules, self.kept)]
+    def __init__(self, norm: torch.nn.Module):
+        self.kept: list[torch.Tensor] = []
+        self.handle = keep_outputs(norm, self.kept)
 
     def rows(self) -> torch.Tensor:
-        last = [kept[-1] for kept in self.kept]
-        return last[0] if len(last) == 1 else torch.cat(last, dim=-1)
+        return self.kept[-1]
 
     def remove(self) -> None:
-        for handle in self.handles:
-            handle.remove()
+        self.handle.remove()
 
 
 @torch.inference_mode()
 def forward(model: torch.nn.Module, rows: list[Row], hidden_from: torch.nn.Module | None = None,
-            vocab: int | None = None, layers: tuple[int, ...] = ()
-            ) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
+            vocab: int | None = None) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
     """One pass over every row: (logits per row, (n_i, vocab)), and the rows' hidden states after
-    `hidden_from` (the final norm) when it is given, led by the outputs of the decoder layers
-    `layers` (`Features`). Each row's cache grows by its n_i tokens."""
+    `hidden_from` (the final norm) when it is given. Each row's cache grows by its n_i tokens."""
     if not supports(model):  # also re-installs the wrapper if a later load registered the function again
         raise ValueError("this model's attention cannot run a ragged pass: verify its runs one by one")
     device = model.device
@@ -152,10 +145,9 @@ def forward(model: torch.nn.Module, rows: list[Row], hidden_from: torch.nn.Modul
     _ACTIVE.layout = layout
     try:
         # our own forward where the model has one (the modules' bits with far fewer ops, fastpath.py)
-        fast = fastpath.forward(model, ids, layout, positions, placeholder,
-                                layers=layers if hidden_from is not None else ())
+        fast = fastpath.forward(model, ids, layout, positions, placeholder)
         if fast is None:
-            logits, states = _modules(model, ids, positions, placeholder, layout, hidden_from, layers)
+            logits, states = _modules(model, ids, positions, placeholder, layout, hidden_from)
         else:
             logits, states = fast[0][0], fast[1][0]
     finally:
@@ -167,9 +159,9 @@ def forward(model: torch.nn.Module, rows: list[Row], hidden_from: torch.nn.Modul
     return list(logits.split(layout.sizes)), hidden
 
 
-def _modules(model, ids, positions, mask, layout, hidden_from, layers=()) -> tuple[torch.Tensor, torch.Tensor | None]:
+def _modules(model, ids, positions, mask, layout, hidden_from) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(logits (T, vocab), hidden (T, width) or None) of the pass through the model's own modules."""
-    features = Features(model, hidden_from, layers) if hidden_from is not None else None
+    features = Features(hidden_from) if hidden_from is not None else None
     try:
         out = model(input_ids=ids, position_ids=positions, attention_mask=mask, past_key_values=layout, use_cache=True)
     finally:

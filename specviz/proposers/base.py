@@ -24,8 +24,7 @@ class ProposeContext:
     prompt_len: int
     planner: object | None = None  # planner.Planner: a proposer that drafts with a model may ask it for K
     # the target's final hidden state (after its final norm) at the position last_logits came from;
-    # only for a proposer whose needs_hidden is True, else None. For a proposer with hidden_layers,
-    # those decoder layers' outputs at that position come first: [layer i for i in hidden_layers ; final norm]
+    # only for a proposer whose needs_hidden is True, else None
     last_hidden: torch.Tensor | None = None
     # True: other runs in this process may draft at the same moment, and a proposer that runs a
     # model may run its calls in one batch with theirs (passes/rounds.py); the app's runs set it
@@ -42,7 +41,6 @@ class Proposer:
     source = Source(SourceKind.DRAFT)  # who its nodes say proposed them (the planner keys by it)
     paid_per_call = False  # True when each draft call runs a model: K is then chosen before drafting
     needs_hidden = False  # True: the engine hands it ProposeContext.last_hidden
-    hidden_layers: tuple[int, ...] = ()  # with needs_hidden: decoder layers whose outputs lead last_hidden
     call_cost = 0.0  # one draft call in one-token target passes, for the planner
     KNOBS: tuple[str, ...] = ()  # the keyword options `build` takes
     # (source, reason) pairs it left uncomputed in the cycle it last drafted (the hybrid's gate.py)

@@ -1,12 +1,15 @@
-"""The project's own draft heads (v1: specviz/head/model.py; v2: specviz/head/v2.py): under sampling
-a chain, each token drawn from its own q; under greedy decoding a small tree of its top choices
-(`_tree`), which greedy verification keeps exact whatever it holds.
+"""The project's own draft head (specviz/head/model.py): under sampling a chain, each token drawn
+from its own q; under greedy decoding a small tree of its top choices (`_tree`), which greedy
+verification keeps exact whatever it holds.
 
-The head reads the target's final hidden state at the position ctx.last_logits came from; v2 also
-reads the outputs of two decoder layers there (`hidden_layers`). It asks for them with
-`needs_hidden`, and the engine, which ran that pass and knows which row it committed from, hands
-them over as ctx.last_hidden (and keeps them in the run's state). The head keeps nothing between
-cycles: v2's attention cache holds only the positions it drafts within one proposal.
+The head reads the target's final hidden state at the position ctx.last_logits came from. It asks
+for it with `needs_hidden`, and the engine, which ran that pass and knows which row it committed
+from, hands it over as ctx.last_hidden (and keeps it in the run's state). The head keeps nothing
+between cycles.
+
+Head v2 (specviz/head/v2.py) is not shipped and does not draft here: its features (two decoder
+layers' outputs beside the final norm's) are not among what the engine's passes return. Its
+training evaluates it offline (specviz/training/head2_eval.py).
 """
 from __future__ import annotations
 
@@ -18,8 +21,7 @@ import torch
 
 from specviz.drafting.sampling import Sampling
 from specviz.drafting.tree import DraftTree, Source, SourceKind
-from specviz.head.model import DEFAULT_PATH, check_target, load_head, target_parts
-from specviz.head.v2 import DraftHead2
+from specviz.head.model import DEFAULT_PATH, DraftHead, check_target, load_head, target_parts
 from specviz.passes import speedups
 from specviz.passes.rounds import Rounds, Slot
 from specviz.pricing.cost_profile import PROFILE_MIN_PARAMS
@@ -85,7 +87,7 @@ class _Calls:
 
 
 def _subset_lm(calls, lm_head: torch.nn.Module) -> None:
-    """Give `calls` (a _Calls or _Calls2) the target's frozen LM head restricted to its head's
+    """Give `calls` (a _Calls) the target's frozen LM head restricted to its head's
     vocabulary subset (`lm`, its weight `w`), in the head's dtype, and the target's CPU speed-ups
     where it runs with them: the head's products are as small-M."""
     head = calls.head
@@ -96,74 +98,24 @@ def _subset_lm(calls, lm_head: torch.nn.Module) -> None:
     speedups.follow(torch.nn.ModuleList([head, calls.lm]), lm_head)
 
 
-class _Calls2:
-    """A v2 head's calls, shared per (head, target LM head) as _Calls are. A path's state is
-    (h, keys, values): its last h and the K/V of the positions it drafted so far. Rows waiting at
-    the same moment whose paths are equally long go through the head as one batch; a round
-    holding paths of several lengths runs one batch per length."""
-
-    def __init__(self, head: DraftHead2, embed: torch.nn.Module, lm_head: torch.nn.Module):
-        self.head, self.embed = head, embed
-        self.lm = self.w = None
-        _subset_lm(self, lm_head)
-        self.rounds = Rounds(self._batch, size=lambda r: r[0][0].shape[0], max_size=MAX_ROWS)
-
-    def root(self, feats: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """A path's state before its first step, from the root features [low ; mid ; f_t]: (g, no K/V)."""
-        g = self.head.root(feats[None])
-        return g[0], self.head.empty_cache(1, g)[0], self.head.empty_cache(1, g)[0]
-
-    def many(self, states: tuple[torch.Tensor, ...], xs: list[int]):
-        """(next states, subset logits) of one step for stacked paths of one length and their tokens `xs`."""
-        h, keys, values = states
-        h, out, keys, values = self.head.step(h, self.embed(torch.tensor(xs, device=h.device)).to(h.dtype),
-                                              keys, values)
-        return (h, keys, values), self.lm(out)
-
-    def frontier(self, states: tuple[torch.Tensor, ...], xs: list[int], share: bool):
-        return self.rounds.submit((states, xs)) if share else self.many(states, xs)
-
-    @torch.inference_mode()
-    def _batch(self, slots: list[Slot]) -> int:
-        """Each request is (states, xs): a run's stacked paths, all of one length."""
-        by_length: dict[int, list[Slot]] = {}
-        for slot in slots:
-            by_length.setdefault(slot.request[0][1].shape[2], []).append(slot)
-        for group in by_length.values():
-            if len(group) == 1:
-                group[0].settle(self.many(*group[0].request))
-                continue
-            states = tuple(torch.cat(parts) for parts in zip(*(s.request[0] for s in group)))
-            new, logits = self.many(states, [x for s in group for x in s.request[1]])
-            row = 0
-            for slot in group:
-                part = slice(row, row + len(slot.request[1]))
-                slot.settle((tuple(t[part] for t in new), logits[part]))
-                row = part.stop
-        return len(slots)
-
-
 MAX_ROWS = 64  # runs in one head round: many rows cost little more than one (docs/bench/2026-12-01.md)
 # greedy drafting builds a tree (HeadProposer._tree): children per node, and nodes grown per depth
 WIDTH, BEAM = 3, 3
 PRICED_DEPTH = 3  # the tree depth timed to price one call (HeadProposer._priced)
-# per LM head, one for each version: a run of each beside the same target keeps its own
-_CALLS: "dict[type, weakref.WeakKeyDictionary[torch.nn.Module, tuple]]" = {
-    _Calls: weakref.WeakKeyDictionary(), _Calls2: weakref.WeakKeyDictionary()}
+# per LM head: (a weak reference to its head, their _Calls)
+_CALLS: "weakref.WeakKeyDictionary[torch.nn.Module, tuple]" = weakref.WeakKeyDictionary()
 
 
-def _calls_for(head, embed: torch.nn.Module, lm_head: torch.nn.Module) -> _Calls | _Calls2:
-    """The one _Calls (v1) or _Calls2 (v2) of this process for (head, LM head)."""
-    kind = _Calls2 if isinstance(head, DraftHead2) else _Calls
-    kept = _CALLS[kind].get(lm_head)
+def _calls_for(head, embed: torch.nn.Module, lm_head: torch.nn.Module) -> _Calls:
+    """The one _Calls of this process for (head, LM head)."""
+    kept = _CALLS.get(lm_head)
     if kept is None or kept[0]() is not head:
-        kept = _CALLS[kind][lm_head] = (weakref.ref(head), kind(head, embed, lm_head))
+        kept = _CALLS[lm_head] = (weakref.ref(head), _Calls(head, embed, lm_head))
     return kept[1]
 
 
 class HeadProposer(Proposer):
-    """Autoregressive drafting: each draft call feeds the head its own predicted hidden state
-    (v1), or its own h and the K/V of the path so far (v2)."""
+    """Autoregressive drafting: each draft call feeds the head its own predicted hidden state."""
     name = "head"
     source = Source(SourceKind.HEAD)
     paid_per_call = True
@@ -175,11 +127,13 @@ class HeadProposer(Proposer):
 
     def __init__(self, head, target_model: torch.nn.Module, width: int = WIDTH, beam: int = BEAM):
         embed, _norm, lm_head = target_parts(target_model)
+        if not isinstance(head, DraftHead):
+            raise ValueError(f"method 'head' drafts with a {DraftHead.FORMAT} head, not "
+                             f"{getattr(head, 'FORMAT', type(head).__name__)}: head v2 is not shipped, and the "
+                             "engine does not hand it its features (docs/HEAD.md)")
         if width < 1 or beam < 1:
             raise ValueError(f"the head's tree needs width and beam of at least 1 (got {width} and {beam})")
         self.head, self.width, self.beam = head, width, beam
-        self.v2 = isinstance(head, DraftHead2)
-        self.hidden_layers = tuple(head.hidden_layers)  # the engine hands these layers' outputs over too
         self.dtype = next(head.parameters()).dtype
         self.vocab = lm_head.weight.shape[0]
         self.calls = _calls_for(head, embed, lm_head)
@@ -212,7 +166,7 @@ class HeadProposer(Proposer):
             return type(self).call_cost
         from specviz.pricing import costs  # times work: loaded only for a real target
 
-        hidden = torch.randn(self.head.feature_width, generator=torch.Generator().manual_seed(0))
+        hidden = torch.randn(self.head.cfg.hidden, generator=torch.Generator().manual_seed(0))
         ctx = ProposeContext(ids=[0], last_logits=torch.zeros(self.vocab), k=PRICED_DEPTH, sampling=Sampling(),
                              prompt_len=1, last_hidden=hidden.to(device=target.device, dtype=self.dtype))
         work = (f"head {digest} {str(self.dtype).removeprefix('torch.')} width {self.width} beam {self.beam} "
@@ -238,8 +192,6 @@ class HeadProposer(Proposer):
         f = f.to(self.dtype)  # a float32 target's hidden state, for a bfloat16 head (speedups.draft_dtype)
         if ctx.sampling.greedy and self.width > 1:
             return self._tree(ctx, f, x)
-        if self.v2:
-            return self._chain2(ctx, f, x)
         tokens, qs = [], []
         for _ in range(ctx.k):
             # with other runs drafting beside this one, their calls go through the head together
@@ -248,18 +200,6 @@ class HeadProposer(Proposer):
             tokens.append(x)
             qs.append(q)
             f = pred  # the next call reads the head's own guess of the hidden state
-        return DraftTree.chain(tokens, qs, sources=[self.source] * len(tokens))
-
-    def _chain2(self, ctx: ProposeContext, feats: torch.Tensor, x: int) -> DraftTree:
-        """v2's chain: each step one row, reading the h and K/V the step before left; each token a
-        draw from (or, greedy, the argmax of) the q reported for it."""
-        states = tuple(s[None] for s in self.calls.root(feats))
-        tokens, qs = [], []
-        for _ in range(ctx.k):
-            states, logits = self.calls.frontier(states, [x], ctx.share_passes)
-            x, q = self._q(logits[0], ctx.sampling)
-            tokens.append(x)
-            qs.append(q)
         return DraftTree.chain(tokens, qs, sources=[self.source] * len(tokens))
 
     def _tree(self, ctx: ProposeContext, f: torch.Tensor, x: int) -> DraftTree:
@@ -272,9 +212,8 @@ class HeadProposer(Proposer):
         tree is exact whatever it holds; under sampling a top-b pick is not a draw from q, so
         sampling keeps the chain.
 
-        A node's state is what the head reads next from its path: v1 its predicted hidden state,
-        v2 its h and the K/V of its path's drafted positions; siblings share their parent's. All
-        nodes at one depth have paths of one length, so their states stack into one batch."""
+        A node's state is what the head reads next from its path, its predicted hidden state;
+        siblings share their parent's. The states at one depth stack into one batch."""
         tokens, parents, qs, sources = [], [], [], []
         frontier = [(-1, self.calls.root(f), x, 1.0)]  # (node, state, token, path score)
         for _ in range(ctx.k):

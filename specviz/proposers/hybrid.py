@@ -94,7 +94,6 @@ class HybridProposer(Proposer):
         self.gate = Gate(sources, self.call_cost * HEAD_K)  # the head priced at its default depth
         self.skipped: tuple[tuple[str, str], ...] = ()
         self.needs_hidden = head is not None
-        self.hidden_layers = head.hidden_layers if head is not None else ()  # a v2 head's features
 
     @classmethod
     def build(cls, target, draft=None, head_width: int | None = None, head_beam: int | None = None,

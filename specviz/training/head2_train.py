@@ -1,6 +1,6 @@
 """`python -m specviz.training.head2_train`: train draft head v2 (specviz/head/v2.py) for the bundled target.
 
-1. Data: head_data.py's `build_data`, with the outputs of decoder layers `--aux` (default 2 and num_layers // 2)
+1. Data: head_data.py's, with the outputs of decoder layers `--aux` (default 2 and num_layers // 2)
    kept beside the final norm's (`build_data`; its cached passes under `--data` are reused).
 2. Vocabulary: head_data.py's `vocab_subset`.
 3. Training, the EAGLE-3 way (training-time test): from a random answer position t, the head
@@ -11,8 +11,9 @@
    true final-norm output at position t+j, through the subset LM head), averaged over the U
    steps. No hidden-state regression: the head learns to read its own h. AdamW, warm-up then
    cosine decay, fixed seeds.
-4. Evaluation: head_eval.py's `evaluate` (α and tokens per cycle at K = `--k`, greedy and T = 0.7,
-   on the held-out prompts).
+4. Evaluation: head2_eval.py's `evaluate2`, offline, since the engine does not draft with v2: greedy
+   α, α by position and tokens per cycle at K = `--k` on the held-out prompts, the engine's greedy
+   chain replayed over the target's own answers.
 Writes assets/head/head2.safetensors and card2.json beside it (never v1's head.safetensors).
 """
 from __future__ import annotations
@@ -27,6 +28,7 @@ import torch
 
 from specviz.head.model import DEFAULT_PATH, target_parts
 from specviz.head.v2 import DraftHead2, config_for2
+from specviz.training.head2_eval import evaluate2
 from specviz.training.head_data import answer_tokens, vocab_subset
 from specviz.training.head_train import conclude, parser, prepare
 
@@ -141,7 +143,7 @@ def main(argv=None) -> int:
     log(f"training a {sum(p.numel() for p in head.parameters()) / 1e6:.2f} M-parameter v2 head on "
         f"{answer_tokens(seqs)} answer tokens for {args.steps} steps, unroll {args.unroll}")
     stats = train2(head, seqs, target.model, args.steps, args.batch, args.lr, args.unroll, args.seed, log)
-    return conclude(args, log, t0, t_data, target, head, seqs, stats, "card2.json",
+    return conclude(args, log, t0, t_data, target, head, seqs, stats, "card2.json", assess=evaluate2,
                     format=head.FORMAT, config=asdict(head.cfg))
 
 

@@ -90,15 +90,17 @@ def prepare(args, aux=None):
     return log, t0, target, seqs, t_data
 
 
-def conclude(args, log, t0, t_data, target, head, seqs, stats: dict, card_name: str, **fields) -> int:
+def conclude(args, log, t0, t_data, target, head, seqs, stats: dict, card_name: str, assess=evaluate,
+             **fields) -> int:
     """How both training scripts end: save the head, evaluate what ships (bf16) on the held-out
-    prompts, and write its card (`fields` are the script's own entries) beside the weights."""
+    prompts with `assess` (head_eval.evaluate, or v2's head2_eval.evaluate2), and write its card
+    (`fields` are the script's own entries) beside the weights."""
     t_train = time.perf_counter() - t0 - t_data
     save_head(head, args.out)
     log(f"wrote {args.out}; evaluating on held-out prompts")
     shipped = load_head(args.out, dtype=target.dtype, device=target.device)
     heldout = read_prompts(args.heldout)
-    evaluation = evaluate(target, shipped, heldout, args.k, args.eval_tokens, log)
+    evaluation = assess(target, shipped, heldout, args.k, args.eval_tokens, log)
     card = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "target": target.name, **fields,
             "machine": f"{platform.machine()} CPU, {torch.get_num_threads()} torch threads, torch {torch.__version__}",
             "params": sum(p.numel() for p in head.parameters()), "file_bytes": Path(args.out).stat().st_size,

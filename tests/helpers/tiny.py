@@ -83,7 +83,6 @@ class TwoChains(Proposer):
     def __init__(self, inner: Proposer):
         self.inner = inner
         self.needs_hidden = inner.needs_hidden  # the engine hands the hidden state to the wrapper
-        self.hidden_layers = inner.hidden_layers  # and the decoder layers' outputs a v2 head reads
 
     def start(self, ids):
         self.inner.start(ids)

@@ -14,7 +14,7 @@ from specviz.decoding.engine import generate
 from specviz.decoding.targets import LocalTarget
 from specviz.drafting.tree import DraftTree
 from specviz.loading.loader import derive_draft, tiny_random
-from specviz.passes import fastpath, speedups, verdicts
+from specviz.passes import fastcheck, fastpath, speedups, verdicts
 from specviz.passes.kvcache import new_cache, rollback
 from tests.helpers.drafts import drafted
 from tests.helpers.tiny import PROMPTS
@@ -252,7 +252,7 @@ def test_the_check_makes_verify_passes_as_the_engine_does(monkeypatch):
 
     def spy(self, ids, cache, position_ids=None, mask=None, keep=0):
         if mask is not None:
-            tree = DraftTree(ids[0, 1:].tolist(), list(fastpath.TREES[len(trees)]))
+            tree = DraftTree(ids[0, 1:].tolist(), list(fastcheck.TREES[len(trees)]))
             assert mask.dim() == 4 and position_ids is not None
             assert torch.equal(mask, tree.model_mask(cache, model.config, torch.float32))
             assert torch.equal(position_ids, tree.position_ids(cache.get_seq_length()))
@@ -348,9 +348,9 @@ def test_the_bundled_model_takes_the_fast_path(bundled_target, monkeypatch, capl
 
     ours, passes, modules = fastpath.FastForward.__call__, [], []
 
-    def counted(self, ids, cache, position_ids=None, mask=None, keep=0, layers=()):
+    def counted(self, ids, cache, position_ids=None, mask=None, keep=0):
         passes.append((ids.shape[1], None if mask is None else mask.dim(), position_ids is not None))
-        return ours(self, ids, cache, position_ids, mask, keep, layers)
+        return ours(self, ids, cache, position_ids, mask, keep)
 
     monkeypatch.setattr(fastpath.FastForward, "__call__", counted)
     hooks = [m.register_forward_pre_hook(lambda *a: modules.append(1)) for m in (model, model.model.layers[0])]

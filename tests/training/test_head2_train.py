@@ -1,6 +1,7 @@
-"""Training draft head v2 (specviz/training/head2_train.py): its data are the features the proposer
-reads, its rows line up, its unrolled loss is the drafting itself, a few steps lower it, and the
-script writes a v2 head and its card beside each other, never over v1's file."""
+"""Training draft head v2 (specviz/training/head2_train.py): its data are the target's features in a
+plain pass, its rows line up, its unrolled loss is its drafting (head2_eval.chain), a few steps
+lower it, the offline evaluation replays greedy cycles as the engine runs them, and the script
+writes a v2 head and its card beside each other, never over v1's file."""
 from __future__ import annotations
 
 import json
@@ -11,9 +12,8 @@ import torch
 from specviz.head.model import DEFAULT_PATH, load_head
 from specviz.head.v2 import DraftHead2
 from specviz.loading.loader import tiny_random
-from specviz.passes import ragged
-from specviz.proposers.head import HeadProposer
-from specviz.training import head2_train, head_train
+from specviz.training import head2_eval, head2_train, head_train
+from specviz.training.head2_eval import chain, replay
 from specviz.training.head2_train import flatten2, new_head2, train2, unroll_loss
 from specviz.training.head_data import collect, generate_batch, vocab_subset
 from tests.helpers.tiny import word_tokenizer
@@ -37,22 +37,20 @@ def data():
     return target, seqs
 
 
-def test_the_data_holds_the_features_the_proposer_reads(data):
+def test_the_data_holds_the_targets_features(data):
     """For answers decoded in a left-padded batch, each position's kept [layer 1, layer 2] and final
-    norm outputs (bf16) are what the engine's hooks (ragged.Features) read in one plain pass over
-    that answer's own tokens: the head trains on the features it drafts from."""
+    norm outputs (bf16) are what one plain unpadded pass over that answer's own tokens gives
+    (transformers' hidden_states[i + 1] is layer i's output): the head trains and is evaluated on
+    the features at each position, not on padding's."""
     target, _ = data
     model = target.model
     seqs = generate_batch(model, [[1, 2, 3], [4, 5, 6, 7, 8, 9]], 6, 0.0, torch.Generator(), set(), aux=(1, 2))
     for s in seqs:
-        features = ragged.Features(model, model.model.norm, (1, 2))
-        try:
-            with torch.inference_mode():
-                model(torch.tensor([s["tokens"][:-1].tolist()]))
-        finally:
-            features.remove()
+        with torch.inference_mode():
+            out = model.model(torch.tensor([s["tokens"][:-1].tolist()]), output_hidden_states=True)
+        want = torch.cat([out.hidden_states[2][0], out.hidden_states[3][0], out.last_hidden_state[0]], dim=-1)
         kept = torch.cat([s["aux"].flatten(1), s["feats"]], dim=-1).float()
-        torch.testing.assert_close(kept, features.rows(), atol=0.02, rtol=0.02)
+        torch.testing.assert_close(kept, want, atol=0.02, rtol=0.02)
 
 
 def test_rows_tokens_and_starts_line_up():
@@ -79,9 +77,9 @@ def test_rows_tokens_and_starts_line_up():
 
 
 def test_the_unrolled_loss_is_the_drafting(data):
-    """The logits training scores at step j are the proposer's after reading the true tokens
-    x_{t+1}..x_{t+j} from the true features at t: the head is trained in the regime it drafts in
-    (its own h and attention over its own earlier steps)."""
+    """The logits training scores at step j are those the head drafts with (head2_eval.chain) after
+    reading the same tokens x_{t+1}..x_{t+j} from the same features at t: the head is trained in
+    the regime it drafts in (its own h and attention over its own earlier steps)."""
     target, seqs = data
     head = new_head2(target.model, torch.arange(12), seed=1, **SMALL)
     F, A, X, starts = flatten2(seqs, 3)
@@ -96,15 +94,41 @@ def test_the_unrolled_loss_is_the_drafting(data):
         seen.append(out[1] @ w_sub.T)
         return out
 
+    feats = torch.cat([A[g].flatten(), F[g]]).float()
+    drafted, logits = chain(head, embed, w_sub, feats, int(X[g]), 3)
+    X = X.clone()
+    X[g + 1: g + 3] = torch.tensor(drafted[:2])  # training reads the tokens the chain drafted
     head.step = spy
     unroll_loss(head, w_sub, embed, F, A, X, torch.tensor([g]), 3)
     del head.step
-    calls = HeadProposer(head, target.model).calls
-    with torch.inference_mode():
-        states = tuple(s[None] for s in calls.root(torch.cat([A[g].flatten(), F[g]]).float()))
-        for j in range(3):
-            states, logits = calls.many(states, [int(X[g + j])])
-            torch.testing.assert_close(logits[0], seen[j][0].detach(), atol=1e-5, rtol=1e-5)
+    for j in range(3):
+        torch.testing.assert_close(logits[j], seen[j][0].detach(), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("drafter, want", [
+    ("right", [(3, 3), (2, 2)]),
+    ("first only", [(1, 3), (1, 3), (1, 2), (0, 0)]),
+    ("wrong", [(0, 3)] * 4 + [(0, 2), (0, 1), (0, 0)]),
+])
+def test_the_replay_counts_cycles_as_greedy_verification_does(monkeypatch, drafter, want):
+    """Over an 8-token answer at K = 3, each cycle accepts the drafts up to the first that differs
+    from the answer and commits one more token, and drafts no deeper than the tokens left minus
+    one: a drafter always right takes 2 cycles, one right at its first token only 4, one never
+    right 7 (the last with nothing left to draft); every cycle commits what it accepted plus one."""
+    tokens = [9, 9] + list(range(20, 28))
+    seq = {"tokens": torch.tensor(tokens), "prompt_len": 2,
+           "feats": torch.arange(9.0)[:, None], "aux": torch.zeros(9, 2, 0)}  # a row's feature is its position
+
+    def fake_chain(head, embed, w_sub, feats, first, k):
+        t = int(feats[-1])
+        assert first == tokens[t + 1]  # the cycle starts from the newest committed token
+        right = tokens[t + 2: t + 2 + k]
+        return {"right": right, "first only": right[:1] + [-1] * (k - 1), "wrong": [-1] * k}[drafter], []
+
+    monkeypatch.setattr(head2_eval, "chain", fake_chain)
+    cycles = replay(None, None, None, seq, 3)
+    assert cycles == want
+    assert 1 + sum(a + 1 for a, _ in cycles) == 8  # the prefill's token, then each cycle's
 
 
 def test_a_few_steps_reduce_the_loss(data):
