@@ -117,7 +117,8 @@ LIVE = ["pld", "logitspec", "draft", "layerskip", "head", "tree", "hybrid"]
 @pytest.mark.parametrize("temperature,plan", [(0.0, True), (0.0, False), (0.8, True)])
 def test_identity_waterfall_ends_on_the_measured_speedup_for_live_runs(method, temperature, plan):
     """An identity, not a claim about speed: for live runs of every method on tiny models (greedy and
-    sampled, planner on and off; with it off every method sends drafts, which is asserted), the waterfall's last bar is the run's tokens/s over its AR
+    sampled, planner on and off; with it off every method sends drafts, which is asserted), the
+    waterfall's last bar is the run's tokens/s over its AR
     baseline's, exactly. It holds by construction (the overhead o is defined as the decode seconds
     left over after drafting and verifying), so it checks no bar's formula: a wrong middle bar
     passes here (tests/measure/test_theory_by_hand.py checks every bar against hand-worked values).
