@@ -22,17 +22,30 @@ def _batch_sizes(text: str) -> tuple[int, ...]:
     return sizes
 
 
+def default_candidates() -> str:
+    """Each method that joins others' drafts (the hybrid) as SpecViz runs it, its planner choosing K,
+    then each method it joins that learns nothing across runs (a survey's repeated prompts would teach
+    one), then itself at a fixed K: auto:hybrid,pld,logitspec,head,hybrid."""
+    from specviz.advise.survey import AUTO
+    from specviz.proposers import REGISTRY, joins, spec
+
+    joined = [m for m in REGISTRY if joins(m)]
+    parts = [p for m in joined for p in joins(m) if not spec(p).learns]
+    return ",".join([*(AUTO + m for m in joined), *dict.fromkeys(parts), *joined])
+
+
 def _advise_parser() -> argparse.ArgumentParser:
     from specviz.advise.advice import CONCURRENCY  # data only
+    from specviz.proposers import REGISTRY, spec
 
     ap = _Parser(prog="specviz advise", description="Which draft, method and K for this target, on these "
                  "prompts and this machine: measured once, predicted for every K, then checked "
                  "(specviz/advise/advisor.py).")
     ap.add_argument("--target", default="bundled")
-    ap.add_argument("--candidates", default="auto:hybrid,pld,logitspec,head,hybrid",
-                    help="comma-separated: pld, logitspec, head, hybrid, layerskip, layerskip:0-9+20-29 (kept "
-                         "layers), draft:SPEC; auto: before one runs it as SpecViz does by default, its planner "
-                         "choosing K (default %(default)s)")
+    own = ", ".join(m for m in REGISTRY if not spec(m).needs_draft)
+    ap.add_argument("--candidates", default=default_candidates(),
+                    help=f"comma-separated: {own}, layerskip:0-9+20-29 (kept layers), draft:SPEC; auto: before "
+                         "one runs it as SpecViz does by default, its planner choosing K (default %(default)s)")
     ap.add_argument("--prompts", help="JSON list of {prompt} (or of strings); default: the page's example prompts")
     ap.add_argument("--limit", type=_positive_int, help="only the first N prompts")
     ap.add_argument("--k-max", type=_positive_int, default=8, help="the K every candidate is measured at (default 8)")

@@ -16,10 +16,7 @@ from typing import Callable
 
 from specviz.cli_args import _Parser, _positive_int, _temperature, _top_p, fail
 from specviz.decoding.speed import label
-from specviz.proposers import layer_skip
-
-# Mirrors specviz.proposers.METHODS; spelled out so a bad argument fails before torch loads.
-METHODS = ("ar", "draft", "layerskip", "pld", "logitspec", "head", "suffix")
+from specviz.proposers import layer_skip, methods
 
 # ANSI styles by token origin. Blue and orange stay apart under the common colour-vision
 # deficiencies; bonus is marked by weight and underline rather than by a third hue.
@@ -40,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="{generate,bench,advise,vllm-serve}")
     gen = sub.add_parser("generate", help="decode one prompt and print coloured text or a JSON trace",
                          description="Decode one prompt with one method and print the result.")
-    gen.add_argument("--method", choices=METHODS, default="logitspec", help="how drafts are made (default logitspec)")
+    gen.add_argument("--method", choices=methods(), default="logitspec", help="how drafts are made (default logitspec)")
     gen.add_argument("--target", default="bundled", help="target model spec: bundled, a hub id, a folder, "
                      "or vllm:http://HOST:PORT[|TOKENIZER] for a target served by vLLM")
     gen.add_argument("--draft", help="draft model spec, for --method draft "

@@ -16,7 +16,7 @@ import torch
 
 import specviz
 from specviz.measure import specbench
-from specviz.proposers import suffix
+from specviz.proposers import unshared
 
 # the brief's mix: categories where retrieval hits (rag, summarization), where it rarely does
 # (writing, humanities, qa) and translation, whose answers are short
@@ -33,7 +33,7 @@ def questions() -> list[dict]:
 
 
 def run_once(target, prompt: str, knobs: dict) -> dict:
-    with suffix.unshared():  # repeats of one prompt must not draft from each other
+    with unshared():  # repeats of one prompt must not draft from each other
         start = time.process_time()
         run = specviz.generate(target, prompt, method="hybrid", max_new_tokens=128, **knobs)
         cpu = time.process_time() - start

@@ -21,7 +21,7 @@ The methods: prompt lookup, LogitSpec and the head with their planner off (every
 at K); the fixed tree is the hybrid with its planner off (retrieval branches, suffix decoding and
 the head's tree three deep, all sent, cut at K); the hybrid runs as the app runs it, planner on,
 so its cut and grown predictions cut or grow what its planner sent at the fitted K. Suffix
-decoding never drafts from another run of the measurement (suffix.unshared).
+decoding never drafts from another run of the measurement (proposers.unshared: no method learns across runs).
 
 The default mode, as sent, checks the runs the planner made (API defaults), from what follows.
 What is predicted, and from what (measure/speed_model.py):
@@ -56,7 +56,7 @@ from specviz.decoding import planner, speed
 from specviz.measure import speed_model
 from specviz.measure.specbench import as_prompts, read_questions
 from specviz.pricing.timing import cpu_name
-from specviz.proposers import suffix
+from specviz.proposers import unshared
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMPTS = ROOT.parent / "shared" / "bench" / "prompts.json"
@@ -160,7 +160,7 @@ def measure_ks(args, target, prompts) -> list[dict]:
     methods = (args.methods or "pld,logitspec,head,fixed-tree,hybrid").split(",")
     ks = sorted({FITS[m][0] for m in modes} | {k for m in modes for k in FITS[m][1]})
     rows = []
-    with suffix.unshared():  # no run drafts from another's output (suffix decoding's earlier runs)
+    with unshared():  # no run drafts from another's output (suffix decoding's earlier runs)
         for p in prompts:
             best = best_runs(target, p["prompt"], [("ar", 0)] + [(m, k) for m in methods for k in ks],
                              args.repeats, args.max_new_tokens)
@@ -232,7 +232,7 @@ def main(argv=None) -> int:
     machine = (f"{when}: {cpu_name()}, {torch.get_num_threads()} threads, {target.name} ({target.dtype}), "
                f"{len(prompts)} {source}")
     if modes == {"sent"}:
-        with suffix.unshared():  # no run drafts from another's output (suffix decoding's earlier runs)
+        with unshared():  # no run drafts from another's output (suffix decoding's earlier runs)
             rows = measure(args, target, prompts)
         text = summary(rows, f"Model of speed against measurement, {machine}, API defaults (planner on), "
                              f"{args.max_new_tokens} new tokens, seed 0.")

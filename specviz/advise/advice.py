@@ -70,7 +70,6 @@ from specviz.measure import speed_model as model  # the model of speed: every pr
 from specviz.measure.theory import best_k
 
 CONCURRENCY = (1, 2, 4, 8, 16)  # runs at once for the concurrency prediction (the app's class is ~30)
-RETRIEVAL = ("pld", "logitspec", "suffix")  # draft-free methods whose K an engine takes as it is
 
 
 def inputs(m: Measured, pass_share: float = 1.0) -> model.Inputs:

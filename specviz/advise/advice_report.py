@@ -4,8 +4,9 @@ same from viz/advice_figures.py). Plain text from a Survey: no model, no UI.
 """
 from __future__ import annotations
 
-from specviz.advise.advice import RETRIEVAL, Measured, Survey, break_even, measured_depth, ranked, under_concurrency
+from specviz.advise.advice import Measured, Survey, break_even, measured_depth, ranked, under_concurrency
 from specviz.decoding import speed
+from specviz.proposers import retrieval
 
 
 def summary(survey: Survey) -> str:
@@ -41,7 +42,7 @@ def recommendation(survey: Survey) -> str:
         text = (f"Keep plain decoding: the best candidate, {m.candidate.label} {at_k(m, k)}, is predicted at "
                 f"{s:.2f}×.")
     elif not m.candidate.planned and beaten is not None:
-        kind = "a retrieval method at a fixed K" if m.candidate.method in RETRIEVAL else "a fixed K"
+        kind = "a retrieval method at a fixed K" if retrieval(m.candidate.method) else "a fixed K"
         text += (f" It is predicted faster than {beaten[0].candidate.label} ({s:.2f}× against {beaten[2]:.2f}×): "
                  f"here {kind} beats SpecViz's planner, so the advice is {m.candidate.label} {at_k(m, k)}.")
     if len(rows) > 1:

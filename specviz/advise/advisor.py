@@ -51,7 +51,7 @@ from specviz.decoding import speed
 from specviz.decoding.engine import generate
 from specviz.decoding.trace import RunTrace
 from specviz.pricing.timing import pass_times
-from specviz.proposers import default_k, proposer_class, suffix
+from specviz.proposers import default_k, proposer_class, unshared
 
 
 # -- measurement -------------------------------------------------------------------------------------
@@ -71,7 +71,7 @@ def count_positions(runs: list[RunTrace], k_max: int) -> tuple[int, list[float],
 
 
 def _decode_all(target, draft, prompts, **kw) -> tuple[list[RunTrace], float]:
-    with suffix.unshared():  # a candidate must not draft from its own warm-ups and checks
+    with unshared():  # a candidate must not draft from its own warm-ups and checks
         runs = [generate(target, p, draft=draft, **kw) for p in prompts]
     tokens = sum(len(r.token_ids) - 1 for r in runs)
     seconds = sum(r.metrics["decode_s"] for r in runs)

@@ -26,6 +26,8 @@ from specviz.advise import deploy
 from specviz.advise.advice import Survey, ranked
 from specviz.advise.engine_check import EngineCheck
 from specviz.advise.engine_runs import check_hf, check_vllm
+from specviz.proposers import deploys_as
+from specviz.proposers.method_spec import NGRAM
 
 ENGINES = ("vllm", "hf")
 
@@ -68,7 +70,8 @@ def run_checks(survey: Survey, engines: list[str], target, prompts: list[str], l
     if not picks:
         progress("No deployable candidate in the survey (add pld or a draft to --candidates): nothing to check.")
     for m, k, written in picks:
-        if "hf" in engines and m.candidate.method == "pld":  # HF's assisted decoding wants its own draft model
+        # HF's assisted decoding wants its own draft model: a prompt lookup pick is checked there
+        if "hf" in engines and deploys_as(m.candidate.method) == NGRAM:
             d = written[deploy.HF]
             progress(f"checking {d.candidate} at K = {k} on HF generate")
             out.append(check_hf(m, k, target, prompts, dict(d.options), d.config, where, repeats=max(repeats, 3),

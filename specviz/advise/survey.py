@@ -138,7 +138,7 @@ class SpeedInputs:
     acceptance: PROBS
     reach_by_sent_depth: entries(PROBS, survey_schema.MAX_K, key=K)
     shapes: items(Shape, survey_schema.MAX_SHAPES)
-    nodes_by_source: entries(PER_LEVEL, 32)  # source (tree.SourceKind) → mean nodes at depth d a cycle
+    nodes_by_source: entries(PER_LEVEL, 32)  # source kind (tree.Source.kind) → mean nodes at depth d a cycle
     calls_by_level: PER_LEVEL  # mean draft calls at depth d a cycle
     draft0: FIT
     draft1: FIT

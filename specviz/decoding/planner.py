@@ -29,7 +29,7 @@ from typing import Callable
 import torch
 
 from specviz.decoding.trace import ACCEPTED, REJECTED
-from specviz.drafting.tree import DraftTree, Source, SourceKind
+from specviz.drafting.tree import DRAFT, DraftTree, Source
 from specviz.pricing.cost_profile import PROFILE_MIN_PARAMS, CostProfile, as_planned, interpolate
 
 PRIOR = (1.0, 1.0)  # Beta prior on a source's acceptance: an unseen source is tried at 0.5
@@ -68,8 +68,8 @@ def key(source: Source | None, depth: int) -> str:
     """The statistics key of a node from `source` at `depth`: who proposed it and how (a candidate's
     number, a match's length), never a display label and never a candidate's logit rank, which
     changes every cycle."""
-    source = source or Source(SourceKind.DRAFT)
-    return f"{SourceKind(source.kind).value}|{source.branch}|{source.ngram or 0}|{min(depth, MAX_DEPTH_KEY)}"
+    source = source or Source(DRAFT)
+    return f"{source.kind}|{source.branch}|{source.ngram or 0}|{min(depth, MAX_DEPTH_KEY)}"
 
 
 @functools.lru_cache(maxsize=1024)

@@ -10,7 +10,8 @@ import torch
 from specviz.decoding.trace import MATCH_TOKENS, NOT_REACHED, Alt, CycleTrace, MatchTrace, NodeTrace, SeamTrace, Skip
 from specviz.decoding.verify import Verdict
 from specviz.drafting.sampling import Sampling
-from specviz.drafting.tree import DraftTree, Match, Source, SourceKind
+from specviz.drafting.tree import DraftTree, Match, Source
+from specviz.proposers import owner
 
 TOP_N = 5  # alternatives shown per node: enough to see what the model hesitated between
 
@@ -26,7 +27,7 @@ def source_fields(source: Source | None) -> dict:
     """A tree node's Source as NodeTrace's plain fields."""
     if source is None:
         return {}
-    return dict(source=SourceKind(source.kind).value, branch=source.branch, rank=source.rank, ngram=source.ngram)
+    return dict(source=str(source.kind), branch=source.branch, rank=source.rank, ngram=source.ngram)
 
 
 def match_trace(match: Match | None, text) -> MatchTrace | None:
@@ -34,7 +35,7 @@ def match_trace(match: Match | None, text) -> MatchTrace | None:
     if match is None:
         return None
     words = lambda ids: [text(t) for t in ids[-MATCH_TOKENS:]]  # noqa: E731
-    return MatchTrace(SourceKind(match.found_in).value, words(match.before), words(match.matched),
+    return MatchTrace(str(match.found_in), words(match.before), words(match.matched),
                       [text(t) for t in match.after[:MATCH_TOKENS]], int(match.count))
 
 
@@ -94,8 +95,10 @@ def record_cycle(cycle: CycleTrace, tree: DraftTree, verdict: Verdict, logits: t
     cycle.new_token = Alt(verdict.new_token, text(verdict.new_token), float(drawn_from[verdict.new_token]))
     cycle.new_kind = verdict.new_kind
     cycle.retrieval_hit = tree.retrieval_hit
-    suffix_sent = any(str(SourceKind(s.kind).value).startswith("suffix") for s in tree.sources or [])
-    cycle.match = match_trace(tree.match, text) if suffix_sent else None  # only beside what it drafted
+    # a match only beside what its method drafted: the method of the text it was found in sent nodes
+    found_by = owner(tree.match.found_in) if tree.match is not None else None
+    sent = found_by is not None and any(owner(s.kind) == found_by for s in tree.sources or [])
+    cycle.match = match_trace(tree.match, text) if sent else None
     cycle.seam = seam_trace(tree.seam, text)
 
 

@@ -133,7 +133,7 @@ class NodeTrace:
     status: STATUS = NOT_REACHED
     p_top: TOP = field(default_factory=list)
     q_top: TOP = field(default_factory=list)
-    # who proposed it (tree.Source as plain fields; viz/ words it): a SourceKind value such as
+    # who proposed it (tree.Source as plain fields; viz/ words it): a source kind such as
     # "lookup", "root", "candidate" or "head", the branch (LogitSpec's candidate number, or a greedy
     # head tree node's rank among its siblings), a candidate's logit rank, the n-gram match length.
     # Files from before these fields carry a label in `source`.

@@ -9,29 +9,19 @@ the vocabulary), or None when the draft is deterministic (a point mass on the to
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
 
 import torch
 
-
-class SourceKind(str, Enum):
-    """Which proposer (or proposer branch) made a node. A str, so it is its own JSON value."""
-    LOOKUP = "lookup"  # prompt lookup: copied after an n-gram match
-    ROOT = "root"  # LogitSpec's branch 0: the retrieved continuation of [context, root]
-    CANDIDATE = "candidate"  # LogitSpec: a next-next candidate from the last logits, and its continuation
-    HEAD = "head"  # the trained draft head
-    DRAFT = "draft"  # a draft model
-    LAYERSKIP = "layerskip"  # the target's own layer subset
-    # suffix decoding (proposers/suffix.py), by the text the continuation was found in
-    SUFFIX_PROMPT = "suffix-prompt"  # the run's own prompt
-    SUFFIX_OUTPUT = "suffix-output"  # the run's own output so far
-    SUFFIX_EARLIER = "suffix-earlier"  # an earlier run on this target and exactly this prompt
+# A node's source kind is a plain string that its proposer declares, with its word and colour, in its
+# MethodSpec (proposers/method_spec.py): "lookup", "candidate", "suffix-prompt", …. A node whose proposer
+# names none is a draft model's.
+DRAFT = "draft"
 
 
 @dataclass(frozen=True)
 class Source:
     """Who proposed a node, as data: the planner keys its statistics by it, and viz/ words it."""
-    kind: SourceKind
+    kind: str  # its proposer's source kind (a SourceSpec's), e.g. "lookup"
     # LogitSpec's candidate number (1: the best-ranked candidate); a greedy head tree's node: its
     # rank among its siblings (0: the head's first choice); 0 elsewhere
     branch: int = 0
@@ -44,8 +34,8 @@ class Match:
     """Where a suffix proposer found the context's suffix (proposers/suffix.py), as ids: a few
     tokens `before` it in that text, the `matched` suffix itself, what came `after` it there, and
     how many (weighted) occurrences agreed over that length. The page highlights it; it names the
-    kind of text (SUFFIX_*), never whose run it was."""
-    found_in: SourceKind
+    kind of text (a source kind of the proposer's), never whose run it was."""
+    found_in: str
     before: tuple[int, ...]
     matched: tuple[int, ...]
     after: tuple[int, ...]

@@ -31,17 +31,12 @@ from specviz.decoding.planner import verify_cost
 from specviz.decoding.served import served_plain
 from specviz.loading.loader import load, same_tokenizer
 from specviz.measure import bench_resume, specbench
-from specviz.measure.bench_table import summary_markdown  # noqa: F401 -- where it was
+from specviz.measure.bench_table import default_methods, suite_methods, summary_markdown  # noqa: F401
 from specviz.passes import speedups
 from specviz.pricing.timing import cpu_name
-from specviz.proposers import METHODS as REGISTERED
-from specviz.proposers import suffix
+from specviz.proposers import methods, retrieval, unshared
 
-LOOKUP_METHODS = ("pld", "logitspec", "suffix")  # draft lengths come from the proposer's own knobs, K only caps them
 HF_PLD_TOKENS = 10  # transformers' documented default for prompt_lookup_num_tokens
-METHODS = "ar,pld,logitspec"
-# The suite's default: every single method the hybrid is built from, the hybrid and our AR (issue 64).
-SUITE_METHODS = "ar,hybrid,pld,logitspec,suffix,head"
 
 
 def parse_args(argv, parser_class=argparse.ArgumentParser):
@@ -52,8 +47,8 @@ def parse_args(argv, parser_class=argparse.ArgumentParser):
     ap.add_argument("--questions", help="a Spec-Bench question.jsonl (implies --suite spec-bench)")
     ap.add_argument("--split-mt", action="store_true", help="with a suite: each MT-bench category as its own row")
     ap.add_argument("--methods", default=None,
-                    help=f"ours, comma-separated (default {METHODS}; with a suite {SUITE_METHODS}): "
-                         f"{','.join(REGISTERED)}; add ':norecord' "
+                    help=f"ours, comma-separated (default {default_methods()}; with a suite {suite_methods()}): "
+                         f"{','.join(methods())}; add ':norecord' "
                          "to a method for a run with trace recording off, and ':name=value' for a knob "
                          "(e.g. hybrid:norecord:head_width=1)")
     ap.add_argument("--anchors", default="hf,hf_pld", help="hf,hf_pld,hf_assist (or 'none'); a vLLM-served "
@@ -91,7 +86,7 @@ def _settle(ap, args) -> None:
         if getattr(args, name) is not None:
             setattr(args, name, str(Path(getattr(args, name)).resolve()))
     if args.methods is None:
-        args.methods = SUITE_METHODS if args.suite else METHODS
+        args.methods = suite_methods() if args.suite else default_methods()
     for name in ("limit", "repeats", "max_new_tokens"):
         value = getattr(args, name)
         if value is not None and value < 1:
@@ -143,9 +138,9 @@ def _is_float(text: str) -> bool:
 
 def _ours_call(target, ids, variant, draft, args):
     method, record, knobs = parse_variant(variant)
-    with suffix.unshared():  # a prompt's repeats must not draft from each other (a class does)
+    with unshared():  # a prompt's repeats must not draft from each other (a class does)
         run = generate(target, ids, method=method, draft=draft if method == "draft" else None,
-                       k=args.lookup_k if method in LOOKUP_METHODS else args.k,
+                       k=args.lookup_k if retrieval(method) else args.k,  # a retrieval draft's length is its knobs'
                        temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.max_new_tokens,
                        chat=False, record=record, **knobs)
     m = run.metrics

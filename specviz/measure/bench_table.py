@@ -24,10 +24,29 @@ import math
 
 from specviz.decoding import speed
 from specviz.measure import specbench
+from specviz.proposers import AR, REGISTRY, joins, retrieval, spec
 
 HYBRID_BAR = 0.97  # issue 64: the hybrid within 3 % of its best part in every category
 ANCHOR_COLUMNS = (("hf", "× HF plain"), ("hf_pld", "× HF prompt lookup"), ("ar", "× our AR"))
-NOT_SINGLE = ("ar", "hybrid")  # our AR drafts nothing; the hybrid is what single methods are held against
+
+
+def single(method: str) -> bool:
+    """A method of its own: not our AR (it drafts nothing), nor one that joins others' drafts (the
+    hybrid, what single methods are held against)."""
+    return method != AR and not joins(method)
+
+
+def default_methods() -> str:
+    """Without a suite: our AR and each retrieval method that learns nothing across runs (so its
+    repeats are alike), as the registry has them: ar,pld,logitspec."""
+    return ",".join([AR, *(m for m in REGISTRY if retrieval(m) and not spec(m).learns)])
+
+
+def suite_methods() -> str:
+    """The suite's default (issue 64): our AR, each method that joins others' drafts (the hybrid) and
+    every single method it is built from: ar,hybrid,pld,logitspec,suffix,head."""
+    joined = [m for m in REGISTRY if joins(m)]
+    return ",".join(dict.fromkeys([AR, *joined, *(part for m in joined for part in joins(m))]))
 
 
 def method_of(variant: str) -> str:
@@ -76,12 +95,12 @@ def _cells(results: dict, ids: list[str], variant: str, anchors: list[str], gree
 
 def best_single(results: dict, ids: list[str], variants: list[str]) -> dict | None:
     """The row's best single method by the geomean of its tokens/s, and each hybrid variant's ratio to it."""
-    singles = [v for v in variants if not is_anchor(v) and method_of(v) not in NOT_SINGLE]
+    singles = [v for v in variants if not is_anchor(v) and single(method_of(v))]
     if not singles:
         return None
     speed_of = {v: _geomean([results[i][v]["tokens_per_s"] for i in ids]) for v in singles}
     best = max(singles, key=speed_of.get)
-    hybrids = {v: speedup(results, ids, v, best)["x"] for v in variants if method_of(v) == "hybrid"}
+    hybrids = {v: speedup(results, ids, v, best)["x"] for v in variants if joins(method_of(v))}
     return {"method": best, "hybrids": hybrids}
 
 

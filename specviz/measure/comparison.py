@@ -21,7 +21,7 @@ from specviz.decoding.settings import MAX_K, DecodeSettings
 from specviz.decoding.trace import RunTrace
 from specviz.drafting.sampling import check_settings, is_greedy
 from specviz.loading.loader import LoadedModel
-from specviz.proposers import METHODS, default_k, resolve_draft, resolve_k, suffix
+from specviz.proposers import default_k, methods, resolve_draft, resolve_k, unshared
 
 MAX_CONFIGS = 6  # more rows than fit beside one bar chart at a glance
 WARMUP_TOKENS = 4  # enough to touch every code path (prefill, a draft, a verify, a rollback)
@@ -100,8 +100,8 @@ def parse_row(row, index: int) -> Config:
     cells = list(row) + [None] * (len(COLUMNS) - len(row))
     target, method, draft, k, temperature = cells[: len(COLUMNS)]
     method = "" if _blank(method) else str(method).strip().lower().replace("-", "").replace(" ", "")
-    if method not in METHODS:
-        raise ValueError(f"{where}: method '{method}' is not one of {', '.join(METHODS)}.")
+    if method not in methods():
+        raise ValueError(f"{where}: method '{method}' is not one of {', '.join(methods())}.")
     k_value = float(default_k(method)) if _blank(k) else _number(k, "K", where)
     if k_value != int(k_value) or not 1 <= k_value <= MAX_K:
         raise ValueError(f"{where}: K must be a whole number from 1 to {MAX_K}, got {k}.")
@@ -141,7 +141,7 @@ def decode(target: LoadedModel, draft: LoadedModel | None, config: Config, share
     settings = shared.for_row(config, max_new_tokens)
     if config.method == "ar" and target.remote is not None:  # a served target's anchor: its own decoding
         return served_plain(target, shared.prompt, settings), time.perf_counter() - t0
-    with suffix.unshared():  # a row's timed run must not draft from its own warm-up
+    with unshared():  # a row's timed run must not draft from its own warm-up
         decoder = Decoder(target, shared.prompt, settings, draft)
     for _ in decoder:
         if should_stop():

@@ -17,8 +17,19 @@ from typing import Callable
 from specviz.decoding import speed
 from specviz.decoding.trace import RunTrace
 from specviz.measure.theory import K_RANGE, PassCost, expected_tokens_by_depth
+from specviz.proposers import REGISTRY, source_specs, spec
+from specviz.proposers.method_spec import PER_CALL
 
-MODEL_DRAFTS = ("draft", "head", "layerskip")  # drafting costs a call per depth: K·c; others cost D whatever K
+
+def model_drafts(method: str) -> bool:
+    """Whether the method's drafting costs a model call per depth (K·c, its spec's PER_CALL); the
+    others cost a lookup a cycle whatever K, plus a call a level of any nodes a model drafted."""
+    return method in REGISTRY and spec(method).paid == PER_CALL
+
+
+def model_sources() -> tuple[str, ...]:
+    """The source kinds a model drafts, a call a level (each spec's SourceSpec.by_model)."""
+    return tuple(kind for kind, source in source_specs().items() if source.by_model)
 
 
 @dataclass
@@ -174,7 +185,7 @@ def level_shape(run: RunTrace) -> dict:
     keep = {s: min(1.0, (at_d[s] / counts[s][min(counts[s])]) ** (1 / (deepest - min(counts[s]))))
             for s in at_d if min(counts[s]) < deepest}
     kinds = [{str(n.source) for n in ns if n.depth == deepest} for ns in reached]
-    calls = [1 if run.method in MODEL_DRAFTS else sum(any(s.startswith(m) for s in ks) for m in MODEL_SOURCES)
+    calls = [1 if model_drafts(run.method) else sum(any(s.startswith(m) for s in ks) for m in model_sources())
              for ks in kinds]
     return dict(level_nodes={s: c / len(reached) for s, c in at_d.items()}, level_keep=keep,
                 level_calls=sum(calls) / len(reached))
@@ -193,19 +204,16 @@ def text_inputs(run: RunTrace) -> dict:
                                 or speed.by_depth(run.cycles)[0]),
                 sent=[[n.depth for n in c.nodes if n is not None] or [1] * len(c.nodes) for c in run.cycles],
                 full=[bool(c.nodes) and speed.draft_calls(c) >= c.k for c in run.cycles],
-                levels=[(speed.draft_calls(c) if c.nodes else 0) if run.method in MODEL_DRAFTS else model_levels(c)
+                levels=[(speed.draft_calls(c) if c.nodes else 0) if model_drafts(run.method) else model_levels(c)
                         for c in run.cycles],
                 reach_by_sent_depth={d: speed.by_depth(cs)[1] for d, cs in groups.items()},
                 budget=made if at_max else 0,
                 **level_shape(run))
 
 
-MODEL_SOURCES = ("head", "draft", "layerskip")  # nodes a model drafted, a call a level (drafting/tree.SourceKind)
-
-
 def model_levels(cycle) -> int:
     """Levels of the cycle's sent draft that a model drafted (the hybrid's head), each a draft call."""
-    return max((n.depth for n in cycle.nodes if n is not None and str(n.source).startswith(MODEL_SOURCES)),
+    return max((n.depth for n in cycle.nodes if n is not None and str(n.source).startswith(model_sources())),
                default=0)
 
 
@@ -227,7 +235,7 @@ def machine_inputs(run: RunTrace, ar: RunTrace, v: PassCost | None = None) -> di
     cost = speed.costs(run, ar)
     unit = cost.unit_s
     drafts = [c.draft_s / unit for c in run.cycles]
-    if run.method in MODEL_DRAFTS:  # a call a level: c, through the origin
+    if model_drafts(run.method):  # a call a level: c, through the origin
         draft0, draft1 = 0.0, cost.c
     else:  # a lookup every cycle, plus a call a level of any model-drafted nodes (the hybrid's head)
         draft0, draft1 = _line([float(model_levels(c)) for c in run.cycles], drafts)

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 import torch
 
 from specviz.drafting.sampling import Sampling
-from specviz.drafting.tree import DraftTree, Source, SourceKind
+from specviz.drafting.tree import DRAFT, DraftTree, Source
+from specviz.proposers.method_spec import PER_CALL, MethodSpec
 
 
 @dataclass
@@ -34,17 +35,24 @@ class ProposeContext:
 class Proposer:
     """Drafts tokens for the target to verify.
 
-    Subclasses set `name`, implement `propose`, and, if they keep a KV cache of their own,
-    `rollback` and `cache_len`. Adding a proposer is one file plus one line in REGISTRY.
+    Subclasses declare `spec` (a MethodSpec: its name, label, knobs, sources, …), implement
+    `propose`, and, if they keep a KV cache of their own, `rollback` and `cache_len`. Adding a
+    method is its file, one line in REGISTRY (proposers/__init__.py) and its test.
     """
+    spec: MethodSpec | None = None  # a registered method's identity; its `name` and `paid_per_call` follow it
     name = "base"
-    source = Source(SourceKind.DRAFT)  # who its nodes say proposed them (the planner keys by it)
+    source = Source(DRAFT)  # who its nodes say proposed them (the planner keys by it)
     paid_per_call = False  # True when each draft call runs a model: K is then chosen before drafting
     needs_hidden = False  # True: the engine hands it ProposeContext.last_hidden
     call_cost = 0.0  # one draft call in one-token target passes, for the planner
     KNOBS: tuple[str, ...] = ()  # the keyword options `build` takes
     # (source, reason) pairs it left uncomputed in the cycle it last drafted (the hybrid's gate.py)
     skipped: tuple[tuple[str, str], ...] = ()
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "spec" in cls.__dict__ and cls.spec is not None:  # a class that declares its own spec
+            cls.name, cls.paid_per_call = cls.spec.name, cls.spec.paid == PER_CALL
 
     @classmethod
     def check_knobs(cls, knobs: dict) -> None:

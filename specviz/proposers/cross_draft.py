@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import torch
 
-from specviz.drafting.tree import DraftTree, Seam, Source, SourceKind
+from specviz.drafting.tree import DRAFT, DraftTree, Seam, Source
 from specviz.drafting.vocab_map import VocabMap, retokenize, text_after, vocab_map
 from specviz.passes.kvcache import cache_len, new_cache, rollback
 from specviz.proposers.base import ProposeContext, Proposer
@@ -41,7 +41,7 @@ class CrossDraftProposer(Proposer):
         self.vmap = vmap
         self.draft_eos = set(draft.eos_ids)
         self.target_unk = getattr(target.tokenizer, "unk_token_id", None)  # what text it cannot encode becomes
-        self.source = Source(SourceKind.DRAFT)
+        self.source = Source(DRAFT)
         self.cache, self.fed = None, []  # the draft's cache and the draft ids it holds
 
     @classmethod

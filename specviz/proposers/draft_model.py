@@ -10,11 +10,12 @@ import weakref
 
 import torch
 
-from specviz.drafting.tree import DraftTree, Source, SourceKind
+from specviz.drafting.tree import DRAFT, DraftTree, Source
 from specviz.passes import fastpath, ragged
 from specviz.passes.kvcache import cache_len, new_cache, rollback, undo_pass
 from specviz.passes.rounds import Rounds, Slot
 from specviz.proposers.base import ProposeContext, Proposer
+from specviz.proposers.method_spec import DRAFT_MODEL, PER_CALL, MethodSpec, SourceSpec
 
 MAX_CALL_TOKENS = 512  # tokens in one shared draft pass (a run catching up may bring many)
 
@@ -78,10 +79,12 @@ def shared_calls(model: torch.nn.Module) -> _SharedCalls | None:
 
 class DraftModelProposer(Proposer):
     """Autoregressive drafting with a KV cache of its own, rolled back after every cycle."""
-    name = "draft"
-    paid_per_call = True
+    spec = MethodSpec(
+        "draft", "Draft model", "drafts with a smaller model, of the target's family or, through text, another's",
+        default_k=8, paid=PER_CALL, deploys_as=DRAFT_MODEL, needs_draft=True,
+        sources=(SourceSpec(DRAFT, "draft model", by_model=True),))
 
-    def __init__(self, model: torch.nn.Module, config, vocab: int, device, source: Source = Source(SourceKind.DRAFT)):
+    def __init__(self, model: torch.nn.Module, config, vocab: int, device, source: Source = Source(DRAFT)):
         self.model, self.config, self.vocab, self.device = model, config, vocab, device
         self.source = source
         self.cache = None

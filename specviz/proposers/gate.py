@@ -23,11 +23,16 @@ any tree chosen that way). The record is plain data (`state`), so a resumed run 
 """
 from __future__ import annotations
 
-from specviz.drafting.tree import DraftTree, SourceKind
+from specviz.drafting.tree import DraftTree
+from specviz.proposers.head import HEAD
+from specviz.proposers.logitspec import CANDIDATE
+from specviz.proposers.suffix_index import SUFFIX_EARLIER, SUFFIX_OUTPUT, SUFFIX_PROMPT
 
 LONG_MATCH, UNPAID = "long-match", "unpaid"  # reason codes, worded by viz/narrate.py
-CANDIDATE, SUFFIX, HEAD = "candidate", "suffix", "head"  # the sources the gate may skip
+# the sources the gate may skip: LogitSpec's candidates, suffix decoding (its kinds as one), the head
+SUFFIX = "suffix"
 GATED = (CANDIDATE, SUFFIX, HEAD)
+WHO = {CANDIDATE: "LogitSpec's candidates", SUFFIX: "suffix decoding", HEAD: "the head's calls"}  # in words
 RECENT = 0.8  # a source's record decays by this per cycle it is computed: about the last five cycles
 MIN_TRIED = 2.5  # decayed cycles computed (four in a row) before a source can be judged unpaid
 MIN_GAIN = 0.01  # accepted tokens per cycle below which a cheap source buys nothing: none in about 13 cycles
@@ -40,11 +45,9 @@ LONG_SURE = 0.8  # the planner's chance that the chain is accepted to the head's
 
 def group_of(source: str) -> str | None:
     """The gated source a trace node's `source` value belongs to (None: prompt lookup, never gated)."""
-    if source == SourceKind.CANDIDATE.value:
-        return CANDIDATE
-    if source == SourceKind.HEAD.value:
-        return HEAD
-    return SUFFIX if source.startswith("suffix") else None
+    if source in (CANDIDATE, HEAD):  # a group named by its one kind
+        return source
+    return SUFFIX if source in (SUFFIX_PROMPT, SUFFIX_OUTPUT, SUFFIX_EARLIER) else None
 
 
 class Gate:

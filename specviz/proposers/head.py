@@ -20,12 +20,13 @@ from pathlib import Path
 import torch
 
 from specviz.drafting.sampling import Sampling
-from specviz.drafting.tree import DraftTree, Source, SourceKind
+from specviz.drafting.tree import DraftTree, Source
 from specviz.head.model import DEFAULT_PATH, DraftHead, check_target, load_head, target_parts
 from specviz.passes import speedups
 from specviz.passes.rounds import Rounds, Slot
 from specviz.pricing.cost_profile import PROFILE_MIN_PARAMS
 from specviz.proposers.base import ProposeContext, Proposer
+from specviz.proposers.method_spec import PER_CALL, MethodSpec, SourceSpec
 from specviz.served.remote import HIDDEN_REFUSED
 
 _HEADS: dict[tuple, torch.nn.Module] = {}  # loaded heads by (file, dtype, device); frozen, so shared
@@ -101,6 +102,7 @@ def _subset_lm(calls, lm_head: torch.nn.Module) -> None:
 MAX_ROWS = 64  # runs in one head round: many rows cost little more than one (docs/bench/2026-12-01.md)
 # greedy drafting builds a tree (HeadProposer._tree): children per node, and nodes grown per depth
 WIDTH, BEAM = 3, 3
+HEAD = "head"  # its nodes' source kind
 PRICED_DEPTH = 3  # the tree depth timed to price one call (HeadProposer._priced)
 # per LM head: (a weak reference to its head, their _Calls)
 _CALLS: "weakref.WeakKeyDictionary[torch.nn.Module, tuple]" = weakref.WeakKeyDictionary()
@@ -116,9 +118,10 @@ def _calls_for(head, embed: torch.nn.Module, lm_head: torch.nn.Module) -> _Calls
 
 class HeadProposer(Proposer):
     """Autoregressive drafting: each draft call feeds the head its own predicted hidden state."""
-    name = "head"
-    source = Source(SourceKind.HEAD)
-    paid_per_call = True
+    spec = MethodSpec(
+        "head", "Draft head (bundled target)", "drafts with the draft head trained for SpecViz's bundled model",
+        default_k=8, paid=PER_CALL, offered_as_draft=True, sources=(SourceSpec(HEAD, "head", "purple", by_model=True),))
+    source = Source(HEAD)
     needs_hidden = True
     # one head call in one-token target passes: timed per machine at build (`_priced`); this where nothing is
     # timed (a target too small to profile). Measured on an AVX2 CPU first (docs/HEAD.md)
@@ -232,6 +235,6 @@ class HeadProposer(Proposer):
                     tokens.append(tok)
                     parents.append(node)
                     qs.append(q)
-                    sources.append(self.source if b == 0 else Source(SourceKind.HEAD, branch=b))
+                    sources.append(self.source if b == 0 else Source(HEAD, branch=b))
             frontier = sorted(children, key=lambda c: -c[3])[: self.beam]
         return DraftTree(tokens, parents, qs, sources)

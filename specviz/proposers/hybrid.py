@@ -31,6 +31,8 @@ from specviz.proposers.base import ProposeContext, Proposer
 from specviz.proposers.gate import CANDIDATE, HEAD, SUFFIX, Gate, long_match
 from specviz.proposers.head import HeadProposer
 from specviz.proposers.logitspec import LogitSpecProposer
+from specviz.proposers.method_spec import MethodSpec
+from specviz.proposers.prompt_lookup import PromptLookupProposer
 from specviz.proposers.suffix import SuffixProposer
 
 HEAD_K = 3  # the head's depth when no planner chooses it: its acceptance falls fast with depth
@@ -77,7 +79,12 @@ def merge_greedy(first: DraftTree, second: DraftTree) -> DraftTree:
 
 
 class HybridProposer(Proposer):
-    name = "hybrid"
+    spec = MethodSpec(
+        "hybrid", "Hybrid (lookup + LogitSpec + suffix + head)",
+        "joins prompt lookup, LogitSpec, suffix decoding and the draft head in one tree", default_k=16,
+        sources=LogitSpecProposer.spec.sources + SuffixProposer.spec.sources + HeadProposer.spec.sources,
+        learns=SuffixProposer.spec.learns,  # suffix decoding's store of earlier runs
+        joins=tuple(p.spec.name for p in (PromptLookupProposer, LogitSpecProposer, SuffixProposer, HeadProposer)))
     # the retrieval part's, and the head's greedy tree (head.py: children per node, nodes grown per depth)
     # head_path: another trained head file (e.g. two heads side by side in one benchmark run)
     # suffix: add suffix decoding's tree (suffix.py)

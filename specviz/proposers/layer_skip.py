@@ -14,10 +14,12 @@ import weakref
 
 import torch
 
-from specviz.drafting.tree import Source, SourceKind
+from specviz.drafting.tree import Source
 from specviz.models.families import decoder_layers
 from specviz.proposers.draft_model import DraftModelProposer
+from specviz.proposers.method_spec import PER_CALL, Knob, MethodSpec, SourceSpec
 
+LAYERSKIP = "layerskip"  # its nodes' source kind
 LAYERS_EXAMPLE = "0-9+20-29"  # the one syntax everywhere (CLI, page, survey candidates): indices and ranges
 
 
@@ -49,8 +51,9 @@ def layers_text(layers: list[int]) -> str:
 
 
 def default_layers(n: int) -> list[int]:
-    """Skip the middle third: on SmolLM2-135M that agreed best among untrained choices."""
-    return [i for i in range(n) if i < n // 3 or i >= n - n // 3]
+    """Skip the middle third: on SmolLM2-135M that agreed best among untrained choices. Under three
+    layers there is no third to keep at either end: the first layer alone drafts."""
+    return [i for i in range(n) if i < n // 3 or i >= n - n // 3] or [0]
 
 
 def self_draft(model: torch.nn.Module, layers: list[int]) -> torch.nn.Module:
@@ -107,7 +110,11 @@ def _still_of(shell: torch.nn.Module, model: torch.nn.Module, layers: list[int])
 
 
 class LayerSkipProposer(DraftModelProposer):
-    name = "layerskip"
+    spec = MethodSpec(
+        "layerskip", "Layer skip (self-draft)", "drafts with a subset of the target's layers", default_k=8,
+        paid=PER_CALL, sources=(SourceSpec(LAYERSKIP, "layer skip", by_model=True),),
+        knobs=(Knob("layers", "Layers the draft keeps", "layers", default="",
+                    info="Indices or ranges such as 0-9, 20-29 (layer 0 must stay). Blank: skip the middle third."),))
     KNOBS = ("layers",)
 
     @classmethod
@@ -120,7 +127,7 @@ class LayerSkipProposer(DraftModelProposer):
         layers = default_layers(n) if layers is None else [int(i) for i in layers]
         shell = shared_self_draft(target.model, layers)
         proposer = cls(shell, target.model.config, target.vocab_size, target.device,
-                       source=Source(SourceKind.LAYERSKIP))
+                       source=Source(LAYERSKIP))
         proposer.layers = layers
         proposer.call_cost = len(layers) / n  # the layers it runs, of the target's
         return proposer

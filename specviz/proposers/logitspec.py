@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import torch
 
-from specviz.drafting.tree import DraftTree, Source, SourceKind
+from specviz.drafting.tree import DraftTree, Source
 from specviz.proposers.base import ProposeContext, Proposer
+from specviz.proposers.method_spec import Knob, MethodSpec, SourceSpec
 from specviz.proposers.ngram_index import KeepsBackoff, MissBackoff, NgramIndex
 
 MAX_CONTINUATION = 20  # the paper's pool keeps up to 20 following tokens per n-gram
@@ -38,6 +39,8 @@ GPU_DEFAULTS = dict(top_k=64, capacity=64, branch_len=MAX_CONTINUATION, decay=0.
 # prompt_lookup.py for the measurement); candidates still ride only when retrieval backs them.
 CPU_DEFAULTS = dict(top_k=4, capacity=16, branch_len=16, decay=0.5, min_ngram=1,
                     lone_cands=False, scaled_len=False, adaptive=False)
+ROOT, CANDIDATE = "root", "candidate"  # its nodes' source kinds: branch 0 (retrieved), a candidate's branch
+SOURCES = (SourceSpec(ROOT, "lookup", "sky"), SourceSpec(CANDIDATE, "candidate", "yellow"))
 
 
 def branch_lengths(top_k: int, branch_len: int, decay: float) -> list[int]:
@@ -73,7 +76,16 @@ class LogitSpecProposer(KeepsBackoff, Proposer):
     `scaled_len` caps branch 0 at 2**(n+1) tokens for an n-token match; `adaptive` pauses
     after repeated misses. Defaults: CPU_DEFAULTS, or GPU_DEFAULTS when the target is on a GPU.
     """
-    name = "logitspec"
+    spec = MethodSpec(
+        "logitspec", "LogitSpec", "drafts a tree from the last logits' guesses at the token after next",
+        default_k=16, sources=SOURCES,
+        knobs=(Knob("top_k", "Next-next candidates from the last logits", "int", 0, 64,
+                    info="Top-k of the last logits, the root left out; 0 keeps only the root's branch."),
+               Knob("capacity", "Tree size cap (nodes)", "int", 1, 128),
+               Knob("branch_len", "Nodes in the first branch", "int", 1, 21,
+                    info="Lower-ranked candidates keep fewer (rank-based pruning)."),
+               Knob("decay", "Branch length decay per rank", "float", 0.05, 1.0, 0.05),
+               Knob("max_ngram", "Longest n-gram matched", "int", 1, 6)))
     KNOBS = ("top_k", "capacity", "branch_len", "decay", "max_ngram", "min_ngram", "lone_cands",
              "scaled_len", "adaptive")
 
@@ -125,15 +137,15 @@ class LogitSpecProposer(KeepsBackoff, Proposer):
         if n >= self.min_ngram:
             if self.scaled_len:  # a longer match earns a longer branch (a short one misses often)
                 cont = cont[: 2 ** (n + 1)]
-            branches.append((cont, [Source(SourceKind.ROOT, ngram=n)] * len(cont)))
+            branches.append((cont, [Source(ROOT, ngram=n)] * len(cont)))
             hit = True
         if not candidates:
             return branches, hit
         for i, (cand, rank) in enumerate(self.candidates(ctx.last_logits, ctx.ids[-1]), 1):
             cont, n = self._retrieve([cand], min(self.lengths[i], depth) - 1)
             if n >= self.min_ngram or self.lone_cands:  # n counts cand: 2 means [root, cand] seen
-                own = Source(SourceKind.CANDIDATE, branch=i, rank=rank)
-                branches.append(([cand] + cont, [own] + [Source(SourceKind.CANDIDATE, branch=i, ngram=n)] * len(cont)))
+                own = Source(CANDIDATE, branch=i, rank=rank)
+                branches.append(([cand] + cont, [own] + [Source(CANDIDATE, branch=i, ngram=n)] * len(cont)))
                 hit = hit or n > 0
         return branches, hit
 

@@ -14,17 +14,28 @@ docs/bench/2026-11-29.md ("how the proposer defaults were tuned") and docs/bench
 """
 from __future__ import annotations
 
-from specviz.drafting.tree import DraftTree, Source, SourceKind
+from specviz.drafting.tree import DraftTree, Source
 from specviz.proposers.base import ProposeContext, Proposer
+from specviz.proposers.method_spec import NGRAM, Knob, MethodSpec, SourceSpec
 from specviz.proposers.ngram_index import KeepsBackoff, MissBackoff, NgramIndex
 
 NUM_TOKENS = 16  # longest draft; a 4-gram match earns 16 (2**4)
 MAX_NGRAM = 4  # 35 matches of 4+ tokens on the public prompts: 34 drafted a right first token
 MIN_NGRAM = 1  # the planner (planner.py) now drops what does not pay, so every match is offered
+LOOKUP = "lookup"  # its nodes' source kind: copied after an n-gram match
 
 
 class PromptLookupProposer(KeepsBackoff, Proposer):
-    name = "pld"
+    spec = MethodSpec(
+        "pld", "Prompt lookup (n-gram)", "copies what followed the latest earlier occurrence of the last n-gram",
+        default_k=16, deploys_as=NGRAM, sources=(SourceSpec(LOOKUP, "lookup", "sky"),),
+        knobs=(Knob("num_tokens", "Tokens copied per match", "int", 1, 32,
+                    info="Longest draft one lookup copies (K caps it too)."),
+               Knob("max_ngram", "Longest n-gram matched", "int", 1, 6,
+                    info="Tries the last n tokens, from this n down to the shortest below."),
+               Knob("min_ngram", "Shortest n-gram matched", "int", 1, 6,
+                    info="1 also copies after a single matching token: more drafts, more misses."),
+               Knob("adaptive", "Back off after misses (plain steps, no wasted verify)", "bool")))
     KNOBS = ("num_tokens", "max_ngram", "min_ngram", "adaptive", "scaled_len")
 
     def __init__(self, num_tokens: int = NUM_TOKENS, max_ngram: int = MAX_NGRAM,
@@ -55,4 +66,4 @@ class PromptLookupProposer(KeepsBackoff, Proposer):
             return DraftTree(retrieval_hit=False)
         pos, n = match
         tokens = self.index.continuation(pos, min(self.num_tokens, 2 ** n if self.scaled_len else ctx.k, ctx.k))
-        return DraftTree.chain(tokens, sources=[Source(SourceKind.LOOKUP, ngram=n)] * len(tokens), retrieval_hit=True)
+        return DraftTree.chain(tokens, sources=[Source(LOOKUP, ngram=n)] * len(tokens), retrieval_hit=True)

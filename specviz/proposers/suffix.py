@@ -34,9 +34,18 @@ import threading
 import weakref
 from collections import OrderedDict
 
-from specviz.drafting.tree import DraftTree, SourceKind
+from specviz.drafting.tree import DraftTree
 from specviz.proposers.base import ProposeContext, Proposer
-from specviz.proposers.suffix_index import Text, best_tree, match_of, occurrences
+from specviz.proposers.method_spec import Knob, MethodSpec, SourceSpec
+from specviz.proposers.suffix_index import (
+    SUFFIX_EARLIER,
+    SUFFIX_OUTPUT,
+    SUFFIX_PROMPT,
+    Text,
+    best_tree,
+    match_of,
+    occurrences,
+)
 
 CAPACITY = 24  # nodes offered: the planner (planner.py) sends what pays, on a CPU a dozen at most
 SPEC_FACTOR = 4.0  # at most 4 nodes per matched token (the paper's MAX_SPEC = α·p): a 1-token match is weak
@@ -45,6 +54,10 @@ PATTERNS = 3  # pattern lengths tried per cycle (the longest first), the best Σ
 MAX_PROMPTS = 64  # prompts kept per target: a class's examples and a few visitors' own
 MAX_OUTPUTS = 32  # distinct outputs kept per prompt; a repeated output only adds to its count
 MAX_RUNS = 4096  # run ids remembered per prompt, so a run recorded twice counts once
+# its nodes' source kinds (suffix_index.py), each with the text the page says it was found in
+SOURCES = (SourceSpec(SUFFIX_PROMPT, "suffix", "green", found_in="the prompt"),
+           SourceSpec(SUFFIX_OUTPUT, "suffix", "green", found_in="this run's output"),
+           SourceSpec(SUFFIX_EARLIER, "suffix", "green", found_in="an earlier run on this prompt"))
 
 
 class Entry:
@@ -135,10 +148,10 @@ def weakly_held(model) -> bool:
 
 
 def remember(model, state) -> None:
-    """Feed a finished run (a RunState) of a suffix-drafting method into this process's store: the
-    main process calls it where a worker's state comes back (on ZeroGPU the worker's store is lost)."""
-    method = state.options.get("method")
-    if state.done and method in ("suffix", "hybrid") and state.options.get("share", True) is not False \
+    """Feed a finished run (a RunState) of a method that learns here (its spec's `learns`) into this
+    process's store: the main process calls it through proposers.remember where a worker's state comes
+    back (on ZeroGPU the worker's store is lost)."""
+    if state.done and state.options.get("share", True) is not False \
             and state.options.get("suffix", True) is not False and weakly_held(model):
         EARLIER.record(model, state.prompt_ids, state.ids[len(state.prompt_ids):], state.run_id)
 
@@ -147,7 +160,15 @@ class SuffixProposer(Proposer):
     """Knobs: `capacity` nodes offered, `spec_factor` nodes per matched token, `min_prob` the least
     share of occurrences a node keeps, `patterns` pattern lengths tried, `share` whether to draft
     from and feed earlier runs on the same target and prompt."""
-    name = "suffix"
+    spec = MethodSpec(
+        "suffix", "Suffix decoding (prompt, output, earlier runs)",
+        "drafts a tree of what followed the context's suffix in the prompt, the output and earlier runs on this prompt",
+        default_k=16, learns="suffix", sources=SOURCES,
+        knobs=(Knob("capacity", "Tree size cap (nodes)", "int", 1, 128),
+               Knob("min_prob", "Least share of occurrences a node keeps", "float", 0.0, 1.0, 0.05,
+                    info="A continuation that followed the matched suffix less often than this share is left out."),
+               Knob("share", "Draft from earlier runs on this prompt (a class)", "bool",
+                    info="Runs on exactly this target and prompt, in this server; never another prompt's text.")))
     KNOBS = ("capacity", "spec_factor", "min_prob", "patterns", "share")
 
     def __init__(self, model=None, capacity: int = CAPACITY, spec_factor: float = SPEC_FACTOR,
@@ -160,7 +181,7 @@ class SuffixProposer(Proposer):
         self.capacity, self.spec_factor, self.min_prob = int(capacity), float(spec_factor), float(min_prob)
         self.patterns = int(patterns)
         self.share = bool(share) and weakly_held(model) and not getattr(_LOCAL, "off", False)
-        self.own = Text(origin=SourceKind.SUFFIX_OUTPUT)
+        self.own = Text(origin=SUFFIX_OUTPUT)
         self.pinned: list[tuple[tuple[int, ...], int]] | None = None  # (output, weight) drafted from; None: unread
         self._texts: list[tuple[Text, int]] | None = None  # the pinned outputs as searchable texts, in this process
 
@@ -172,7 +193,7 @@ class SuffixProposer(Proposer):
         return cls(None if target is None else target.model, **knobs)
 
     def start(self, ids: list[int]) -> None:
-        self.own = Text(origin=SourceKind.SUFFIX_OUTPUT)
+        self.own = Text(origin=SUFFIX_OUTPUT)
         self.pinned = None
         self._texts = None
 
@@ -204,10 +225,10 @@ class SuffixProposer(Proposer):
 
     def propose(self, ctx: ProposeContext) -> DraftTree:
         self.own.sync(ctx.ids)
-        own = lambda after: SourceKind.SUFFIX_PROMPT if after < ctx.prompt_len else SourceKind.SUFFIX_OUTPUT
+        own = lambda after: SUFFIX_PROMPT if after < ctx.prompt_len else SUFFIX_OUTPUT
         found = occurrences(self.own, ctx.ids, 1, own)
         for text, weight in self.pin(ctx):
-            found += occurrences(text, ctx.ids, weight, lambda after: SourceKind.SUFFIX_EARLIER)
+            found += occurrences(text, ctx.ids, weight, lambda after: SUFFIX_EARLIER)
         if ctx.k < 1 or not found:
             return DraftTree(retrieval_hit=False)
         grown = best_tree(found, ctx.k, self.capacity, self.spec_factor, self.min_prob, self.patterns)

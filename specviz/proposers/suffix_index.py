@@ -16,17 +16,20 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass
 
-from specviz.drafting.tree import DraftTree, Match, Source, SourceKind
+from specviz.drafting.tree import DraftTree, Match, Source
 
 MAX_MATCH = 16  # longest suffix compared: past 16 agreeing tokens a match is as specific as it gets
 SCAN = 256  # latest occurrences of the last token read per text: bounds a cycle on long prompts
+# its nodes' source kinds, by the text the continuation was found in: the run's own prompt, its own
+# output so far, an earlier run on this target and exactly this prompt
+SUFFIX_PROMPT, SUFFIX_OUTPUT, SUFFIX_EARLIER = "suffix-prompt", "suffix-output", "suffix-earlier"
 CONTEXT_SHOWN = 8  # tokens shown before a match where the page highlights it
 
 
 class Text:
     """A token sequence and, per token, where it occurs; positions below `start` are not listed."""
 
-    def __init__(self, ids=(), start: int = 0, origin: SourceKind = SourceKind.SUFFIX_EARLIER):
+    def __init__(self, ids=(), start: int = 0, origin: str = SUFFIX_EARLIER):
         self.ids: list[int] = []
         self.where: dict[int, list[int]] = {}
         self.start, self.origin = start, origin
@@ -56,7 +59,7 @@ class Occurrence:
     after: int
     m: int
     weight: int
-    origin: SourceKind
+    origin: str
 
 
 def agreement(ids: list[int], j: int, context: list[int]) -> int:
@@ -119,7 +122,7 @@ def grow(members: list[Occurrence], m: int, depth: int, budget: int, min_prob: f
     return Grown(DraftTree(tokens, parents, None, sources), score, members, counts)
 
 
-def _children(held: list[Occurrence], level: int) -> list[tuple[int, list[Occurrence], SourceKind]]:
+def _children(held: list[Occurrence], level: int) -> list[tuple[int, list[Occurrence], str]]:
     """Group `held` by the token `level` places into its continuation: (token, members, the origin
     with most weight), most frequent first (ties: the token met first)."""
     groups: dict[int, list[Occurrence]] = {}
@@ -129,7 +132,7 @@ def _children(held: list[Occurrence], level: int) -> list[tuple[int, list[Occurr
             groups.setdefault(occ.text.ids[at], []).append(occ)
     out = []
     for tok, below in groups.items():
-        weight: dict[SourceKind, int] = {}
+        weight: dict[str, int] = {}
         for occ in below:
             weight[occ.origin] = weight.get(occ.origin, 0) + occ.weight
         out.append((tok, below, max(weight, key=weight.get)))

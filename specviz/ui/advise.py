@@ -15,10 +15,21 @@ import gradio as gr
 
 from specviz.advise import advice
 from specviz.advise.deploy import ENGINES
+from specviz.advise.survey import AUTO
 from specviz.loading.loader import EMPTY_PROMPT
+from specviz.proposers import specs
 from specviz.ui.runtime import work
 from specviz.ui.runtime.limits import check_prompt_text, check_run_settings
-from specviz.ui.runtime.presets import BUNDLED, K_RANGE, MAX_NEW_RANGE, TARGETS, TEMPERATURE_RANGE, TOP_P_RANGE
+from specviz.ui.runtime.presets import (
+    BUNDLED,
+    DEFAULT_METHOD,
+    K_RANGE,
+    MAX_NEW_RANGE,
+    TARGETS,
+    TEMPERATURE_RANGE,
+    TOP_P_RANGE,
+    method_label,
+)
 from specviz.ui.runtime.state import LIMITS, load_with_progress, session_of
 from specviz.ui.shared import guard, questions
 from specviz.ui.shared.views import ASSETS, status_html
@@ -26,11 +37,16 @@ from specviz.viz import advice_figures as afig
 from specviz.viz import deploy_figures as dfig
 
 RECORDED = ASSETS / "recorded_advice.json"
-METHODS = [("Hybrid, K auto (SpecViz's planner, as the app runs it)", "auto:hybrid"), ("Hybrid", "hybrid"),
-           ("Prompt lookup", "pld"), ("LogitSpec", "logitspec"), ("Suffix decoding", "suffix"),
-           ("Draft head (bundled target)", "head"),
-           ("Layer skip", "layerskip")]
-DEFAULT_METHODS = ["auto:hybrid", "hybrid", "pld", "logitspec", "suffix", "head", "layerskip"]
+
+
+def method_choices() -> list[tuple[str, str]]:
+    """The candidates' picker, from the registry: the app's default method as the app runs it (K auto),
+    then every method that needs no draft model (those are typed: draft models below)."""
+    auto = (f"K auto: {method_label(DEFAULT_METHOD)} (SpecViz's planner, as the app runs it)",
+            f"{AUTO}{DEFAULT_METHOD}")
+    return [auto, *((s.label, s.name) for s in specs() if not s.needs_draft)]
+
+
 SEPARATOR = "---"  # a line holding only this separates two prompts
 MAX_PROMPTS = 8
 QUESTIONS_DEFAULT = 4  # one question from each of the first four leaderboard rows
@@ -216,8 +232,9 @@ def build(examples: list[str]) -> dict:
     with gr.Row():
         target = gr.Dropdown(TARGETS, value=BUNDLED, allow_custom_value=True, label="Target", min_width=240,
                              elem_id="sv-adv-target")
-        methods = gr.CheckboxGroup(METHODS, value=DEFAULT_METHODS, label="Draft-free and built-in candidates",
-                                   elem_id="sv-adv-methods")
+        choices = method_choices()
+        methods = gr.CheckboxGroup(choices, value=[name for _, name in choices],
+                                   label="Draft-free and built-in candidates", elem_id="sv-adv-methods")
         drafts = gr.Textbox("", label="Draft models (comma-separated specs)", max_lines=1,
                             info="Each is checked against the target's tokenizer first.", elem_id="sv-adv-drafts")
     prompts = gr.Textbox(f"\n{SEPARATOR}\n".join(examples[:3]), lines=6, max_lines=16, label="Prompts",

@@ -14,6 +14,7 @@ import gradio as gr
 from specviz.loading.loader import EMPTY_PROMPT
 from specviz.measure.comparison import COLUMNS, Comparison, Config, Shared, parse_rows
 from specviz.measure.question_runs import QuestionComparison
+from specviz.proposers import methods
 from specviz.ui.runtime import work
 from specviz.ui.runtime.limits import check_prompt_text, check_run_settings
 from specviz.ui.runtime.presets import BUNDLED, MAX_NEW_RANGE
@@ -31,10 +32,16 @@ MAX_NEW_DEFAULT = 48  # every configuration and its baseline decode this many: ~
 REPEATS_RANGE = (1, 5)
 QUESTIONS_DEFAULT = 3  # each question times every row and its baseline again: ~1 min a question on a 2-core CPU
 MAX_QUESTIONS = 40  # past this a page event runs for an hour; `specviz bench --suite spec-bench` is for more
-INTRO = ("<p class='sv-cmp-intro'>Each row is one configuration (method: ar, draft, pld, logitspec, suffix, "
-         "hybrid, layerskip; the draft column is read only for method draft). One click warms every row up, "
-         "then times it against plain decoding of the same target and temperature, on the same prompt, with trace "
-         "recording off. Greedy rows must reproduce the plain output token for token.</p>")
+
+
+def intro() -> str:
+    """The tab's help, naming every method a row takes (the registry's)."""
+    return (f"<p class='sv-cmp-intro'>Each row is one configuration (method: {', '.join(methods())}; the draft "
+            "column is read only for method draft). One click warms every row up, "
+            "then times it against plain decoding of the same target and temperature, on the same prompt, with trace "
+            "recording off. Greedy rows must reproduce the plain output token for token.</p>")
+
+
 OUTPUTS = ("status", "table", "chart")
 compare_handler = guard.guarded(OUTPUTS, guard.TAB_HINT)
 
@@ -149,7 +156,7 @@ def stop(request: gr.Request) -> str:
 # -- Theory -------------------------------------------------------------------------------------------
 # -- layout -------------------------------------------------------------------------------------------
 def _layout() -> dict:
-    gr.HTML(INTRO)
+    gr.HTML(intro())
     c = {"rows": gr.Dataframe(DEFAULT_ROWS, headers=list(COLUMNS), datatype=["str", "str", "str", "number", "number"],
                               type="array", interactive=True,  # row_limits is not implemented in Gradio 6.31
                               label="Configurations (up to six rows)", elem_id="sv-cmp-rows")}

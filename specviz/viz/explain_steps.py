@@ -13,7 +13,7 @@ from specviz.decoding.trace import BONUS, RESAMPLED, CycleTrace, NodeTrace
 from specviz.viz.dists import judged, pq_figure, residual_figure
 from specviz.viz.panels import cache_html
 from specviz.viz.style import BLACK, STATUS, esc, esc_plot, num, quote
-from specviz.viz.tree_figure import FOUND_IN, ROOT, layout, new_token_pos, nodes_of, tree_figure
+from specviz.viz.tree_figure import ROOT, found_in, layout, new_token_pos, nodes_of, tree_figure
 
 TREE, PQ, RESIDUAL, CACHE = "tree", "pq", "residual", "cache"
 HIGHLIGHT = "rgba(240,228,66,0.45)"  # Okabe–Ito yellow, translucent: marks "this step" behind bars
@@ -40,8 +40,8 @@ def _proposal(cycle: CycleTrace) -> Step:
     words = ", ".join(quote(n.text) for n in nodes[:8]) + (", …" if len(nodes) > 8 else "")
     match = getattr(cycle, "match", None)
     found = (f" Suffix decoding found the last {len(match.matched)} tokens of the context in "
-             f"{FOUND_IN[match.found_in]} and drafted what followed them there, the most frequent "
-             "continuation first." if match is not None and match.found_in in FOUND_IN else "")
+             f"{found_in(match.found_in)} and drafted what followed them there, the most frequent "
+             "continuation first." if match is not None and found_in(match.found_in) else "")
     return Step("Proposal", f"The proposer drafted {len(nodes)} token{'s' * (len(nodes) > 1)} as {shape} "
                 f"(K = {cycle.k}): {words}; {qs}.{found}", (TREE,), tuple(n.index for n in nodes))
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from specviz.decoding.trace import BONUS, REJECTED, RESAMPLED, CycleTrace, NodeTrace
 from specviz.viz.style import num, quote
-from specviz.viz.tree_figure import FOUND_IN, is_tree, nodes_of, source_kind, source_label
+from specviz.viz.tree_figure import found_in, is_tree, nodes_of, source_kind, source_label
 
 
 def _drafted(cycle: CycleTrace) -> str:
@@ -87,14 +87,13 @@ def _new(cycle: CycleTrace, rejected: NodeTrace | None) -> str:
 def _matched(cycle: CycleTrace) -> str:
     """Suffix decoding: which suffix of the context matched, and in which text (never whose run)."""
     match = getattr(cycle, "match", None)
-    if match is None or match.found_in not in FOUND_IN:
+    if match is None or not found_in(match.found_in):
         return ""
     times = f", {match.count} times" if match.count > 1 else ""
     return (f" Suffix decoding matched the last {len(match.matched)} tokens, "
-            f"{quote(''.join(match.matched))}, in {FOUND_IN[match.found_in]}{times}.")
+            f"{quote(''.join(match.matched))}, in {found_in(match.found_in)}{times}.")
 
 
-SKIPPED_WHO = {"candidate": "LogitSpec's candidates", "suffix": "suffix decoding", "head": "the head's calls"}
 SKIPPED_WHY = {"long-match": "prompt lookup already offered a match as deep as would be sent",
                "unpaid": "recent drafts from there bought no accepted token (tried again every few cycles "
                          "and at a new retrieval hit)"}
@@ -102,9 +101,11 @@ SKIPPED_WHY = {"long-match": "prompt lookup already offered a match as deep as w
 
 def _skipped(cycle: CycleTrace) -> str:
     """Which of the hybrid's sources were not computed this cycle, and why (proposers/gate.py)."""
+    from specviz.proposers import gate  # the hybrid's words for what it skips
+
     by_why: dict[str, list[str]] = {}
     for skip in getattr(cycle, "skipped", None) or []:
-        by_why.setdefault(skip.reason, []).append(SKIPPED_WHO.get(skip.source, skip.source))
+        by_why.setdefault(skip.reason, []).append(gate.WHO.get(skip.source, skip.source))
     parts = [f"{_listed(who)}, since {SKIPPED_WHY.get(why, why)}" for why, who in by_why.items()]
     return f" Not computed: {'; '.join(parts)}." if parts else ""
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from specviz.decoding.trace import TARGET, CycleTrace, RunTrace
 from specviz.viz.style import BLUE, GREY, ORIGIN, STATUS, VERMILLION, esc
-from specviz.viz.tree_figure import FOUND_IN, nodes_of
+from specviz.viz.tree_figure import found_in, nodes_of
 
 MAX_SLOTS = 80  # cache cells drawn per row: a 64-node tree plus the newest token and context
 
@@ -72,10 +72,10 @@ def match_html(cycle: CycleTrace) -> str:
     cycle drafted nothing from a suffix match. An earlier run is named only as "an earlier run on
     this prompt"."""
     match = getattr(cycle, "match", None)
-    if match is None or match.found_in not in FOUND_IN:
+    if match is None or not found_in(match.found_in):
         return ""
     span = lambda texts, cls: f'<span class="{cls}">{esc("".join(texts))}</span>'  # noqa: E731
-    return (f'<div class="sv-match"><span class="sv-match-where">Matched in {esc(FOUND_IN[match.found_in])}'
+    return (f'<div class="sv-match"><span class="sv-match-where">Matched in {esc(found_in(match.found_in))}'
             f'{f" ({match.count} times)" if match.count > 1 else ""}:</span> '
             f'<span style="white-space:pre-wrap">…{span(match.before, "sv-match-before")}'
             f'<mark class="sv-match-suffix" title="the matched suffix">{esc("".join(match.matched))}</mark>'

@@ -16,6 +16,9 @@ from specviz.decoding.trace import ACCEPTED, BONUS, FROM_DRAFT, NOT_REACHED, REJ
 # Okabe–Ito colours; the three left over (sky blue, reddish purple, yellow) mark p, q and timing.
 BLUE, VERMILLION, GREY, ORANGE, GREEN, BLACK = "#0072B2", "#D55E00", "#999999", "#E69F00", "#009E73", "#000000"
 SKY, PURPLE, YELLOW = "#56B4E9", "#CC79A7", "#F0E442"
+# by name, for what names its colour as data (a proposer's SourceSpec.colour)
+PALETTE = {"blue": BLUE, "vermillion": VERMILLION, "grey": GREY, "orange": ORANGE, "green": GREEN,
+           "black": BLACK, "sky": SKY, "purple": PURPLE, "yellow": YELLOW}
 ROOT_COLOUR = "#555555"  # the committed prefix: neutral, not a verdict
 P_COLOUR, Q_COLOUR = SKY, PURPLE
 

@@ -4,16 +4,14 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from specviz.decoding.trace import BONUS, NOT_REACHED, RESAMPLED, TARGET, CycleTrace, NodeTrace
+from specviz.proposers import source_specs
 from specviz.viz.style import (
     BLUE,
     FIG_HEIGHT,
-    GREEN,
     GREY,
-    PURPLE,
+    PALETTE,
     ROOT_COLOUR,
-    SKY,
     STATUS,
-    YELLOW,
     FigureSpec,
     base_layout,
     esc_plot,
@@ -122,23 +120,22 @@ def edges(cycle: CycleTrace, pos) -> tuple[list, list, list, list]:
     return px, py, ox, oy
 
 
-# A node's outline says who proposed it, when a tree mixes proposers (the fill says its status).
-SOURCE_COLOURS = {"head": PURPLE, "candidate": YELLOW, "lookup": SKY, "suffix": GREEN}
-
-
-# Who proposed a node, in words: NodeTrace's source fields (drafting/tree.Source) → a label.
-KIND_WORDS = {"candidate": "candidate", "root": "lookup", "lookup": "lookup", "head": "head",
-              "draft": "draft model", "layerskip": "layer skip", "suffix-prompt": "suffix",
-              "suffix-output": "suffix", "suffix-earlier": "suffix"}
-# suffix decoding: the text a match was found in; an earlier run is never named, only its prompt
-FOUND_IN = {"suffix-prompt": "the prompt", "suffix-output": "this run's output",
-            "suffix-earlier": "an earlier run on this prompt"}
+# Who proposed a node, its word and its outline's colour when a tree mixes proposers (the fill says
+# its status), are its proposer's: each method's spec declares its sources (proposers/method_spec.SourceSpec).
 
 
 def source_kind(node: NodeTrace) -> str:
-    """The proposer behind a node, for colours and counts: 'head', 'candidate', 'lookup', …; a file
-    from before the source fields shows its own label."""
-    return KIND_WORDS.get(node.source, node.source or "draft")
+    """The proposer behind a node, in a word, for colours and counts: 'head', 'candidate', 'lookup', …;
+    a file from before the source fields shows its own label."""
+    known = source_specs().get(node.source)
+    return known.word if known is not None else (node.source or "draft")
+
+
+def found_in(kind: str) -> str:
+    """The text a retrieved node's match was found in, in words ('the prompt', …; an earlier run is
+    never named, only its prompt), or "" where its source says none."""
+    known = source_specs().get(kind)
+    return known.found_in if known is not None else ""
 
 
 def source_label(node: NodeTrace) -> str:
@@ -151,16 +148,19 @@ def source_label(node: NodeTrace) -> str:
         return f"root {gram}"
     if node.source == "lookup":
         return gram
-    if node.source in FOUND_IN:  # e.g. 'suffix, 5-token match in the prompt (2nd most frequent)'
+    if found_in(node.source):  # e.g. 'suffix, 5-token match in the prompt, choice 2 by frequency'
         choice = f", choice {node.branch + 1} by frequency" if node.branch else ""
-        return f"suffix, {node.ngram}-token match in {FOUND_IN[node.source]}{choice}"
+        return f"{source_kind(node)}, {node.ngram}-token match in {found_in(node.source)}{choice}"
     if node.source == "head" and node.branch:  # greedy head trees: the head's 2nd, 3rd, … choice
         return f"head choice {node.branch + 1}"
-    return KIND_WORDS.get(node.source, node.source)
+    known = source_specs().get(node.source)
+    return known.word if known is not None else node.source
 
 
 def source_colour(node: NodeTrace, default: str) -> str:
-    return SOURCE_COLOURS.get(source_kind(node), default)
+    """The outline of a node: its source's colour, or `default` (its status's) where it names none."""
+    known = source_specs().get(node.source)
+    return PALETTE[known.colour] if known is not None and known.colour else default
 
 
 def tree_figure(cycle: CycleTrace) -> go.Figure:

@@ -10,7 +10,7 @@ import torch
 import specviz
 from specviz.decoding.engine import Decoder
 from specviz.decoding.planner import PRIOR_V, PROFILE_MIN_PARAMS, Planner, key, verify_cost
-from specviz.drafting.tree import DraftTree, Source, SourceKind
+from specviz.drafting.tree import DraftTree, Source
 from specviz.loading.loader import derive_draft, tiny_random
 from specviz.pricing.cost_profile import CostProfile
 from specviz.proposers.draft_model import DraftModelProposer
@@ -18,7 +18,7 @@ from specviz.teach.toy import chi_square_p_value
 from tests.helpers.reference import exact_joint
 from tests.helpers.tiny import PROMPTS, hf_greedy
 
-LOOKUP, HEAD = Source(SourceKind.LOOKUP, ngram=3), Source(SourceKind.HEAD)
+LOOKUP, HEAD = Source("lookup", ngram=3), Source("head")
 CHAIN = DraftTree.chain([5, 6, 7, 8], sources=[LOOKUP] * 4)
 
 
@@ -69,7 +69,7 @@ def test_greedy_confidence_is_the_nodes_own_q():
     a head tree's second choice (q 0.3 beside a first choice of 0.6) is counted in its own bucket,
     and under sampling no confidence key is used at all."""
     q = torch.tensor([0.0, 0.6, 0.3, 0.1])
-    tree = DraftTree([1, 2], [-1, -1], [q, q], [HEAD, Source(SourceKind.HEAD, branch=1)])
+    tree = DraftTree([1, 2], [-1, -1], [q, q], [HEAD, Source("head", branch=1)])
     greedy = Planner(greedy=True)
     assert greedy.keys(tree, 0, 1)[-1].endswith("|3") and greedy.keys(tree, 1, 1)[-1].endswith("|1")
     assert greedy.keys(tree, 0, 1)[0] != greedy.keys(tree, 1, 1)[0]  # the branch keys the source
@@ -83,7 +83,7 @@ def test_an_unseen_greedy_node_starts_from_its_share_of_the_top_q():
     coarse key: after 20 rejections of the source at that depth, the node is below a tenth of that."""
     q = torch.tensor([0.0, 0.6, 0.3, 0.06, 0.04])
     tree = DraftTree([3, 1, 7], [-1, -1, -1], [q, q, None],
-                     [Source(SourceKind.HEAD, branch=2), HEAD, LOOKUP])
+                     [Source("head", branch=2), HEAD, LOOKUP])
     greedy = Planner(greedy=True)
     assert greedy.path_values(tree) == pytest.approx([0.05, 0.5, 0.5])
     assert Planner(greedy=False).path_values(tree) == pytest.approx([0.5, 0.5, 0.5])
@@ -110,7 +110,7 @@ def test_an_unsent_depth_starts_where_the_depth_above_stands():
         assert [path[i] / (path[i - 1] if i else 1.0) for i in range(6)] == pytest.approx([r1, r2, r3, r3, r3, r3])
         assert path[5] > 0.6  # with 0.5 at every unseen depth it would be under 0.22
     q = torch.tensor([0.0, 0.8, 0.4])
-    tree = DraftTree([1, 2], [-1, 0], [q, q], [HEAD, Source(SourceKind.HEAD, branch=1)])
+    tree = DraftTree([1, 2], [-1, 0], [q, q], [HEAD, Source("head", branch=1)])
     planner = Planner(greedy=True)
     planner.counts[key(HEAD, 1)] = [9.0, 10.0]  # the first choice at depth 1: (9 + 1) / 12
     assert planner.path_values(tree)[1] / planner.path_values(tree)[0] == pytest.approx(10 / 12 * 0.5)

@@ -5,16 +5,17 @@ import pytest
 from specviz.decoding.engine import Decoder
 from specviz.decoding.settings import DecodeSettings
 from specviz.measure.comparison import Config, Shared
-from specviz.proposers import DEFAULT_K
+from specviz.proposers import default_k, specs
 from specviz.ui.runtime.settings import RunSettings, from_inputs
 from tests.helpers.tiny import pair
 
 
 def test_k_none_takes_the_methods_own_default():
-    """With no K, each method gets proposers.DEFAULT_K's value, and a changed method gets its own."""
-    for method, k in DEFAULT_K.items():
-        assert DecodeSettings(method=method).k == k
-    assert DecodeSettings(method="pld").replace(method="head").k == DEFAULT_K["head"]
+    """With no K, each method gets its spec's default K (plain decoding 1), and a changed method gets its own."""
+    assert DecodeSettings(method="ar").k == 1
+    for spec in specs():
+        assert DecodeSettings(method=spec.name).k == spec.default_k
+    assert DecodeSettings(method="pld").replace(method="head").k == default_k("head") == 8
     assert DecodeSettings(method="pld", k=3).replace(temperature=0.5).k == 3
 
 
@@ -90,7 +91,7 @@ def test_compare_rows_change_only_their_own_columns():
     s = shared.for_row(Config("bundled", "logitspec", None, 5, 0.7))
     assert (s.method, s.k, s.temperature, s.seed, s.top_p, s.max_new_tokens, s.record) == (
         "logitspec", 5, 0.7, 7, 0.8, 20, False)
-    assert Config("bundled", "pld").k == DEFAULT_K["pld"]
+    assert Config("bundled", "pld").k == default_k("pld")
 
 
 def test_the_apps_settings_are_decode_settings_with_the_engine_method():
@@ -103,6 +104,6 @@ def test_the_apps_settings_are_decode_settings_with_the_engine_method():
     d = s.decode()
     assert type(d) is DecodeSettings and d.method == "head"
     assert (d.k, d.temperature, d.top_p, d.seed) == (5, 0.7, 0.9, 2)
-    assert from_inputs(dict(method="pld", prompt="x")).k == DEFAULT_K["pld"]
+    assert from_inputs(dict(method="pld", prompt="x")).k == default_k("pld")
     with pytest.raises(ValueError, match="top_p"):
         RunSettings(top_p=1.5)

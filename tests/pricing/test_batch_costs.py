@@ -7,13 +7,13 @@ import specviz
 from specviz.decoding import engine
 from specviz.decoding.planner import Planner, key
 from specviz.decoding.targets import BatchedTarget
-from specviz.drafting.tree import DraftTree, Source, SourceKind
+from specviz.drafting.tree import DraftTree, Source
 from specviz.pricing import batch_costs
 from specviz.pricing.batch_costs import BatchCosts
 from specviz.viz.narrate import narrate
 from tests.helpers.tiny import PROMPTS, pair
 
-LOOKUP = Source(SourceKind.LOOKUP, ngram=3)
+LOOKUP = Source("lookup", ngram=3)
 CHAIN = DraftTree.chain([5, 6, 7, 8, 9, 10, 11, 12], sources=[LOOKUP] * 8)
 SIZES = [1, 2, 3, 5, 9, 17]
 

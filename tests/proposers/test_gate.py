@@ -9,7 +9,7 @@ import specviz
 from specviz.decoding.engine import Decoder
 from specviz.decoding.planner import Planner, key
 from specviz.decoding.trace import CycleTrace, NodeTrace, RunTrace, Skip
-from specviz.drafting.tree import DraftTree, Source, SourceKind
+from specviz.drafting.tree import DraftTree, Source
 from specviz.loading.loader import tiny_random
 from specviz.proposers import gate
 from specviz.proposers.gate import HEAD, LONG_MATCH, SUFFIX, UNPAID, Gate, long_match
@@ -62,7 +62,7 @@ def test_a_long_retrieval_match_skips_the_head_only():
     """Where the planner would send a retrieval chain at least as deep as the head would draft, the
     head is skipped (long-match) and the cheap sources are still computed; a short chain skips nothing."""
     planner = Planner(greedy=True)
-    root = Source(SourceKind.ROOT, ngram=3)
+    root = Source("root", ngram=3)
     for depth in range(1, 9):
         planner.counts[key(root, depth)] = [48.0, 50.0]
     chain = DraftTree.chain([5, 6, 7, 8, 9, 10], sources=[root] * 6, retrieval_hit=True)
@@ -75,7 +75,7 @@ def test_a_short_or_unsure_match_keeps_the_head():
     """A match that is not the longest n-gram, or whose chain the planner's counts accept that deep
     less often than LONG_SURE, is not long: the head is computed where its tokens may be accepted."""
     planner = Planner(greedy=True)
-    full, short = Source(SourceKind.ROOT, ngram=3), Source(SourceKind.ROOT, ngram=2)
+    full, short = Source("root", ngram=3), Source("root", ngram=2)
     for depth in range(1, 9):
         planner.counts[key(full, depth)] = [48.0, 50.0]
         planner.counts[key(short, depth)] = [48.0, 50.0]

@@ -51,9 +51,9 @@ def test_greedy_merge_drops_what_a_sibling_already_holds():
     """Under greedy decoding the head's nodes join retrieval's tree without duplicates: a head node
     whose token a sibling already holds is dropped and its children hang from that sibling (and
     are dropped in turn where they repeat a token there); new tokens keep the head's q and source."""
-    from specviz.drafting.tree import DraftTree, Source, SourceKind
+    from specviz.drafting.tree import DraftTree, Source
 
-    lookup, head = Source(SourceKind.ROOT), Source(SourceKind.HEAD)
+    lookup, head = Source("root"), Source("head")
     q = torch.full((12,), 1 / 12)
     retrieval = DraftTree.chain([5, 6, 7], sources=[lookup] * 3)
     drafts = DraftTree([5, 8, 6, 9, 10], [-1, -1, 0, 0, 2], [q] * 5, [head] * 5)

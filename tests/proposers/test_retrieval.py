@@ -6,7 +6,7 @@ import torch
 
 import specviz
 from specviz.drafting.sampling import Sampling
-from specviz.drafting.tree import Source, SourceKind
+from specviz.drafting.tree import Source
 from specviz.proposers import make_proposer
 from specviz.proposers.base import ProposeContext
 from specviz.proposers.logitspec import LogitSpecProposer, branch_lengths, merge_branches
@@ -83,7 +83,7 @@ def test_pld_copies_what_followed_the_match():
     pld.start(IDS)
     tree = pld.propose(ctx(IDS, k=8))
     assert tree.is_chain and tree.tokens == PHRASE[3:] + [3]
-    assert tree.retrieval_hit and tree.sources[0] == Source(SourceKind.LOOKUP, ngram=3) and tree.q is None
+    assert tree.retrieval_hit and tree.sources[0] == Source("lookup", ngram=3) and tree.q is None
     assert pld.propose(ctx(IDS, k=2)).tokens == PHRASE[3:5]
 
 
@@ -138,10 +138,10 @@ def test_logitspec_dual_retrieval():
     assert (23, 30, 31, 32) in paths  # continuation of [.., 21, 22]
     assert (31, 32, 33, 1) in paths  # cand 31, then what followed 31
     assert (50,) in paths  # a candidate without retrieval stays a lone next-next guess
-    assert tree.retrieval_hit and tree.sources[0] == Source(SourceKind.ROOT, ngram=2)
+    assert tree.retrieval_hit and tree.sources[0] == Source("root", ngram=2)
     first_level = {tree.tokens[i]: tree.sources[i] for i in tree.children(-1)}
-    assert first_level[31] == Source(SourceKind.CANDIDATE, branch=1, rank=2)
-    assert first_level[50] == Source(SourceKind.CANDIDATE, branch=2, rank=3)
+    assert first_level[31] == Source("candidate", branch=1, rank=2)
+    assert first_level[50] == Source("candidate", branch=2, rank=3)
 
 
 def test_logitspec_min_ngram_2_keeps_only_backed_candidates():
@@ -153,7 +153,7 @@ def test_logitspec_min_ngram_2_keeps_only_backed_candidates():
     tree = ls.propose(ctx(ids, logits_ranking([22, 40, 31, 41])))
     first_level = {tree.tokens[i]: tree.sources[i] for i in tree.children(-1)}
     assert set(first_level) == {23, 31}  # 40 and 41 are unbacked guesses
-    assert first_level[31] == Source(SourceKind.CANDIDATE, branch=2, rank=3)
+    assert first_level[31] == Source("candidate", branch=2, rank=3)
     lone = [7, 8, 9, 22]  # 22 never occurred before, nor did [22, cand]
     ls.start(lone)
     assert len(ls.propose(ctx(lone, logits_ranking([22, 40, 7])))) == 0

@@ -9,7 +9,6 @@ import pytest
 
 import specviz
 from specviz.decoding.engine import Decoder
-from specviz.drafting.tree import SourceKind
 from specviz.proposers import make_proposer
 from specviz.proposers.base import ProposeContext
 from specviz.proposers.suffix import EarlierRuns, SuffixProposer
@@ -37,7 +36,7 @@ def test_counts_are_a_suffix_trees_counts():
     for _ in range(20):
         texts = [[rng.randrange(4) for _ in range(40)] for _ in range(3)]
         context = [rng.randrange(4) for _ in range(6)]
-        found = [o for t in texts for o in occurrences(Text(t), context, 1, lambda a: SourceKind.SUFFIX_EARLIER)]
+        found = [o for t in texts for o in occurrences(Text(t), context, 1, lambda a: "suffix-earlier")]
         m = max(o.m for o in found)
         assert m == max(n for n in range(1, 7) if any(_count([t[:-1]], context[-n:]) for t in texts))
         grown = grow([o for o in found if o.m >= m], m, 3, 10 ** 6, 0.0)
@@ -60,8 +59,8 @@ def test_the_tree_ranks_continuations_by_frequency():
     tree = proposer.propose(_ctx(prompt + [4, 5], 3))
     level2 = [(tok, src.branch) for tok, par, src in zip(tree.tokens, tree.parents, tree.sources) if par == -1]
     assert level2 == [(7, 0), (8, 1)]
-    assert all(s.kind == SourceKind.SUFFIX_EARLIER for s in tree.sources)
-    assert tree.match.found_in == SourceKind.SUFFIX_EARLIER and tree.match.count == 4
+    assert all(s.kind == "suffix-earlier" for s in tree.sources)
+    assert tree.match.found_in == "suffix-earlier" and tree.match.count == 4
     pruned = SuffixProposer(model, store=store, min_prob=0.3).propose(_ctx(prompt + [4, 5], 3))
     assert 8 not in [t for t, p in zip(pruned.tokens, pruned.parents) if p == -1]
 

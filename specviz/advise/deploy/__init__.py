@@ -2,8 +2,9 @@
 and which picks deploy, at which K for each number of requests at once.
 
 Plain data and arithmetic over a `Survey` (advice.py): no model, no torch of its own, no network.
-Only two of the advisor's methods exist outside SpecViz: prompt lookup (`pld`) and a draft model
-(`draft`). Each is written for every engine that has it, by that engine's writer (vllm.py, hf.py,
+Only two kinds of the advisor's methods exist outside SpecViz: prompt lookup by n-gram and a draft
+model (a method's spec says which it deploys as, `deploys_as`). Each is written for every engine that
+has it, by that engine's writer (vllm.py, hf.py,
 sglang.py, llama_cpp.py: each one's docstring says how it maps SpecViz's method, and what it
 leaves out), with the K and the predicted speedup the survey ranked it at (`ranked`); every option
 name emitted is in its writer's OPTIONS with where it was checked.
@@ -20,12 +21,12 @@ from dataclasses import dataclass
 
 from specviz.advise.advice import Measured, Survey, ranked, under_concurrency
 from specviz.advise.deploy import hf, llama_cpp, sglang, vllm
+from specviz.proposers import REGISTRY, deploys_as, spec
 
 WRITERS = (vllm, hf, sglang, llama_cpp)  # one module per engine, in the order the page shows them
 VLLM, HF, SGLANG, LLAMA = (w.ENGINE for w in WRITERS)
 ENGINES = tuple(w.ENGINE for w in WRITERS)
 OPTIONS: dict[str, dict[str, str]] = {w.ENGINE: w.OPTIONS for w in WRITERS}  # engine → option → where checked
-DEPLOYABLE = ("pld", "draft")  # the methods an engine has; the rest is SpecViz's own
 
 
 @dataclass
@@ -61,17 +62,9 @@ def deployments(survey: Survey, target: str | None = None) -> list[Deployment]:
     return out
 
 
-_WHY = {  # why no engine has it, in a few words
-    "logitspec": "drafts a tree from the last logits' guesses at the token after next",
-    "hybrid": "joins prompt lookup, LogitSpec and the draft head in one tree",
-    "head": "is the draft head trained for SpecViz's bundled model, in no engine's format",
-    "layerskip": "drafts with a subset of the target's layers",
-}
-
-
 def deploys(m: Measured) -> bool:
     """An engine has the method, at a fixed K: SpecViz's planner ("K auto") is in no engine."""
-    return m.candidate.method in DEPLOYABLE and not m.candidate.planned
+    return deploys_as(m.candidate.method) is not None and not m.candidate.planned
 
 
 def best_deployable(survey: Survey) -> tuple[Measured, int, float] | None:
@@ -87,7 +80,8 @@ def not_deployable(survey: Survey) -> list[str]:
         if deploys(m):
             continue
         why = ("chooses K every cycle with SpecViz's planner" if m.candidate.planned
-               else _WHY.get(m.candidate.method, "is SpecViz's own method"))
+               else spec(m.candidate.method).help if m.candidate.method in REGISTRY  # what no engine does
+               else "is SpecViz's own method")
         text = (f"{m.candidate.label} (predicted {s:.2f}×) {why}, so no engine here "
                 f"({', '.join(ENGINES)}) runs it; ")
         if best is None:

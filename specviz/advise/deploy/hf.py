@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from specviz.advise.deploy.common import Written, cross_family, kwargs, model_name
 from specviz.advise.survey import Measured
+from specviz.proposers import deploys_as
+from specviz.proposers.method_spec import NGRAM
 from specviz.proposers.prompt_lookup import MAX_NGRAM
 
 ENGINE = "HF generate"
@@ -39,7 +41,7 @@ def write(m: Measured, k: int, target: str, sampled: bool) -> Written:
              f"tok = AutoTokenizer.from_pretrained({model!r})",
              f"model = AutoModelForCausalLM.from_pretrained({model!r})"]
     ask = "inputs = tok(PROMPT, return_tensors='pt')  # one prompt: assisted decoding runs at batch size 1"
-    if m.candidate.method == "pld":
+    if deploys_as(m.candidate.method) == NGRAM:  # prompt lookup; else a draft model
         options = {"prompt_lookup_num_tokens": k, "max_matching_ngram_size": MAX_NGRAM}
         config = kwargs(options)
         lines += [ask, f"out = model.generate(**inputs, max_new_tokens=256, {config})"]

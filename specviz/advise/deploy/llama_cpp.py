@@ -9,6 +9,8 @@ import shlex
 
 from specviz.advise.deploy.common import PORT, Written, cross_family, flags, model_name
 from specviz.advise.survey import Measured
+from specviz.proposers import deploys_as
+from specviz.proposers.method_spec import NGRAM
 from specviz.proposers.prompt_lookup import MAX_NGRAM, MIN_NGRAM
 
 ENGINE = "llama.cpp"
@@ -27,7 +29,7 @@ CROSS_NOTE = "llama.cpp's -md expects a draft whose vocabulary matches the targe
 
 
 def write(m: Measured, k: int, target: str, sampled: bool) -> Written:
-    if m.candidate.method == "pld":
+    if deploys_as(m.candidate.method) == NGRAM:  # prompt lookup; else a draft model
         options = {"--spec-type": "ngram-simple", "--spec-ngram-size-n": MAX_NGRAM, "--spec-ngram-size-m": k,
                    "--draft-max": k}
         note = (f"llama.cpp's ngram-simple matches one n-gram size ({MAX_NGRAM}); SpecViz's pld falls back to "

@@ -10,6 +10,8 @@ import shlex
 
 from specviz.advise.deploy.common import PORT, Written, cross_family, flags, model_name
 from specviz.advise.survey import Measured
+from specviz.proposers import deploys_as
+from specviz.proposers.method_spec import NGRAM
 
 ENGINE = "SGLang"
 _SG = "python/sglang/srt/server_args.py, ServerArgs (sgl-project/sglang 001067fffe33427bee0ed2f007fb7551a1d76b44)"
@@ -29,7 +31,7 @@ CROSS_NOTE = "SGLang's STANDALONE draft shares the target's vocabulary; a draft 
 
 
 def write(m: Measured, k: int, target: str, sampled: bool) -> Written:
-    if m.candidate.method == "pld":
+    if deploys_as(m.candidate.method) == NGRAM:  # prompt lookup; else a draft model
         options = {"--speculative-algorithm": "NGRAM", "--speculative-num-draft-tokens": k + 1,
                    "--speculative-ngram-max-bfs-breadth": 1}
         note = ("SGLang's NGRAM drafts from a trie of n-grams that all requests share, not from this request's "

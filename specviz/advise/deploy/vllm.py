@@ -12,6 +12,8 @@ import shlex
 
 from specviz.advise.deploy.common import PORT, Written, cross_family, model_name
 from specviz.advise.survey import Measured
+from specviz.proposers import deploys_as
+from specviz.proposers.method_spec import NGRAM
 from specviz.proposers.prompt_lookup import MAX_NGRAM, MIN_NGRAM
 
 ENGINE = "vLLM"
@@ -36,7 +38,7 @@ CROSS_NOTE = ("vLLM 0.32's draft_model method needs the target's vocabulary in t
 
 def options(m: Measured, k: int, sampled: bool) -> dict:
     """The speculative config for candidate `m` at K = k."""
-    if m.candidate.method == "pld":
+    if deploys_as(m.candidate.method) == NGRAM:  # prompt lookup; else a draft model
         return {"method": "ngram", "num_speculative_tokens": k,
                 "prompt_lookup_max": MAX_NGRAM, "prompt_lookup_min": MIN_NGRAM}
     out = {"method": "draft_model", "model": model_name(m.candidate.draft, "DRAFT"), "num_speculative_tokens": k}

@@ -7,7 +7,7 @@ from __future__ import annotations
 import gradio as gr
 
 from specviz.ui.decode import explain, export, handlers, lessons
-from specviz.ui.runtime.presets import KNOBS, MAX_NEW_RANGE, k_default
+from specviz.ui.runtime.presets import MAX_NEW_RANGE, k_default, knobs
 from specviz.ui.runtime.settings import BASE_INPUTS, RunSettings
 from specviz.ui.shared import recordings, views
 from specviz.ui.shared.inputs import model_inputs, sampling_inputs, seed_input, wire_draft_follows_target
@@ -15,7 +15,7 @@ from specviz.ui.shared.inputs import model_inputs, sampling_inputs, seed_input, 
 
 def config_column(s: RunSettings) -> tuple[dict, list]:
     gr.HTML('<h3 class="sv-h">Configuration</h3>')
-    comps, groups = model_inputs(s, knobs=True)
+    comps, groups = model_inputs(s, with_knobs=True)
     comps["prompt"] = gr.Textbox(value=s.prompt, lines=6, max_lines=16, label="Prompt", elem_id="sv-prompt")
     examples = recordings.examples()
     if examples:
@@ -85,7 +85,7 @@ def build(settings: RunSettings) -> tuple[dict, list, dict]:
 def wire(demo: gr.Blocks, inputs: dict, groups: list, comps: dict, decode: dict) -> None:
     """Connect the buttons, the slider and the settings to the handlers; `decode` holds the
     concurrency kwargs every model event of the page shares."""
-    settings = {k: v for k, v in inputs.items() if k in BASE_INPUTS or k in {kn.key for kn in KNOBS}}
+    settings = {k: v for k, v in inputs.items() if k in BASE_INPUTS or k in {kn.key for kn in knobs()}}
     outputs = [comps[name] for name in views.OUTPUTS]
     common = dict(inputs_kwargs=settings, outputs=outputs, show_progress_on=[comps["status"]])
     # "once": clicks while a Step is pending are dropped, so an impatient click cannot queue a second

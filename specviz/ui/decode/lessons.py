@@ -10,7 +10,7 @@ from typing import Iterator
 import gradio as gr
 
 from specviz.decoding.tracefile import TraceFile
-from specviz.ui.runtime.presets import KNOBS
+from specviz.ui.runtime.presets import knobs
 from specviz.ui.runtime.settings import BASE_INPUTS, RunSettings
 from specviz.ui.runtime.state import session_of
 from specviz.ui.shared import views
@@ -142,7 +142,7 @@ def lesson_block() -> dict:
 
 def wire_lessons(comps: dict, inputs: dict) -> None:
     """Each button plays its lesson's first run; the variant switch plays another."""
-    knob_keys = {k.key for k in KNOBS}
+    knob_keys = {k.key for k in knobs()}
     keys = [k for k in inputs if k in BASE_INPUTS or k in knob_keys]
     outputs = [comps[n] for n in views.OUTPUTS] + [inputs[k] for k in keys] + [
         comps["lesson_variant"], comps["lesson_text"], comps["lesson_key"]]

@@ -1,13 +1,12 @@
 """What the configuration column offers: model presets, methods and each method's own knobs."""
 from __future__ import annotations
 
-import importlib
 import inspect
 from dataclasses import dataclass
 from typing import Any
 
 from specviz.loading import gemma
-from specviz.proposers import HEAD_DRAFT, default_k
+from specviz.proposers import HEAD_DRAFT, REGISTRY, default_k, proposer_class, spec, specs
 from specviz.ui.runtime.limits import Limits
 
 BUNDLED = "bundled"
@@ -50,16 +49,18 @@ DRAFT_FAMILIES = [
     (("gpt2",), [("DistilGPT-2", "distilbert/distilgpt2"), ("GPT-2", "openai-community/gpt2")]),
 ]
 
-# Radio choices, (label, engine method name). "ar" is not offered: it is the baseline on the right.
-METHODS = [
-    ("Draft model", "draft"),
-    ("Prompt lookup (n-gram)", "pld"),
-    ("LogitSpec", "logitspec"),
-    ("Layer skip (self-draft)", "layerskip"),
-    ("Suffix decoding (prompt, output, earlier runs)", "suffix"),
-    ("Hybrid (lookup + LogitSpec + suffix + head)", "hybrid"),
-]
-METHOD_LABELS = {value: label for label, value in METHODS}
+def methods() -> list[tuple[str, str]]:
+    """The Proposer picker's choices, (label, engine method name), from the registry: every method but
+    one reached through the draft picker (the head: "Draft model" with the draft "head"). "ar" is not
+    offered: it is the baseline on the right."""
+    return [(s.label, s.name) for s in specs() if not s.offered_as_draft]
+
+
+def method_label(method: str) -> str:
+    """A method's label in the pickers (its spec's), or its name where no method has it."""
+    return spec(method).label if method in REGISTRY else method
+
+
 # The hybrid: prompt lookup, LogitSpec's candidates and (on the bundled target) the trained head's
 # chain in one tree, cut by the planner. Why it is the default, measured on the app's examples at
 # the app's settings: docs/bench/2026-11-30.md, "becomes the app's default".
@@ -72,7 +73,7 @@ K_RANGE = (1, _LIMITS.max_k)
 
 
 def k_default(method: str) -> int:
-    """The method's own default K (proposers.DEFAULT_K), within the server's limit."""
+    """The method's own default K (its spec's), within the server's limit."""
     return min(default_k(method), _LIMITS.max_k)
 
 
@@ -109,43 +110,20 @@ class Knob:
         return proposer_default(self.method, self.name)
 
 
-KNOBS = [
-    Knob("pld", "num_tokens", "Tokens copied per match", "int", 1, 32,
-         info="Longest draft one lookup copies (K caps it too)."),
-    Knob("pld", "max_ngram", "Longest n-gram matched", "int", 1, 6,
-         info="Tries the last n tokens, from this n down to the shortest below."),
-    Knob("pld", "min_ngram", "Shortest n-gram matched", "int", 1, 6,
-         info="1 also copies after a single matching token: more drafts, more misses."),
-    Knob("pld", "adaptive", "Back off after misses (plain steps, no wasted verify)", "bool"),
-    Knob("logitspec", "top_k", "Next-next candidates from the last logits", "int", 0, 64,
-         info="Top-k of the last logits, the root left out; 0 keeps only the root's branch."),
-    Knob("logitspec", "capacity", "Tree size cap (nodes)", "int", 1, 128),
-    Knob("logitspec", "branch_len", "Nodes in the first branch", "int", 1, 21,
-         info="Lower-ranked candidates keep fewer (rank-based pruning)."),
-    Knob("logitspec", "decay", "Branch length decay per rank", "float", 0.05, 1.0, 0.05),
-    Knob("logitspec", "max_ngram", "Longest n-gram matched", "int", 1, 6),
-    Knob("suffix", "capacity", "Tree size cap (nodes)", "int", 1, 128),
-    Knob("suffix", "min_prob", "Least share of occurrences a node keeps", "float", 0.0, 1.0, 0.05,
-         info="A continuation that followed the matched suffix less often than this share is left out."),
-    Knob("suffix", "share", "Draft from earlier runs on this prompt (a class)", "bool",
-         info="Runs on exactly this target and prompt, in this server; never another prompt's text."),
-    Knob("layerskip", "layers", "Layers the draft keeps", "layers", default="",
-         info="Indices or ranges such as 0-9, 20-29 (layer 0 must stay). Blank: skip the middle third."),
-]
+def knobs() -> list[Knob]:
+    """Every method's page options, as its spec declares them (a method's, in the registry's order)."""
+    return [Knob(s.name, k.name, k.label, k.widget, k.minimum, k.maximum, k.step, k.info, k.default)
+            for s in specs() for k in s.knobs]
 
 
 def proposer_default(method: str, name: str) -> Any:
     """The default of `name` in the proposer's constructor (None when it has none)."""
-    from specviz.proposers import REGISTRY
-
-    module, cls = REGISTRY[method].split(":")
-    proposer = getattr(importlib.import_module(f"specviz.proposers.{module}"), cls)
-    param = inspect.signature(proposer.__init__).parameters.get(name)
+    param = inspect.signature(proposer_class(method).__init__).parameters.get(name)
     return None if param is None or param.default is inspect.Parameter.empty else param.default
 
 
 def knobs_for(method: str) -> list[Knob]:
-    return [k for k in KNOBS if k.method == method]
+    return [k for k in knobs() if k.method == method]
 
 
 def draft_choices(target: str | None) -> list[tuple[str, str]]:

@@ -16,7 +16,15 @@ from typing import Any
 from specviz.decoding.settings import DecodeSettings
 from specviz.proposers import HEAD_DRAFT, layer_skip, resolve_draft
 from specviz.served.remote import PREFIX as REMOTE_PREFIX
-from specviz.ui.runtime.presets import BUNDLED, DEFAULT_METHOD, MAX_NEW_DEFAULT, METHOD_LABELS, draft_choices, knobs_for
+from specviz.ui.runtime.presets import (
+    BUNDLED,
+    DEFAULT_METHOD,
+    MAX_NEW_DEFAULT,
+    draft_choices,
+    knobs_for,
+    method_label,
+    methods,
+)
 
 # Input names, in the order the layout wires them; the API takes them as keyword arguments.
 BASE_INPUTS = ("target", "method", "draft", "k", "adaptive_k", "temperature", "top_p", "seed",
@@ -54,7 +62,7 @@ class RunSettings(DecodeSettings):
 
     def describe(self) -> str:
         """A short, plain-text summary for status messages."""
-        parts = [METHOD_LABELS.get(self.proposer, self.proposer)]
+        parts = [method_label(self.proposer)]
         if self.method == "hybrid" and self.target.startswith(REMOTE_PREFIX):
             parts.append("without the head, which a vLLM-served target cannot feed: lookup + LogitSpec")
         if self.method == "head":
@@ -102,8 +110,9 @@ def from_inputs(values: dict[str, Any]) -> RunSettings:
     """Build RunSettings from the layout's input values (missing ones take their defaults)."""
     d = RunSettings()
     proposer = values.get("method") or d.proposer  # the page's input keeps the API's name
-    if proposer not in METHOD_LABELS:
-        raise ValueError(f"Unknown method '{proposer}': choose one of {', '.join(METHOD_LABELS)}.")
+    offered = [name for _, name in methods()]
+    if proposer not in offered:
+        raise ValueError(f"Unknown method '{proposer}': choose one of {', '.join(offered)}.")
     knobs = tuple((k.name, v) for k in knobs_for(proposer)
                   if (v := _knob_value(k, values.get(k.key))) is not None)
     target = (values.get("target") or BUNDLED).strip() or BUNDLED

@@ -18,7 +18,7 @@ from specviz.decoding.runstate import LIVE, RunState
 from specviz.decoding.trace import RunTrace
 from specviz.decoding.tracefile import TraceFile
 from specviz.loading import loader as models
-from specviz.proposers import suffix
+from specviz.proposers import remember
 from specviz.proposers.head import HeadProposer
 from specviz.ui.runtime import memory
 from specviz.ui.runtime.limits import Limits, check_model_size, check_model_spec
@@ -171,7 +171,7 @@ class Session:
         if later.done and settings is not None:  # on ZeroGPU the worker's own store is lost with it
             target = MODELS.peek(settings.target)
             if target is not None:
-                suffix.remember(target.model, later)
+                remember(target.model, later)  # the store of a method that learns across runs
         return True
 
     def run(self) -> RunTrace | None:

@@ -12,14 +12,14 @@ import gradio as gr
 from specviz.ui.runtime.limits import served_targets
 from specviz.ui.runtime.presets import (
     K_RANGE,
-    KNOBS,
-    METHOD_LABELS,
-    METHODS,
     TARGETS,
     TEMPERATURE_RANGE,
     TOP_P_RANGE,
     Knob,
     draft_choices,
+    knobs,
+    method_label,
+    methods,
 )
 from specviz.ui.runtime.settings import RunSettings
 from specviz.ui.runtime.state import LIMITS
@@ -53,23 +53,25 @@ def draft_update(target: str | None, draft: str | None):
     return gr.update(choices=choices, value=draft if draft in values else (values[0] if values else None))
 
 
-def model_inputs(s: RunSettings, prefix: str = "", knobs: bool = False) -> tuple[dict, list]:
+def model_inputs(s: RunSettings, prefix: str = "", with_knobs: bool = False) -> tuple[dict, list]:
     """Target, proposer, draft, K and adaptive K, named with `prefix`. With `knobs`, also each
     method's options in an accordion of its own, and the draft picker shown only for the draft
-    method (decode/layout.py switches them); returns (inputs, [(method, accordion), ...])."""
+    method (decode/layout.py switches them); returns (inputs, [(method, accordion), ...]). The methods
+    and their options are the registry's (proposers/__init__.py), read as the page is built."""
     served = served_targets(LIMITS)  # targets served by vLLM, from the deployment's list
     comps = {"target": gr.Dropdown(TARGETS + served, value=s.target, allow_custom_value=True, label="Target model",
                                    info=TARGET_INFO + (SERVED_INFO if served else ""), elem_id=_id(prefix, "target"))}
-    comps["method"] = gr.Radio(METHODS, value=s.proposer, label="Proposer (how drafts are made)",
+    comps["method"] = gr.Radio(methods(), value=s.proposer, label="Proposer (how drafts are made)",
                                elem_id=_id(prefix, "method"))
     choices = draft_choices(s.target)
     comps["draft"] = gr.Dropdown(choices, value=s.draft or (choices[0][1] if choices else None),
                                  allow_custom_value=True, label="Draft model", info=DRAFT_INFO,
-                                 visible=not knobs or s.proposer == "draft", elem_id=_id(prefix, "draft"))
+                                 visible=not with_knobs or s.proposer == "draft", elem_id=_id(prefix, "draft"))
     groups = []
-    for method in dict.fromkeys(k.method for k in KNOBS) if knobs else ():
-        with gr.Accordion(f"{METHOD_LABELS[method]} options", open=False, visible=s.proposer == method) as group:
-            for knob in (k for k in KNOBS if k.method == method):
+    options = knobs() if with_knobs else []
+    for method in dict.fromkeys(k.method for k in options):
+        with gr.Accordion(f"{method_label(method)} options", open=False, visible=s.proposer == method) as group:
+            for knob in (k for k in options if k.method == method):
                 comps[knob.key] = knob_input(knob)
         groups.append((method, group))
     comps["k"] = gr.Slider(*K_RANGE, value=s.k, step=1, precision=0, label="K: draft length per cycle",

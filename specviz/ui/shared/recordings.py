@@ -21,7 +21,7 @@ from specviz.measure.waterfall import Analysis
 from specviz.pricing.cost_profile import renamed
 from specviz.pricing.costs import CostProfile
 from specviz.proposers import HEAD_DRAFT
-from specviz.ui.runtime.presets import DEFAULT_METHOD, METHODS
+from specviz.ui.runtime.presets import DEFAULT_METHOD, methods
 from specviz.ui.runtime.settings import RunSettings
 from specviz.ui.shared import views
 from specviz.ui.shared.views import ASSETS, status_html
@@ -65,7 +65,7 @@ def example_settings() -> RunSettings:
         proposer, known["draft"] = "draft", HEAD_DRAFT
     elif proposer == "draft" and s.get("draft"):
         known["draft"] = s["draft"]
-    known["proposer"] = proposer if proposer in {m for _, m in METHODS} else DEFAULT_METHOD
+    known["proposer"] = proposer if proposer in {m for _, m in methods()} else DEFAULT_METHOD
     known.setdefault("prompt", examples()[0]["prompt"] if examples() else "")
     return RunSettings(**known)
 
