@@ -11,11 +11,12 @@ import torch
 import specviz
 from specviz.decoding.engine import Decoder
 from specviz.decoding.runstate import LiveCaches, RunState
+from specviz.proposers import methods, spec
 from specviz.proposers.suffix import EARLIER
+from tests.helpers.methods import run_kwargs, use_twin_head
 from tests.helpers.tiny import PROMPTS, pair
 
-METHODS = ["ar", "draft", "pld", "logitspec", "layerskip", "suffix"]
-SENDS = {"draft": dict(plan=False), "layerskip": dict(plan=False)}  # c ≈ 1 and 2/3: the planner would send none
+METHODS = list(methods())  # every registered method and plain decoding
 N = 40  # tokens per run: enough cycles of every kind (accept, reject, bonus, plain step)
 
 
@@ -23,7 +24,8 @@ def _run(target, draft, method, temperature, drop_every_cycle, live):
     """Decode one run a cycle per call, resuming from the pickled state each time."""
     prompt = PROMPTS[2] * 3  # repeats, so the retrieval proposers find matches
     kw = dict(method=method, k=4, temperature=temperature, top_p=0.9 if temperature else 1.0, seed=7,
-              max_new_tokens=N, chat=False, **SENDS.get(method, {}))
+              max_new_tokens=N, chat=False, **run_kwargs(method, draft))
+    draft = kw.pop("draft", None)
     state = Decoder(target, prompt, draft=draft, **kw).state()
     while not state.done:
         state = pickle.loads(pickle.dumps(state))  # what crosses a process boundary
@@ -37,9 +39,10 @@ def _run(target, draft, method, temperature, drop_every_cycle, live):
 
 
 def _one_earlier_run(target, method) -> None:
-    """Suffix decoding's store as each compared run finds it: one earlier run on the same prompt
-    (a run feeds the store as it ends, so without this the second run would draft from the first)."""
-    if method == "suffix":
+    """Suffix decoding's store (the one store a method learns in) as each compared run finds it: one
+    earlier run on the same prompt (a run feeds the store as it ends, so without this the second run
+    would draft from the first)."""
+    if method != "ar" and spec(method).learns:
         EARLIER.clear()
         EARLIER.record(target.model, PROMPTS[2] * 3, [2, 11, 6, 4] * 6, "an earlier run")
 
@@ -52,20 +55,21 @@ def _draws(state: RunState) -> list:
 
 @pytest.mark.parametrize("method", [m if m == "ar" else pytest.param(m, marks=pytest.mark.drafts) for m in METHODS])
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
-def test_dropping_caches_after_every_cycle_changes_nothing(method, temperature):
+def test_dropping_caches_after_every_cycle_changes_nothing(method, temperature, monkeypatch, tmp_path):
     """With the KV caches dropped after every cycle (rebuilt by one prefill), the tokens, origins and
     every draw are the same as with the caches kept, and the same as an uninterrupted run; every
-    method but AR sends drafts, so the draws compared include drafts judged."""
+    method but AR sends drafts, so the draws compared include drafts judged. The head (alone and in
+    the hybrid) is an untrained one made for the twin."""
     target, draft = pair(noise=0.3, vocab=48, layers=3)
-    draft = draft if method == "draft" else None
+    use_twin_head(monkeypatch, target, tmp_path)
     _one_earlier_run(target, method)
     kept = _run(target, draft, method, temperature, False, LiveCaches())
     _one_earlier_run(target, method)
     dropped = _run(target, draft, method, temperature, True, LiveCaches())
     _one_earlier_run(target, method)
-    straight = specviz.generate(target, PROMPTS[2] * 3, method=method, draft=draft, k=4,
+    straight = specviz.generate(target, PROMPTS[2] * 3, method=method, k=4,
                                 temperature=temperature, top_p=0.9 if temperature else 1.0, seed=7,
-                                max_new_tokens=N, chat=False, **SENDS.get(method, {}))
+                                max_new_tokens=N, chat=False, **run_kwargs(method, draft))
     assert kept.rebuilds == 0 and dropped.rebuilds == dropped.n_cycles - 1
     assert method == "ar" or sum(len(c.nodes) for c in dropped.cycles) > 0, "no draft was sent"
     assert dropped.ids == kept.ids
