@@ -336,5 +336,5 @@ def iter_cycles(target: LoadedModel, prompt, **kw) -> Iterator[CycleTrace]:
 def generate(target: LoadedModel, prompt, settings: DecodeSettings | None = None,
              draft: LoadedModel | None = None, **kw) -> RunTrace:
     """Decode `prompt` and return the RunTrace; the arguments are Decoder's (e.g. method="ar" for
-    plain decoding; k=None takes the method's default, proposers.DEFAULT_K)."""
+    plain decoding; k=None takes the method's default, proposers.default_k)."""
     return Decoder(target, prompt, settings, draft, **kw).run()

@@ -25,7 +25,7 @@ MAX_K = 64  # deepest draft accepted: beyond this a verify pass costs more than 
 class DecodeSettings:
     """One run's decoding settings. Building one checks it, so a value that exists is usable.
 
-    `k=None` takes the method's default (proposers.DEFAULT_K). Options that belong to one
+    `k=None` takes the method's default (proposers.default_k, from its spec). Options that belong to one
     proposer (its knobs, e.g. LogitSpec's `top_k`) sit in `knobs` as sorted (name, value) pairs;
     `of(**kw)` sorts any keyword that is not a field into them, and a name that is neither a field
     nor one of the method's knobs is an error that names the nearest valid one.

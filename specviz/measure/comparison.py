@@ -38,7 +38,7 @@ class Config:
     target: str
     method: str
     draft: str | None = None
-    k: int | None = None  # None: the method's default (proposers.DEFAULT_K)
+    k: int | None = None  # None: the method's default (proposers.default_k)
     temperature: float = 0.0
 
     def __post_init__(self):

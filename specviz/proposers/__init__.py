@@ -1,4 +1,4 @@
-"""Proposers: one file each, behind `Proposer` (base.py), each declaring its `MethodSpec` (spec.py).
+"""Proposers: one file each, behind `Proposer` (base.py), each declaring its `MethodSpec` (method_spec.py).
 Register a new one with one line in REGISTRY; everything that lists methods reads them from here."""
 from __future__ import annotations
 
