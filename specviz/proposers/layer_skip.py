@@ -32,7 +32,7 @@ def parse_layers(text: str) -> list[int]:
     for part in [p for p in parts if p]:
         lo, dash, hi = (x.strip() for x in part.partition("-"))
         if not lo.isdigit() or (dash and not hi.isdigit()):
-            raise ValueError(f"'{part}' is not a layer index or a range: write indices and ranges, "
+            raise ValueError(f"'{part}' is not a number or a range: write layer indices and ranges, "
                              f"e.g. {LAYERS_EXAMPLE}")
         out.extend(range(int(lo), int(hi or lo) + 1))
     if not out:

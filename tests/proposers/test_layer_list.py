@@ -33,7 +33,7 @@ def test_a_list_written_out_reads_back():
 
 @pytest.mark.parametrize("text", ["0,x", "1-", "a-b", "+", "-3"])
 def test_a_bad_part_gets_a_sentence_naming_it_everywhere(text):
-    """A part that is not an index or a range is named in the error, with an example, from the parser,
+    """A part that is not a number or a range is named in the error, with an example, from the parser,
     the CLI (as an argparse error) and the page's knob (prefixed 'Layers:'); blank means the default
     on the page."""
     with pytest.raises(ValueError, match="e.g. 0-9\\+20-29"):
