@@ -18,7 +18,6 @@ Writes assets/head/head2.safetensors and card2.json beside it (never v1's head.s
 """
 from __future__ import annotations
 
-import math
 import statistics
 import time
 from dataclasses import asdict
@@ -30,6 +29,7 @@ from specviz.head.model import DEFAULT_PATH, target_parts
 from specviz.head.v2 import DraftHead2, config_for2
 from specviz.training.head2_eval import evaluate2
 from specviz.training.head_data import answer_tokens, vocab_subset
+from specviz.training.head_fit import optimiser
 from specviz.training.head_train import conclude, parser, prepare
 
 DEFAULT_PATH2 = DEFAULT_PATH.with_name("head2.safetensors")
@@ -92,10 +92,7 @@ def train2(head: DraftHead2, seqs: list[dict], target_model, steps: int, batch: 
     if len(starts) == 0:
         raise ValueError(f"no answer is long enough to train {unroll} steps from")
     gen = torch.Generator().manual_seed(seed)
-    opt = torch.optim.AdamW(head.parameters(), lr=lr, weight_decay=0.01)
-    warm = max(1, steps // 20)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / warm) * 0.5 * (1 + math.cos(math.pi * min(s, steps) / steps)))
+    opt, sched = optimiser(head, steps, lr)
     head.train()
     tail, t0 = [], time.perf_counter()
     for step in range(steps):

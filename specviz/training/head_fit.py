@@ -53,6 +53,16 @@ def _loss(head, w_sub, embed, F_all, X_all, idx, unroll: int, noise: float, ce_w
     return total / unroll, reg_sum / unroll, ce_sum / unroll, agree
 
 
+def optimiser(head, steps: int, lr: float):
+    """(AdamW with weight decay 0.01, its schedule): a linear warm-up over the first 5 % of the steps,
+    then cosine decay to 0; both heads' training uses it."""
+    opt = torch.optim.AdamW(head.parameters(), lr=lr, weight_decay=0.01)
+    warm = max(1, steps // 20)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / warm) * 0.5 * (1 + math.cos(math.pi * min(s, steps) / steps)))
+    return opt, sched
+
+
 def train(head: DraftHead, seqs: list[dict], target_model, steps: int, batch: int = 512, lr: float = 2e-3,
           unroll: int = 2, noise: float = 0.1, ce_weight: float = 1.0, seed: int = 0,
           log=print, every: int = 50) -> dict:
@@ -61,10 +71,7 @@ def train(head: DraftHead, seqs: list[dict], target_model, steps: int, batch: in
     w_sub = lm_head.weight.detach()[head.vocab_ids].float()
     F_all, X_all, starts = flatten(seqs, unroll)
     gen = torch.Generator().manual_seed(seed)
-    opt = torch.optim.AdamW(head.parameters(), lr=lr, weight_decay=0.01)
-    warm = max(1, steps // 20)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / warm) * 0.5 * (1 + math.cos(math.pi * min(s, steps) / steps)))
+    opt, sched = optimiser(head, steps, lr)
     head.train()
     tail, t0 = [], time.perf_counter()
     for step in range(steps):
