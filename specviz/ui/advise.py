@@ -42,7 +42,7 @@ RECORDED = ASSETS / "recorded_advice.json"
 def method_choices() -> list[tuple[str, str]]:
     """The candidates' picker, from the registry: the app's default method as the app runs it (K auto),
     then every method that needs no draft model (those are typed: draft models below)."""
-    auto = (f"K auto: {method_label(DEFAULT_METHOD)} (SpecViz's planner, as the app runs it)",
+    auto = (f"{method_label(DEFAULT_METHOD)}, K auto (SpecViz's planner, as the app runs it)",
             f"{AUTO}{DEFAULT_METHOD}")
     return [auto, *((s.label, s.name) for s in specs() if not s.needs_draft)]
 
@@ -55,7 +55,7 @@ K_MAX_DEFAULT = 8
 MAX_NEW_DEFAULT = 48
 INTRO = ("<p class='sv-cmp-intro'>Every candidate decodes the prompts once at K max with planning off, so each "
          "draft depth is judged, and the page shows per depth α_d (acceptance at depth d, conditional) and "
-         "reach_d (acceptance at depth d, marginal); 'Hybrid, K auto' runs as the app does, its planner choosing "
+         "reach_d (acceptance at depth d, marginal); 'K auto' runs as the app does, its planner choosing "
          "what to send. From them and the target's measured pass costs it predicts the speedup at every K and "
          "with several runs at once, ranks the candidates, then decodes the best ones for real beside plain "
          "decoding and, where a check is more than 15 % off, names the term of the model of speed that moved it. "

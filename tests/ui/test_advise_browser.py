@@ -95,10 +95,12 @@ def test_a_saved_profile_replays_and_a_bad_file_is_refused(page, tmp_path):
 def test_a_small_advice_runs_and_offers_its_profile(page):
     """On the bundled model, two draft-free candidates on one short prompt: the status streams what
     it does, ends 'Done', the table ranks exactly those two, and the survey is offered for download."""
+    from specviz.ui.advise import method_choices
+
     methods = page.locator("#sv-adv-methods")
-    for name in ("Hybrid, K auto (SpecViz's planner, as the app runs it)", "Hybrid", "Suffix decoding",
-                 "Draft head (bundled target)", "Layer skip"):
-        methods.get_by_label(name, exact=True).uncheck()
+    for name, value in method_choices():  # every candidate the picker offers but the two
+        if value not in ("pld", "logitspec"):
+            methods.get_by_label(name, exact=True).uncheck()
     page.locator("#sv-adv-prompts textarea").fill("Count from one to twenty: one, two, three,")
     for slider, value in (("#sv-adv-kmax", "2"), ("#sv-adv-maxnew", "8"), ("#sv-adv-check", "1")):
         box = page.locator(f"{slider} input[type=number]")
