@@ -27,7 +27,7 @@ from types import SimpleNamespace
 import torch
 
 from specviz.loading.loader import derive_draft, load, tiny_random, wrap
-from specviz.measure import batch_effect, bench, theory
+from specviz.measure import batch_effect, bench, bench_summary, theory
 from specviz.pricing import costs, timing
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -100,8 +100,8 @@ def speed(target, prompts: list[str], cfg: dict, methods=METHODS) -> dict:
             row[f"{m}_same"] = runs[m][0]["token_ids"] == runs["hf"][0]["token_ids"]
         rows.append(row)
     return {"methods": usable, "rows": rows, "summary": {
-        m: {"vs_hf": bench.geomean([r[m] / r["hf"] for r in rows]),
-            "vs_hf_pld": bench.geomean([r[m] / r["hf_pld"] for r in rows]),
+        m: {"vs_hf": bench_summary.geomean([r[m] / r["hf"] for r in rows]),
+            "vs_hf_pld": bench_summary.geomean([r[m] / r["hf_pld"] for r in rows]),
             "identical": sum(r[f"{m}_same"] for r in rows)} for m in usable}}
 
 

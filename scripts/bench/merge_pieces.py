@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from specviz.measure import bench_resume
-from specviz.measure.bench import summarise
+from specviz.measure.bench_summary import summarise
 from specviz.measure.bench_table import summary_markdown
 from specviz.viz.bench_report import report_html
 

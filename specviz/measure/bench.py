@@ -17,7 +17,6 @@ import argparse
 import json
 import math
 import platform
-import statistics
 import sys
 import time
 from datetime import datetime, timezone
@@ -31,6 +30,7 @@ from specviz.decoding.planner import verify_cost
 from specviz.decoding.served import served_plain
 from specviz.loading.loader import load, same_tokenizer
 from specviz.measure import bench_resume, specbench
+from specviz.measure.bench_summary import median_row, summarise
 from specviz.measure.bench_table import default_methods, suite_methods, summary_markdown  # noqa: F401
 from specviz.passes import speedups
 from specviz.pricing.timing import cpu_name
@@ -165,73 +165,6 @@ def time_variant(target, ids, variant, draft, args) -> dict:
     return out
 
 
-def _median_row(runs: list[dict]) -> dict:
-    row = {k: statistics.median(r[k] for r in runs) for k in runs[0]
-           if isinstance(runs[0][k], (int, float)) and runs[0][k] is not None}
-    row["new_tokens"] = len(runs[0]["token_ids"])
-    # in repeat order, to pair with the anchor's; tokens/s, since a sampled repeat's length differs
-    row["tokens_per_s_repeats"] = [r["tokens_per_s"] for r in runs]
-    if "acceptance_by_position" in runs[0]:  # the same every repeat under greedy decoding
-        row["acceptance_by_position"] = runs[0]["acceptance_by_position"]
-    row["token_ids"] = runs[0]["token_ids"]
-    return row
-
-
-def geomean(xs) -> float:
-    xs = [x for x in xs if x > 0]
-    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
-
-
-def repeat_ratios(row: dict, anchor: dict) -> list[float]:
-    """The variant's tokens/s over the anchor's, repeat by repeat (the two ran one after the other
-    in each repeat, so they share its machine state; a sampled repeat's length differs, so speeds,
-    not times); [] for rows without per-repeat speeds."""
-    ours, theirs = row.get("tokens_per_s_repeats") or [], anchor.get("tokens_per_s_repeats") or []
-    return [a / b for a, b in zip(ours, theirs) if a > 0 and b > 0]
-
-
-def summarise(results: dict, variants: list[str]) -> dict:
-    """Per variant: geometric-mean speedups over hf and hf_pld, worst prompt, lossless count, and
-    against hf repeat by repeat: the prompts where the variant was slower in every repeat."""
-    out = {}
-    for v in variants:
-        rows = [(pid, r[v], r.get("hf"), r.get("hf_pld")) for pid, r in results.items()]
-        s = {"tokens_per_s_median": statistics.median(x["tokens_per_s"] for _, x, _, _ in rows)}
-        if rows[0][2] is not None:
-            ratios = [x["tokens_per_s"] / h["tokens_per_s"] for _, x, h, _ in rows]
-            s.update(speedup_vs_hf=geomean(ratios), worst_vs_hf=min(ratios),
-                     identical_to_hf=sum(x["token_ids"] == h["token_ids"] for _, x, h, _ in rows))
-            paired = {pid: repeat_ratios(x, h) for pid, x, h, _ in rows}
-            if v != "hf" and all(len(rs) > 1 for rs in paired.values()):
-                s["repeat_ratios_vs_hf"] = paired
-                s["slower_every_repeat"] = [pid for pid, rs in paired.items() if max(rs) < 1.0]
-        served = [(x, r["vllm"]) for pid, r in results.items() for x in [r[v]] if "vllm" in r]
-        if served:
-            s.update(speedup_vs_vllm=geomean(x["tokens_per_s"] / b["tokens_per_s"] for x, b in served),
-                     identical_to_vllm=sum(x["token_ids"] == b["token_ids"] for x, b in served))
-        if rows[0][3] is not None:
-            s["speedup_vs_hf_pld"] = geomean(x["tokens_per_s"] / p["tokens_per_s"] for _, x, _, p in rows)
-        for key in ("mean_accepted_tokens", "acceptance_rate", "retrieval_success"):
-            vals = [x[key] for _, x, _, _ in rows if x.get(key) is not None]
-            if vals:
-                s[key] = statistics.mean(vals)
-        by_pos = [x["acceptance_by_position"] for _, x, _, _ in rows if x.get("acceptance_by_position")]
-        if by_pos:  # α at draft position 1, 2, …, averaged over the prompts that reached it
-            s["acceptance_by_position"] = [statistics.mean(a[d] for a in by_pos if len(a) > d)
-                                           for d in range(max(map(len, by_pos)))]
-        if rows[0][1].get("cycles") is not None:  # ours: where the wall-clock time went (the profile)
-            xs = [x for _, x, _, _ in rows]
-            s["profile"] = {
-                "draft_share": statistics.mean(x["draft_s"] / x["wall_s"] for x in xs),
-                "verify_share": statistics.mean(x["verify_s"] / x["wall_s"] for x in xs),
-                "other_share": statistics.mean(x["other_s"] / x["wall_s"] for x in xs),
-                # a run that ended at its prefill (the first token was an end token) has no cycle
-                "ms_per_verify_pass": 1000 * statistics.median(x["verify_s"] / max(1, x["cycles"]) for x in xs),
-                "tokens_per_verify_pass": statistics.mean(x["new_tokens"] / max(1, x["cycles"]) for x in xs)}
-        out[v] = s
-    return out
-
-
 CPU_FEATURES = ("avx2", "avx512f", "avx512_bf16", "amx_tile")  # what decides a CPU's speed here (DESIGN.md)
 
 
@@ -285,7 +218,7 @@ def _measure(target, draft, item, variants, args) -> dict:
         order = variants[rep % len(variants):] + variants[: rep % len(variants)]  # rotate
         for v in order:
             runs[v].append(time_variant(target, ids, v, draft, args))
-    return {v: _median_row(r) for v, r in runs.items()}
+    return {v: median_row(r) for v, r in runs.items()}
 
 
 def _report(args, variants, cost, prompts, results, previous) -> dict:

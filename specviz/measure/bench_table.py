@@ -20,10 +20,9 @@ hybrid to be at least `HYBRID_BAR` of it in every row. The table shows it; nothi
 """
 from __future__ import annotations
 
-import math
-
 from specviz.decoding import speed
 from specviz.measure import specbench
+from specviz.measure.bench_summary import geomean
 from specviz.proposers import AR, REGISTRY, joins, retrieval, spec
 
 HYBRID_BAR = 0.97  # issue 64: the hybrid within 3 % of its best part in every category
@@ -58,21 +57,16 @@ def is_anchor(variant: str) -> bool:
     return variant.startswith("hf") or variant == "vllm"
 
 
-def _geomean(xs: list[float]) -> float:
-    xs = [x for x in xs if x > 0]
-    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
-
-
 def speedup(results: dict, ids: list[str], variant: str, anchor: str) -> dict:
     """{"x": geomean of the question medians' ratios, "lo", "hi": the per-repeat geomeans' range or None}."""
-    x = _geomean([results[i][variant]["tokens_per_s"] / results[i][anchor]["tokens_per_s"] for i in ids
+    x = geomean([results[i][variant]["tokens_per_s"] / results[i][anchor]["tokens_per_s"] for i in ids
                   if results[i][anchor]["tokens_per_s"] > 0])  # an answer of no token has no speed
     per_question = [list(zip(results[i][variant].get("tokens_per_s_repeats") or [],
                              results[i][anchor].get("tokens_per_s_repeats") or [])) for i in ids]
     reps = min(map(len, per_question))
     if reps < 2:
         return {"x": x, "lo": None, "hi": None}
-    by_repeat = [_geomean([pairs[r][0] / pairs[r][1] for pairs in per_question if pairs[r][1] > 0])
+    by_repeat = [geomean([pairs[r][0] / pairs[r][1] for pairs in per_question if pairs[r][1] > 0])
                  for r in range(reps)]
     return {"x": x, "lo": min(by_repeat), "hi": max(by_repeat)}
 
@@ -98,7 +92,7 @@ def best_single(results: dict, ids: list[str], variants: list[str]) -> dict | No
     singles = [v for v in variants if not is_anchor(v) and single(method_of(v))]
     if not singles:
         return None
-    speed_of = {v: _geomean([results[i][v]["tokens_per_s"] for i in ids]) for v in singles}
+    speed_of = {v: geomean([results[i][v]["tokens_per_s"] for i in ids]) for v in singles}
     best = max(singles, key=speed_of.get)
     hybrids = {v: speedup(results, ids, v, best)["x"] for v in variants if joins(method_of(v))}
     return {"method": best, "hybrids": hybrids}

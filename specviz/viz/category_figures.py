@@ -15,6 +15,7 @@ from collections import defaultdict
 
 import plotly.graph_objects as go
 
+from specviz.measure.bench_summary import geomean
 from specviz.measure.specbench import ALL, group_rows, missing_rows
 from specviz.viz.style import BLUE, VERMILLION, base_layout, esc_plot, note_figure
 
@@ -56,10 +57,6 @@ def rows_from_bench(report: dict, anchor: str = "hf") -> list[dict]:
                 out.append({"question_id": str(qid), "category": categories.get(qid, ""), "method": variant,
                             "speedup": tps / base})
     return out
-
-
-def geomean(xs: list[float]) -> float:
-    return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
 
 def category_table(rows: list[dict], split_mt: bool = False) -> tuple[list[str], list[str], dict]:
