@@ -29,11 +29,14 @@ import torch
 from specviz.loading.loader import derive_draft, load, tiny_random, wrap
 from specviz.measure import batch_effect, bench, bench_summary, theory
 from specviz.pricing import costs, timing
+from specviz.proposers import AR, parts
 
 ROOT = Path(__file__).resolve().parents[1]
 
 PROMPTS = ROOT.parent / "shared" / "bench" / "prompts.json"
-METHODS = ("hf", "hf_pld", "ar", "pld", "logitspec", "head")
+# the anchors, our AR and the methods the hybrid joins that learn nothing across runs (the head where the
+# target is the bundled model)
+METHODS = ("hf", "hf_pld", AR, *parts())
 ALPHAS = (0.5, 0.6, 0.7, 0.8, 0.9)
 # SmolLM2-1.7B-Instruct's config (Llama): the shape is what costs time; random weights time the same.
 SMOLLM2_17B = dict(vocab_size=49152, hidden_size=2048, intermediate_size=8192, num_hidden_layers=24,

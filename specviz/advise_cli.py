@@ -27,11 +27,9 @@ def default_candidates() -> str:
     then each method it joins that learns nothing across runs (a survey's repeated prompts would teach
     one), then itself at a fixed K: auto:hybrid,pld,logitspec,head,hybrid."""
     from specviz.advise.survey import AUTO
-    from specviz.proposers import REGISTRY, joins, spec
+    from specviz.proposers import joiners, parts
 
-    joined = [m for m in REGISTRY if joins(m)]
-    parts = [p for m in joined for p in joins(m) if not spec(p).learns]
-    return ",".join([*(AUTO + m for m in joined), *dict.fromkeys(parts), *joined])
+    return ",".join([*(AUTO + m for m in joiners()), *parts(), *joiners()])
 
 
 def _advise_parser() -> argparse.ArgumentParser:

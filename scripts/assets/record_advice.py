@@ -17,11 +17,14 @@ import tempfile
 from pathlib import Path
 
 from specviz import cli
+from specviz.advise_cli import default_candidates
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDED = ROOT / "assets" / "recorded_advice.json"
 PROMPTS = ROOT.parent / "shared" / "bench" / "prompts.json"
-CANDIDATES = "auto:hybrid,head,layerskip,layerskip:0-5+24-29,pld,logitspec,hybrid"
+# the advisor's default candidates (the registry's), and layer skip as the page offers it and with the
+# bundled model's first and last six layers kept
+CANDIDATES = default_candidates() + ",layerskip,layerskip:0-5+24-29"
 IDS = ("sum-1", "code-1", "rag-1", "ext-1", "math-1", "chat-1")
 
 

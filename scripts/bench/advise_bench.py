@@ -30,13 +30,16 @@ import time
 from pathlib import Path
 
 from specviz.advise import advice, advice_report, advisor
+from specviz.advise_cli import default_candidates
 from specviz.decoding import planner
 from specviz.loading.loader import load
 from specviz.proposers import default_k
 
 ROOT = Path(__file__).resolve().parents[2]
 
-CANDIDATES = "auto:hybrid,head,layerskip,layerskip:0-5+24-29,pld,logitspec,hybrid"
+# the advisor's default candidates (the registry's), and layer skip as the page offers it and with the
+# bundled model's first and last six layers kept
+CANDIDATES = default_candidates() + ",layerskip,layerskip:0-5+24-29"
 PROMPTS = ROOT.parent / "shared" / "bench" / "prompts.json"
 IDS = "sum-1,code-1,rag-1,ext-1,math-1,chat-1"
 

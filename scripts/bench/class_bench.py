@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import specviz
-from specviz.proposers import suffix
+from specviz.proposers import REGISTRY, joiners, spec, suffix
 
 ROOT = Path(__file__).resolve().parents[2]
 COLOURS = [(0, 114, 178), (213, 94, 0), (0, 158, 115)]  # Okabe–Ito, as the page's figures
@@ -76,7 +76,9 @@ def draw(results: dict, path: Path, bar: float = 4.0) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--students", type=int, default=30)
-    ap.add_argument("--methods", default="suffix,hybrid")
+    # the methods that learn across runs (suffix: a class teaches it), then the hybrid that joins them
+    learners = [m for m in REGISTRY if spec(m).learns]
+    ap.add_argument("--methods", default=",".join(dict.fromkeys([*learners, *joiners()])))
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--out", required=True)
     args = ap.parse_args()

@@ -56,13 +56,26 @@ from specviz.decoding import planner, speed
 from specviz.measure import speed_model
 from specviz.measure.specbench import as_prompts, read_questions
 from specviz.pricing.timing import cpu_name
-from specviz.proposers import unshared
+from specviz.proposers import joiners, parts, unshared
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMPTS = ROOT.parent / "shared" / "bench" / "prompts.json"
 # Not one of the benchmark prompts: the calibration sees the machine, never the text it is checked on.
+FIXED_TREE = "fixed-tree"  # the hybrid's tree with its planner off: a tree of fixed shape
+# name: (method, planner on); any other name is its method, planner off
+VARIANTS = {FIXED_TREE: (joiners()[0], False), **{m: (m, True) for m in joiners()}}
 CALIBRATION = ("Write the days of the week, one per line, then the months of the year, one per line, "
                "then the days of the week again.")
+
+
+def sent_methods() -> list[str]:
+    """The registry's joiners (the hybrid) after their parts that learn nothing across runs."""
+    return [*parts(), *joiners()]
+
+
+def cut_grow_methods() -> list[str]:
+    """As sent, with the hybrid's tree at a fixed shape (planner off) beside the planned one."""
+    return [*parts(), FIXED_TREE, *joiners()]
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -72,8 +85,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--questions", type=Path, default=None,
                     help="a Spec-Bench question.jsonl: its questions' first turns instead of --prompts")
     ap.add_argument("--modes", default="sent", help="sent (as the planner sent), or cut and/or grow: e.g. cut,grow")
-    ap.add_argument("--methods", default=None, help="default: pld,logitspec,head,hybrid as sent; "
-                    "pld,logitspec,head,fixed-tree,hybrid to cut and grow")
+    ap.add_argument("--methods", default=None, help=f"default: {','.join(sent_methods())} as sent; "
+                    f"{','.join(cut_grow_methods())} to cut and grow")
     ap.add_argument("--temperatures", default="0,0.7", help="as sent only: cut and grow are greedy")
     ap.add_argument("--repeats", type=int, default=3, help="cut and grow: runs of each, the fastest kept")
     ap.add_argument("--max-new-tokens", type=int, default=128, help="the API's default")
@@ -112,7 +125,7 @@ def calibrate(target, methods, temperature, common, prof) -> dict:
 def measure(args, target, prompts) -> list[dict]:
     prof = planner.verify_cost(target)
     common = dict(max_new_tokens=args.max_new_tokens, seed=0)
-    methods = (args.methods or "pld,logitspec,head,hybrid").split(",")
+    methods = args.methods.split(",") if args.methods else sent_methods()
     rows = []
     for temperature in (float(t) for t in args.temperatures.split(",")):
         machine = calibrate(target, methods, temperature, common, prof)
@@ -134,7 +147,6 @@ def measure(args, target, prompts) -> list[dict]:
 
 
 FITS = {"cut": (16, (2, 4, 8)), "grow": (4, (8, 16))}  # mode: (the K fitted on, the Ks predicted)
-VARIANTS = {"fixed-tree": ("hybrid", False), "hybrid": ("hybrid", True)}  # name: (method, planner on); else off
 
 
 def best_runs(target, prompt: str, keys: list[tuple[str, int]], repeats: int, new_tokens: int) -> dict:
@@ -157,7 +169,7 @@ def measure_ks(args, target, prompts) -> list[dict]:
     """Cut and grow: each method fitted on its run at one K, predicting its runs at the others."""
     prof = planner.verify_cost(target)
     modes = [m for m in args.modes.split(",") if m in FITS]
-    methods = (args.methods or "pld,logitspec,head,fixed-tree,hybrid").split(",")
+    methods = args.methods.split(",") if args.methods else cut_grow_methods()
     ks = sorted({FITS[m][0] for m in modes} | {k for m in modes for k in FITS[m][1]})
     rows = []
     with unshared():  # no run drafts from another's output (suffix decoding's earlier runs)

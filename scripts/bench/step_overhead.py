@@ -127,10 +127,12 @@ def row(name: str, xs: list[float]) -> str:
 
 
 def main() -> None:
+    from specviz.proposers import joiners, parts
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=24, help="Steps timed per method")
-    ap.add_argument("--methods", default="head,pld,logitspec",
-                    help="head (the default draft), pld, logitspec, layerskip")
+    ap.add_argument("--methods", default=",".join([*parts(), *joiners()]),
+                    help="comma-separated methods (default %(default)s); head is the default draft")
     ap.add_argument("--http", action="store_true", help="also time /step through a running app")
     ap.add_argument("--rebuild", action="store_true", help="drop the KV caches before every Step (as on ZeroGPU)")
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own)")

@@ -23,7 +23,7 @@ from __future__ import annotations
 from specviz.decoding import speed
 from specviz.measure import specbench
 from specviz.measure.bench_summary import geomean
-from specviz.proposers import AR, REGISTRY, joins, retrieval, spec
+from specviz.proposers import AR, REGISTRY, joiners, joins, parts, retrieval, spec
 
 HYBRID_BAR = 0.97  # issue 64: the hybrid within 3 % of its best part in every category
 ANCHOR_COLUMNS = (("hf", "× HF plain"), ("hf_pld", "× HF prompt lookup"), ("ar", "× our AR"))
@@ -44,8 +44,7 @@ def default_methods() -> str:
 def suite_methods() -> str:
     """The suite's default (issue 64): our AR, each method that joins others' drafts (the hybrid) and
     every single method it is built from: ar,hybrid,pld,logitspec,suffix,head."""
-    joined = [m for m in REGISTRY if joins(m)]
-    return ",".join(dict.fromkeys([AR, *joined, *(part for m in joined for part in joins(m))]))
+    return ",".join(dict.fromkeys([AR, *joiners(), *parts(learning=True)]))
 
 
 def method_of(variant: str) -> str:

@@ -92,6 +92,18 @@ def joins(method: str) -> tuple[str, ...]:
     return spec(method).joins if method in REGISTRY else ()
 
 
+def joiners() -> tuple[str, ...]:
+    """The methods that join others' drafts (the hybrid), in the registry's order."""
+    return tuple(m for m in REGISTRY if joins(m))
+
+
+def parts(learning: bool = False) -> tuple[str, ...]:
+    """The methods the joiners are built from, in their order, once each; those that learn across runs
+    (suffix) only when `learning`, since a measurement's repeats would teach them: pld, logitspec, head."""
+    found = dict.fromkeys(p for m in joiners() for p in joins(m))
+    return tuple(p for p in found if learning or not spec(p).learns)
+
+
 def deploys_as(method: str) -> str | None:
     """What an engine runs the method as (spec.NGRAM or spec.DRAFT_MODEL), or None: SpecViz's own."""
     return spec(method).deploys_as if method in REGISTRY else None

@@ -1,5 +1,5 @@
 """A method is one entry (issue 66): outside the registry (specviz/proposers/__init__.py), no code under
-specviz/ writes a list of method names. Every picker, table and default reads them from the registry
+specviz/ or scripts/ writes a list of method names. Every picker, table and default reads them from the registry
 and each method's spec, so adding a method never means finding the lists that should name it.
 
 The scan reads every module's syntax tree for a tuple, list or set, a dict's keys, or a comma-separated
@@ -52,10 +52,12 @@ def method_lists(source: str, names: set[str]) -> list[tuple[int, list[str]]]:
 
 
 def test_no_list_of_method_names_outside_the_registry():
-    """No module under specviz/ but the registry holds a list of two or more registered method names."""
+    """No module under specviz/ but the registry, and no script under scripts/ (a benchmark's defaults, a
+    recorded asset's candidates), holds a list of two or more registered method names."""
     names = set(REGISTRY)
+    files = [*(ROOT / "specviz").rglob("*.py"), *(ROOT / "scripts").rglob("*.py"), ROOT / "app.py"]
     found = [f"{path.relative_to(ROOT)}:{line}: {', '.join(held)}"
-             for path in sorted((ROOT / "specviz").rglob("*.py")) if path != REGISTRY_FILE
+             for path in sorted(files) if path != REGISTRY_FILE
              for line, held in method_lists(path.read_text(), names)]
     assert not found, "method names listed outside the registry (read proposers.specs() instead):\n" + \
         "\n".join(found)
@@ -86,3 +88,16 @@ def test_one_name_a_literal_or_prose_is_not_a_list(clean):
     """A single name, a file format's Literal, prose that names methods and a pair with one name are not
     lists of methods."""
     assert not method_lists(clean, set(REGISTRY))
+
+
+def test_joiners_and_parts_come_from_the_specs():
+    """`joiners()` is every method whose spec joins others' drafts, and `parts()` the methods they join,
+    once each in their order, without those that learn across runs unless asked: the defaults the
+    benchmarks and the advisor read."""
+    from specviz.proposers import joiners, joins, parts, spec
+
+    assert joiners() == tuple(m for m in REGISTRY if spec(m).joins)
+    everything = list(dict.fromkeys(p for m in joiners() for p in joins(m)))
+    assert list(parts(learning=True)) == everything
+    assert list(parts()) == [p for p in everything if not spec(p).learns]
+    assert any(spec(p).learns for p in everything), "the hybrid joins a method that learns (suffix)"
