@@ -19,7 +19,6 @@ Writes assets/head/head2.safetensors and card2.json beside it (never v1's head.s
 from __future__ import annotations
 
 import statistics
-import time
 from dataclasses import asdict
 from pathlib import Path
 
@@ -29,7 +28,7 @@ from specviz.head.model import DEFAULT_PATH, target_parts
 from specviz.head.v2 import DraftHead2, config_for2
 from specviz.training.head2_eval import evaluate2
 from specviz.training.head_data import answer_tokens, vocab_subset
-from specviz.training.head_fit import optimiser
+from specviz.training.head_fit import fit
 from specviz.training.head_train import conclude, parser, prepare
 
 DEFAULT_PATH2 = DEFAULT_PATH.with_name("head2.safetensors")
@@ -91,27 +90,18 @@ def train2(head: DraftHead2, seqs: list[dict], target_model, steps: int, batch: 
     F_all, A_all, X_all, starts = flatten2(seqs, unroll)
     if len(starts) == 0:
         raise ValueError(f"no answer is long enough to train {unroll} steps from")
-    gen = torch.Generator().manual_seed(seed)
-    opt, sched = optimiser(head, steps, lr)
-    head.train()
-    tail, t0 = [], time.perf_counter()
-    for step in range(steps):
-        idx = starts[torch.randint(len(starts), (batch,), generator=gen)]
+
+    def loss_at(idx, gen):
         loss, agree = unroll_loss(head, w_sub, embed, F_all, A_all, X_all, idx, unroll)
-        opt.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        if step >= steps - max(1, steps // 10):
-            tail.append((loss.item(), agree))
-        if (step + 1) % every == 0 or step + 1 == steps:
-            log(f"  step {step + 1}/{steps}: ce {loss.item():.3f}, top-1 agreement by step "
-                f"{', '.join(f'{a:.2f}' for a in agree)}, {time.perf_counter() - t0:.0f} s")
-    head.eval()
+        return loss, (agree,)
+
+    def describe(loss, agree):
+        return f"ce {loss:.3f}, top-1 agreement by step {', '.join(f'{a:.2f}' for a in agree)}"
+
+    tail, took = fit(head, starts, steps, batch, lr, seed, loss_at, describe, log, every)
     return {"ce_loss": round(statistics.mean(t[0] for t in tail), 4),
             "top1_agreement_by_step": [round(statistics.mean(t[1][j] for t in tail), 4) for j in range(unroll)],
-            "s_per_step": round((time.perf_counter() - t0) / max(steps, 1), 3)}
+            "s_per_step": round(took / max(steps, 1), 3)}
 
 
 def parse_args2(argv):

@@ -63,30 +63,49 @@ def optimiser(head, steps: int, lr: float):
     return opt, sched
 
 
-def train(head: DraftHead, seqs: list[dict], target_model, steps: int, batch: int = 512, lr: float = 2e-3,
-          unroll: int = 2, noise: float = 0.1, ce_weight: float = 1.0, seed: int = 0,
-          log=print, every: int = 50) -> dict:
-    """AdamW with warm-up and cosine decay on random positions; returns means over the last tenth."""
-    embed, _, lm_head = target_parts(target_model)
-    w_sub = lm_head.weight.detach()[head.vocab_ids].float()
-    F_all, X_all, starts = flatten(seqs, unroll)
+def fit(head, starts: torch.Tensor, steps: int, batch: int, lr: float, seed: int, loss_at, describe,
+        log=print, every: int = 50) -> tuple[list[tuple], float]:
+    """The loop both heads train with: AdamW with warm-up and cosine decay (`optimiser`), on `batch`
+    random starting positions a step, gradients clipped at norm 1.
+
+    loss_at(idx, gen) gives (the loss to step on, a tuple of what else to keep); describe(loss, *kept)
+    words a progress line every `every` steps. Returns ((loss, *kept) of each of the last tenth of the
+    steps, seconds taken), with the head back in eval mode."""
     gen = torch.Generator().manual_seed(seed)
     opt, sched = optimiser(head, steps, lr)
     head.train()
     tail, t0 = [], time.perf_counter()
     for step in range(steps):
         idx = starts[torch.randint(len(starts), (batch,), generator=gen)]
-        loss, reg, ce, agree = _loss(head, w_sub, embed, F_all, X_all, idx, unroll, noise, ce_weight, gen)
+        loss, kept = loss_at(idx, gen)
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
         opt.step()
         sched.step()
         if step >= steps - max(1, steps // 10):
-            tail.append((loss.item(), reg, ce, agree))
+            tail.append((loss.item(), *kept))
         if (step + 1) % every == 0 or step + 1 == steps:
-            log(f"  step {step + 1}/{steps}: loss {loss.item():.3f} (hidden {reg:.3f}, ce {ce:.3f}), "
-                f"top-1 agreement {agree:.2f}, {time.perf_counter() - t0:.0f} s")
+            log(f"  step {step + 1}/{steps}: {describe(loss.item(), *kept)}, {time.perf_counter() - t0:.0f} s")
     head.eval()
+    return tail, time.perf_counter() - t0
+
+
+def train(head: DraftHead, seqs: list[dict], target_model, steps: int, batch: int = 512, lr: float = 2e-3,
+          unroll: int = 2, noise: float = 0.1, ce_weight: float = 1.0, seed: int = 0,
+          log=print, every: int = 50) -> dict:
+    """Fits the head on random positions of `seqs` (`fit`); returns means over the last tenth."""
+    embed, _, lm_head = target_parts(target_model)
+    w_sub = lm_head.weight.detach()[head.vocab_ids].float()
+    F_all, X_all, starts = flatten(seqs, unroll)
+
+    def loss_at(idx, gen):
+        loss, reg, ce, agree = _loss(head, w_sub, embed, F_all, X_all, idx, unroll, noise, ce_weight, gen)
+        return loss, (reg, ce, agree)
+
+    def describe(loss, reg, ce, agree):
+        return f"loss {loss:.3f} (hidden {reg:.3f}, ce {ce:.3f}), top-1 agreement {agree:.2f}"
+
+    tail, _ = fit(head, starts, steps, batch, lr, seed, loss_at, describe, log, every)
     keys = ("loss", "hidden_loss", "ce_loss", "top1_agreement")
     return {k: round(statistics.mean(t[i] for t in tail), 4) for i, k in enumerate(keys)}

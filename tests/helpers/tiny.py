@@ -39,6 +39,19 @@ def word_tokenizer(n=40, swap=None):
     return tok
 
 
+def training_inputs(tmp_path, monkeypatch, layers: int, lines: int):
+    """A tiny word-tokenizer target that `head_train.load` returns, a prompt file of `lines` lines and a
+    held-out file: what the head training scripts read. Returns (target, prompts path, held-out path)."""
+    from specviz.training import head_train
+
+    target = tiny_random(vocab_size=40, layers=layers, seed=2, tokenizer=word_tokenizer(40))
+    monkeypatch.setattr(head_train, "load", lambda spec, progress=None: target)  # prepare() loads it
+    prompts, heldout = tmp_path / "prompts_train_x.txt", tmp_path / "heldout.txt"
+    prompts.write_text("\n".join(" ".join(f"w{4 + (i * j) % 30}" for j in range(5)) for i in range(lines)) + "\n")
+    heldout.write_text("w5 w6 w7\nw9 w8\n")
+    return target, prompts, heldout
+
+
 def hf_greedy(target, prompt_ids, n):
     """Plain greedy decoding by transformers' own generate, as the reference."""
     out = target.model.generate(torch.tensor([prompt_ids]), do_sample=False, max_new_tokens=n,

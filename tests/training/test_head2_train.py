@@ -12,11 +12,11 @@ import torch
 from specviz.head.model import DEFAULT_PATH, load_head
 from specviz.head.v2 import DraftHead2
 from specviz.loading.loader import tiny_random
-from specviz.training import head2_eval, head2_train, head_train
+from specviz.training import head2_eval, head2_train
 from specviz.training.head2_eval import chain, replay
 from specviz.training.head2_train import flatten2, new_head2, train2, unroll_loss
 from specviz.training.head_data import collect, generate_batch, vocab_subset
-from tests.helpers.tiny import word_tokenizer
+from tests.helpers.tiny import training_inputs
 
 SMALL = dict(aux_layers=[1, 2], intermediate=48, heads=2, head_dim=16)
 
@@ -158,11 +158,7 @@ def test_the_script_writes_a_v2_head_and_card2(tmp_path, monkeypatch):
     """The whole script on a tiny target with a word tokenizer: it trains, writes a v2 head that
     loads and reads layers (2, num_layers // 2), and card2.json beside it with the held-out α;
     writing over v1's head.safetensors is refused."""
-    target = tiny_random(vocab_size=40, layers=4, seed=2, tokenizer=word_tokenizer(40))
-    monkeypatch.setattr(head_train, "load", lambda spec, progress=None: target)  # prepare() loads it
-    prompts, heldout = tmp_path / "prompts_train_x.txt", tmp_path / "heldout.txt"
-    prompts.write_text("\n".join(" ".join(f"w{4 + (i * j) % 30}" for j in range(5)) for i in range(12)) + "\n")
-    heldout.write_text("w5 w6 w7\nw9 w8\n")
+    target, prompts, heldout = training_inputs(tmp_path, monkeypatch, layers=4, lines=12)
     out = tmp_path / "head2.safetensors"
     args = ["--prompts", str(prompts), "--heldout", str(heldout), "--out", str(out), "--samples", "1",
             "--max-new-tokens", "10", "--steps", "4", "--batch", "16", "--vocab", "20", "--intermediate", "32",

@@ -6,21 +6,16 @@ import json
 from types import SimpleNamespace
 
 from specviz.head.model import DraftHead, load_head
-from specviz.loading.loader import tiny_random
 from specviz.training import head_train
 from specviz.training.head_eval import _tally
-from tests.helpers.tiny import word_tokenizer
+from tests.helpers.tiny import training_inputs
 
 
 def test_the_script_writes_a_v1_head_and_its_card(tmp_path, monkeypatch):
     """`head_train.main` on a tiny target with a word tokenizer: it generates the data, trains, writes
     a v1 head with the vocabulary subset asked for, and card.json beside it with the held-out α,
     greedy and sampled, and the cost ratio c."""
-    target = tiny_random(vocab_size=40, layers=2, seed=2, tokenizer=word_tokenizer(40))
-    monkeypatch.setattr(head_train, "load", lambda spec, progress=None: target)  # prepare() loads it
-    prompts, heldout = tmp_path / "prompts_train_x.txt", tmp_path / "heldout.txt"
-    prompts.write_text("\n".join(" ".join(f"w{4 + (i * j) % 30}" for j in range(5)) for i in range(8)) + "\n")
-    heldout.write_text("w5 w6 w7\nw9 w8\n")
+    target, prompts, heldout = training_inputs(tmp_path, monkeypatch, layers=2, lines=8)
     out = tmp_path / "head.safetensors"
     args = ["--prompts", str(prompts), "--heldout", str(heldout), "--out", str(out), "--samples", "1",
             "--max-new-tokens", "8", "--steps", "3", "--batch", "16", "--vocab", "20", "--k", "3",
