@@ -25,6 +25,7 @@ from typing import Callable
 
 import torch
 
+from specviz.decoding import speed
 from specviz.decoding.engine import generate
 from specviz.decoding.planner import verify_cost
 from specviz.decoding.served import served_plain
@@ -148,7 +149,10 @@ def _ours_call(target, ids, variant, draft, args):
             "acceptance_rate": m["acceptance_rate"], "drafted_tokens": m.get("drafted_tokens"),
             "retrieval_success": m["retrieval_success"],
             "cycles": m["cycles"], "draft_s": m["draft_s"], "verify_s": m["verify_s"], "other_s": m["other_s"],
-            "acceptance_by_position": m["acceptance_by_position"]}
+            "acceptance_by_position": m["acceptance_by_position"],
+            # tokens per second of the cycles alone, the prefill and set-up left out (a sampled answer's
+            # length decides how much the prefill weighs in tokens/s)
+            "cycle_tokens_per_s": len(run.token_ids) / max(speed.decode_s(run), 1e-9)}
 
 
 def time_variant(target, ids, variant, draft, args) -> dict:

@@ -16,6 +16,7 @@ def median_row(runs: list[dict]) -> dict:
     row = {k: statistics.median(r[k] for r in runs) for k in runs[0]
            if isinstance(runs[0][k], (int, float)) and runs[0][k] is not None}
     row["new_tokens"] = len(runs[0]["token_ids"])
+    row["new_tokens_repeats"] = [len(r["token_ids"]) for r in runs]  # sampled answers differ in length
     # in repeat order, to pair with the anchor's; tokens/s, since a sampled repeat's length differs
     row["tokens_per_s_repeats"] = [r["tokens_per_s"] for r in runs]
     if "acceptance_by_position" in runs[0]:  # the same every repeat under greedy decoding

@@ -83,7 +83,22 @@ def _cells(results: dict, ids: list[str], variant: str, anchors: list[str], gree
     cells["acceptance_rate"] = sum(alphas) / len(alphas) if alphas and drafts else None
     if greedy and "hf" in results[ids[0]]:
         cells["identical"] = sum(results[i][variant]["token_ids"] == results[i]["hf"]["token_ids"] for i in ids)
+    if not greedy:
+        cells.update(_lengths(results, ids, variant))
     return cells
+
+
+def _lengths(results: dict, ids: list[str], variant: str) -> dict:
+    """Under sampling each run writes an answer of its own length, and a short answer pays the same prefill
+    as a long one, so tokens/s mixes length with speed. Here: the mean answer length over the row's runs,
+    and the geometric mean over its questions of the variant's tokens/s in cycles alone (prefill left out)
+    over our AR's ("cycles_vs_ar", None where either was not timed by cycles: an anchor, an older file)."""
+    rows = [results[i][variant] for i in ids]
+    lengths = [n for r in rows for n in r.get("new_tokens_repeats") or [len(r["token_ids"])]]
+    ratios = [results[i][variant]["cycle_tokens_per_s"] / results[i][AR]["cycle_tokens_per_s"] for i in ids
+              if "cycle_tokens_per_s" in results[i][variant] and "cycle_tokens_per_s" in results[i].get(AR, {})]
+    return {"new_tokens_mean": sum(lengths) / len(lengths),
+            "cycles_vs_ar": geomean(ratios) if len(ratios) == len(ids) else None}
 
 
 def best_single(results: dict, ids: list[str], variants: list[str]) -> dict | None:
@@ -162,6 +177,23 @@ def _bar_lines(table: dict) -> list[str]:
     return lines
 
 
+def _length_lines(table: dict) -> list[str]:
+    """Sampled runs only: each method's mean answer length per row, and its speed in cycles alone over our
+    AR's, so a row where tokens/s and cycles disagree shows that answer lengths, not decoding, made it."""
+    if table["greedy"]:
+        return []
+    lines = ["", "Sampled answers differ in length, and a short answer pays the whole prefill for few tokens. "
+             "Per row, each method's mean answer length (new tokens) and its tokens/s in cycles alone, the "
+             "prefill left out, over our AR's (geometric mean over the row's questions):", "",
+             "| category | method | new tokens (mean) | × our AR, cycles alone |", "|---|---|---|---|"]
+    for name, row in table["rows"].items():
+        for v, c in row["methods"].items():
+            ratio = c.get("cycles_vs_ar")
+            lines.append(f"| {name} | {v} | {c['new_tokens_mean']:.0f} | "
+                         f"{'–' if ratio is None else f'{ratio:.2f}×'} |")
+    return lines
+
+
 def leaderboard_markdown(report: dict, split_mt: bool = False) -> str:
     """The leaderboard's table, the best-single-method table and the notes, as markdown."""
     table = leaderboard(report, split_mt)
@@ -173,7 +205,7 @@ def leaderboard_markdown(report: dict, split_mt: bool = False) -> str:
              f"{mode}, {s.get('max_new_tokens')} new tokens, {repeats}, target {s.get('target')}.",
              "", "Speedups: geometric mean over the row's questions of the ratio of tokens/s (medians over "
              "repeats); in brackets the lowest and highest of that mean taken within each repeat alone.", ""]
-    lines += _method_lines(table) + _bar_lines(table)
+    lines += _method_lines(table) + _bar_lines(table) + _length_lines(table)
     if table["missing"]:
         lines += ["", "No questions measured for " + ", ".join(table["missing"]) + ": left out of the table."]
     if measured < planned:

@@ -125,3 +125,25 @@ def test_alpha_is_left_out_for_questions_whose_run_sent_no_draft():
     assert rows["Translation"]["methods"]["suffix"]["acceptance_rate"] is None
     assert rows["Translation"]["methods"]["suffix"]["mean_accepted_tokens"] == 1.0
     assert rows["Overall"]["methods"]["suffix"]["acceptance_rate"] == pytest.approx(0.8)
+
+
+def test_sampled_rows_give_answer_lengths_and_speed_in_cycles_alone_over_our_ar():
+    """Under sampling the table adds, per row and method, the mean answer length over every repeat and
+    the geometric mean of tokens/s in cycles alone over our AR's; a method without cycle timings (the
+    anchors, an older file) shows a dash there; greedy runs have no such table."""
+    report = _report(temperature=0.7)
+    results = report["results"]
+    for pid, row in results.items():
+        row["ar"].update(new_tokens_repeats=[100, 120], cycle_tokens_per_s=10.0)
+        row["hybrid"].update(new_tokens_repeats=[20, 40], cycle_tokens_per_s=15.0 if pid == "1" else 30.0)
+    table = bench_table.leaderboard(report)
+    overall = table["rows"]["Overall"]["methods"]
+    assert overall["ar"]["new_tokens_mean"] == pytest.approx(110)
+    assert overall["hybrid"]["new_tokens_mean"] == pytest.approx(30)
+    assert overall["hybrid"]["cycles_vs_ar"] == pytest.approx((1.5 * 3.0 * 3.0 * 3.0) ** 0.25)
+    assert overall["ar"]["cycles_vs_ar"] == pytest.approx(1.0)
+    assert overall["pld"]["cycles_vs_ar"] is None  # no cycle timings: a dash
+    assert overall["pld"]["new_tokens_mean"] == pytest.approx(2.5)  # three answers of 3 tokens, one of 1
+    text = bench_table.leaderboard_markdown(report)
+    assert "| Overall | hybrid | 30 | 2.52× |" in text and "| Overall | pld | 2 | – |" in text
+    assert "cycles alone" not in bench_table.leaderboard_markdown(_report(temperature=0.0))
