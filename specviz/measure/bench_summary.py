@@ -25,6 +25,13 @@ def median_row(runs: list[dict]) -> dict:
     return row
 
 
+def cycled(row: dict) -> bool:
+    """Whether a run had a cycle to count τ and α over: one whose first token, from the prefill, was an
+    end token has none, and its τ of 0 is not a mean acceptance length (it would pull the mean under
+    our AR's 1)."""
+    return row.get("cycles", 1) > 0
+
+
 def geomean(xs) -> float:
     """The geometric mean of the positive values of `xs` (nan when none is): every ratio of tokens/s
     over questions is averaged this way, in the tables, the summaries and the category chart."""
@@ -62,7 +69,7 @@ def summarise(results: dict, variants: list[str]) -> dict:
         if rows[0][3] is not None:
             s["speedup_vs_hf_pld"] = geomean(x["tokens_per_s"] / p["tokens_per_s"] for _, x, _, p in rows)
         for key in ("mean_accepted_tokens", "acceptance_rate", "retrieval_success"):
-            vals = [x[key] for _, x, _, _ in rows if x.get(key) is not None]
+            vals = [x[key] for _, x, _, _ in rows if x.get(key) is not None and cycled(x)]
             if vals:
                 s[key] = statistics.mean(vals)
         by_pos = [x["acceptance_by_position"] for _, x, _, _ in rows if x.get("acceptance_by_position")]

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from specviz.decoding import speed
 from specviz.measure import specbench
-from specviz.measure.bench_summary import geomean
+from specviz.measure.bench_summary import cycled, geomean
 from specviz.proposers import AR, REGISTRY, joiners, joins, parts, retrieval, spec
 
 HYBRID_BAR = 0.97  # issue 64: the hybrid within 3 % of its best part in every category
@@ -73,12 +73,12 @@ def speedup(results: dict, ids: list[str], variant: str, anchor: str) -> dict:
 def _cells(results: dict, ids: list[str], variant: str, anchors: list[str], greedy: bool) -> dict:
     """One method's numbers on one row."""
     cells: dict = {a: speedup(results, ids, variant, a) for a in anchors if a != variant}
-    taus = [results[i][variant].get("mean_accepted_tokens") for i in ids]
+    taus = [results[i][variant].get("mean_accepted_tokens") for i in ids if cycled(results[i][variant])]
     taus = [t for t in taus if t is not None]
     cells["mean_accepted_tokens"] = sum(taus) / len(taus) if taus else None
     # α only where something was judged: a question whose run sent no draft has no acceptance rate
     alphas = [r["acceptance_rate"] for r in (results[i][variant] for i in ids)
-              if r.get("acceptance_rate") is not None and r.get("drafted_tokens", 1)]
+              if r.get("acceptance_rate") is not None and r.get("drafted_tokens", 1) and cycled(r)]
     drafts = not is_anchor(variant) and method_of(variant) != "ar"
     cells["acceptance_rate"] = sum(alphas) / len(alphas) if alphas and drafts else None
     if greedy and "hf" in results[ids[0]]:

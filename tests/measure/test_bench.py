@@ -24,7 +24,8 @@ SUMMARY_FIELDS = {"tokens_per_s_median", "speedup_vs_hf", "worst_vs_hf", "identi
 
 def test_bench_writes_json_with_every_field_and_the_report(tmp_path, bench_prompts, bundled_target, monkeypatch):
     """Two prompts × (hf, ar, pld) write bench.json with every field filled for every prompt and
-    variant (ours with their tokens/s in cycles alone, above the whole run's), a summary table, and an HTML report with the plotly chart; greedy ar matches HF plain."""
+    variant (ours with their tokens/s in cycles alone, above the whole run's), a summary table, and an
+    HTML report with the plotly chart; greedy ar matches HF plain."""
     two = sorted(bench_prompts, key=lambda p: len(p["prompt"]))[:2]  # the shortest: CI time
     prompts = tmp_path / "prompts.json"
     prompts.write_text(json.dumps(two), encoding="utf-8")
@@ -114,6 +115,24 @@ def test_a_run_that_ended_at_its_prefill_does_not_break_the_profile():
     results = {"a": {"hf": _row([1.0]), "ar": ours(0, 1)}, "b": {"hf": _row([1.0]), "ar": ours(4, 4)}}
     profile = bench_summary.summarise(results, ["hf", "ar"])["ar"]["profile"]
     assert profile["ms_per_verify_pass"] == pytest.approx(50.0) and profile["tokens_per_verify_pass"] == 1.0
+
+
+def test_a_run_of_no_cycle_is_left_out_of_tau_and_alpha():
+    """A run that ended at its prefill has no cycle, and the τ of 0 its trace gives is not an acceptance
+    length: the summary's and the leaderboard's mean τ and α leave it out, so our AR's τ stays 1 (a
+    Gemma bench read 0.94 for plain decoding when one of 16 prompts ended at its prefill)."""
+    from specviz.measure import bench_table
+
+    ours = lambda cycles, tau: {**_row([1.0]), "cycles": cycles, "verify_s": 0.1, "draft_s": 0.0,  # noqa: E731
+                                "other_s": 0.01, "wall_s": 1.0, "new_tokens": 3,
+                                "mean_accepted_tokens": tau, "acceptance_rate": tau / 2}
+    results = {"a": {"hf": _row([1.0]), "ar": ours(0, 0.0)}, "b": {"hf": _row([1.0]), "ar": ours(4, 1.0)}}
+    summary = bench_summary.summarise(results, ["hf", "ar"])["ar"]
+    assert summary["mean_accepted_tokens"] == 1.0 and summary["acceptance_rate"] == 0.5
+    report = {"settings": {"temperature": 0.0}, "variants": ["hf", "ar"], "prompts": {"a": "coding", "b": "coding"},
+              "results": results}
+    cells = bench_table.leaderboard(report)["rows"]["Overall"]["methods"]["ar"]
+    assert cells["mean_accepted_tokens"] == 1.0
 
 
 def test_the_spec_bench_suite_prints_the_leaderboards_table(tmp_path, bundled_target, monkeypatch, capsys):
