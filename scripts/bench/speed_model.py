@@ -52,7 +52,7 @@ from pathlib import Path
 import torch
 
 from specviz import generate, load
-from specviz.decoding import planner, speed
+from specviz.decoding import planner, speed, tracefile
 from specviz.measure import speed_model
 from specviz.measure.specbench import as_prompts, read_questions
 from specviz.pricing.timing import cpu_name
@@ -166,7 +166,11 @@ def best_runs(target, prompt: str, keys: list[tuple[str, int]], repeats: int, ne
 
 
 def measure_ks(args, target, prompts) -> list[dict]:
-    """Cut and grow: each method fitted on its run at one K, predicting its runs at the others."""
+    """Cut and grow: each method fitted on its run at one K, predicting its runs at the others; with
+    --out, every kept run's trace (beside its AR baseline) goes to OUT/traces."""
+    traces = args.out / "traces" if args.out else None
+    if traces is not None:
+        traces.mkdir(parents=True, exist_ok=True)
     prof = planner.verify_cost(target)
     modes = [m for m in args.modes.split(",") if m in FITS]
     methods = args.methods.split(",") if args.methods else cut_grow_methods()
@@ -177,15 +181,22 @@ def measure_ks(args, target, prompts) -> list[dict]:
             best = best_runs(target, p["prompt"], [("ar", 0)] + [(m, k) for m in methods for k in ks],
                              args.repeats, args.max_new_tokens)
             ar = best[("ar", 0)]
+            if traces is not None:  # every kept run, so a change to the model can be checked again offline
+                for (name, k), run in best.items():
+                    (traces / f"{p['id']}-{name}-{k}.json").write_text(tracefile.dumps(run, ar), encoding="utf-8")
             for m in methods:
                 for mode in modes:
                     fit, targets = FITS[mode]
-                    x = speed_model.inputs_of(best[(m, fit)], ar, speed_model.machine_inputs(best[(m, fit)], ar, prof))
+                    run = best[(m, fit)]
+                    x = speed_model.inputs_of(run, ar, speed_model.machine_inputs(run, ar, prof))
+                    # beside it, the passes fitted by size (machine_inputs' by_size): compared in the same runs
+                    x2 = speed_model.inputs_of(run, ar, speed_model.machine_inputs(run, ar, prof, by_size=True))
                     for k in targets:
                         measured = speed.costs(best[(m, k)], ar).speedup
-                        pred = speed_model.predict_at(x, prof, k)
+                        pred, pred2 = speed_model.predict_at(x, prof, k), speed_model.predict_at(x2, prof, k)
                         rows.append(dict(prompt=p["id"], method=m, mode=mode, fit_k=fit, k=k, predicted=pred,
-                                         measured=measured, miss=abs(pred - measured) / measured))
+                                         measured=measured, miss=abs(pred - measured) / measured,
+                                         predicted_by_size=pred2, miss_by_size=abs(pred2 - measured) / measured))
                         print(f"{p['id']:>10} {m:>10} {mode} {fit}→{k}: predicted {pred:.2f}×, measured "
                               f"{measured:.2f}×", file=sys.stderr)
     return rows
@@ -195,14 +206,15 @@ def summary_ks(rows: list[dict], header: str) -> str:
     """One line per method, mode and K predicted, then one per method and mode over its Ks: the median
     miss and the worst prompt beside it."""
     lines = [header, "", "| method | mode | K | median miss | worst prompt (miss) | median predicted | "
-             "median measured |", "|---|---|---|---|---|---|---|"]
+             "median measured | median miss, passes fitted by size |", "|---|---|---|---|---|---|---|---|"]
 
     def line(method: str, mode: str, ks: str, rs: list[dict]) -> None:
         worst = max(rs, key=lambda r: r["miss"])
         name = f"{worst['prompt']} at K = {worst['k']}" if ks.endswith("all") else worst["prompt"]
         lines.append(f"| {method} | {mode} | {ks} | {statistics.median(r['miss'] for r in rs):.1%} | {name} "
                      f"({worst['miss']:.0%}) | {statistics.median(r['predicted'] for r in rs):.2f}× | "
-                     f"{statistics.median(r['measured'] for r in rs):.2f}× |")
+                     f"{statistics.median(r['measured'] for r in rs):.2f}× | "
+                     f"{statistics.median(r['miss_by_size'] for r in rs):.1%} |")
 
     for method, mode in dict.fromkeys((r["method"], r["mode"]) for r in rows):
         mine = [r for r in rows if (r["method"], r["mode"]) == (method, mode)]

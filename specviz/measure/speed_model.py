@@ -54,7 +54,8 @@ class Inputs:
     About the machine, in one-token passes, measured before the run (a calibration run): a cycle's
     drafting, draft0 + draft1 · the levels a model drafted (a draft model or the head: draft0 = 0 and
     draft1 = c; retrieval alone: draft0, its lookup), its overhead, over0 + over1 · its nodes, a plain
-    token's overhead o_AR, and how decoding's verify passes compare with the cost profile's (v_scale)."""
+    token's overhead o_AR, and how decoding's verify passes compare with the cost profile's: a pass priced
+    at v(n) by the profile costs v0 + v_scale · v(n) (v0 = 0 unless fitted by size, `machine_inputs`)."""
     acceptance: list[float]
     sent: list[list[int]]
     full: list[bool]
@@ -66,6 +67,7 @@ class Inputs:
     over1: float
     ar_overhead: float
     v_scale: float = 1.0
+    v0: float = 0.0
     level_nodes: dict[str, float] = field(default_factory=dict)  # source -> mean nodes at depth D
     level_keep: dict[str, float] = field(default_factory=dict)  # source -> its nodes a level over the last's (≤ 1)
     level_calls: float | None = None  # mean model calls at depth D (one per model source there)
@@ -120,7 +122,8 @@ def _cycle_at(x: Inputs, depths: list[int], full: bool, levels: int, k: int, v: 
     """(expected tokens, cost) of one cycle whose draft is cut or grown to depth k (sent_at): its
     drafting, a pass over its nodes and the newest token (v(1) = 1 when it sent nothing) and its overhead."""
     depth, nodes, calls = sent_at(depths, full, levels, k, x)
-    cost = x.draft0 + x.draft1 * calls + x.v_scale * (v(nodes + 1) if nodes else 1.0) + x.over0 + x.over1 * nodes
+    priced = v(nodes + 1) if nodes else 1.0
+    cost = x.draft0 + x.draft1 * calls + x.v0 + x.v_scale * priced + x.over0 + x.over1 * nodes
     return _tokens(x, max(depths, default=0), depth, rate), cost
 
 
@@ -226,12 +229,20 @@ def _line(xs: list[float], ys: list[float]) -> tuple[float, float]:
     return my - b * mx, b
 
 
-def machine_inputs(run: RunTrace, ar: RunTrace, v: PassCost | None = None) -> dict:
+BY_SIZE_MIN = 3  # distinct pass sizes a run needs before its passes are fitted by size (by_size)
+
+
+def machine_inputs(run: RunTrace, ar: RunTrace, v: PassCost | None = None, by_size: bool = False) -> dict:
     """What a run and its baseline say about the machine, in one-token passes, fitted over its cycles:
     drafting against depth (through 0 for a model draft: c a call), overhead against nodes sent, the
     AR baseline's overhead, and with `v` (the cost profile) how the run's verify passes compare with
     the profile's (timed at one context length; decoding runs at others). Measured once, on a
-    calibration run, they predict other runs of the same method."""
+    calibration run, they predict other runs of the same method.
+
+    The passes compare as one ratio, v_scale (v0 = 0); with `by_size`, where the run's passes had at
+    least BY_SIZE_MIN sizes, as a line over its cycles, measured = v0 + v_scale · v(n), so passes of
+    other sizes than the run's are priced by how the run's own grew with size. (Under test: the
+    checks compare both, scripts/bench/speed_model.py.)"""
     cost = speed.costs(run, ar)
     unit = cost.unit_s
     drafts = [c.draft_s / unit for c in run.cycles]
@@ -245,11 +256,20 @@ def machine_inputs(run: RunTrace, ar: RunTrace, v: PassCost | None = None) -> di
     total = sum(others)
     overheads = [o / unit * (rest / total if total > 0 else 1.0) for o in others]
     over0, over1 = _line([float(len(c.nodes)) for c in run.cycles], overheads)
-    scale = 1.0
+    scale, v0 = 1.0, 0.0
     if v is not None:
-        priced = sum(v(len(c.nodes) + 1) if c.nodes else 1.0 for c in run.cycles) / len(run.cycles)
+        sizes = [v(len(c.nodes) + 1) if c.nodes else 1.0 for c in run.cycles]
+        priced = sum(sizes) / len(sizes)
         scale = cost.verify / priced if priced > 0 else 1.0
-    return dict(draft0=draft0, draft1=draft1, over0=over0, over1=over1, ar_overhead=cost.ar_overhead, v_scale=scale)
+        if by_size and len({len(c.nodes) for c in run.cycles}) >= BY_SIZE_MIN:
+            passes = [c.verify_s / unit for c in run.cycles]
+            v0, slope = _line(sizes, passes)
+            if slope > 0:
+                scale = slope
+            else:  # a flat or falling line says nothing of size: keep the ratio
+                v0 = 0.0
+    fitted = dict(draft0=draft0, draft1=draft1, over0=over0, over1=over1, ar_overhead=cost.ar_overhead, v_scale=scale)
+    return {**fitted, "v0": v0} if by_size else fitted  # v0 only where asked: a survey keeps no v0
 
 
 def inputs_of(run: RunTrace, ar: RunTrace, machine: dict | None = None) -> Inputs:

@@ -127,6 +127,33 @@ def test_machine_fits_recover_the_lines_they_were_made_from():
                    "over1": pytest.approx(0.02), "ar_overhead": pytest.approx(0.1), "v_scale": pytest.approx(1.5)}
 
 
+def _sized_run(sizes: list[int], v) -> RunTrace:
+    """Lookup chains of the given node counts whose verify pass costs 0.4 + 1.2 · v(nodes + 1) passes."""
+    cycles = [chain(i, n, 0, 0.0, UNIT * (0.4 + 1.2 * v(n + 1)), 0.0, source="lookup") for i, n in enumerate(sizes)]
+    return RunTrace("pld", settings={"k": 8}, cycles=cycles)
+
+
+def test_passes_fitted_by_size_recover_their_line_and_need_three_sizes():
+    """Verify passes costing 0.4 + 1.2 · v(n + 1) one-token passes: by size, over 4 sizes, machine_inputs
+    finds v0 = 0.4 and v_scale = 1.2; without by_size it keeps one ratio, the mean pass over the mean
+    priced one (and gives no v0: 0); with two sizes only, by_size keeps that ratio too. predict_at then prices
+    a cycle's pass at v0 + v_scale · v(n + 1): one 2-node cycle, all rejected, with no other cost, is
+    1 token over 0.4 + 1.2 · v(3) passes."""
+    v = lambda n: 1 + 0.1 * (n - 1)  # noqa: E731
+    sizes = [1, 2, 4, 8, 2, 4]
+    got = speed_model.machine_inputs(_sized_run(sizes, v), ar_baseline(), v, by_size=True)
+    assert (got["v0"], got["v_scale"]) == (pytest.approx(0.4), pytest.approx(1.2))
+    ratio = sum(0.4 + 1.2 * v(n + 1) for n in sizes) / sum(v(n + 1) for n in sizes)
+    plain_fit = speed_model.machine_inputs(_sized_run(sizes, v), ar_baseline(), v)
+    assert "v0" not in plain_fit and plain_fit["v_scale"] == pytest.approx(ratio)
+    two = speed_model.machine_inputs(_sized_run([2, 4, 2], v), ar_baseline(), v, by_size=True)
+    two_ratio = sum(0.4 + 1.2 * v(n + 1) for n in (2, 4, 2)) / sum(v(n + 1) for n in (2, 4, 2))
+    assert (two["v0"], two["v_scale"]) == (0.0, pytest.approx(two_ratio))
+    x = speed_model.Inputs(acceptance=[0.0, 0.0], sent=[[1, 2]], full=[False], levels=[0], reach_by_sent_depth={},
+                           draft0=0.0, draft1=0.0, over0=0.0, over1=0.0, ar_overhead=0.0, v_scale=1.2, v0=0.4)
+    assert speed_model.predict_at(x, v, None) == pytest.approx(1 / (0.4 + 1.2 * v(3)))
+
+
 def test_machine_fits_of_a_model_draft_and_of_lookups_alone():
     """A draft model's drafting goes through 0 at c a call (0.06 s over 3 + 2 calls is 0.12 passes a
     call; a cycle that sent nothing is left out); lookups alone have no model level, so their line is
