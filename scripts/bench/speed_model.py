@@ -55,6 +55,7 @@ from specviz import generate, load
 from specviz.decoding import planner, speed, tracefile
 from specviz.measure import speed_model
 from specviz.measure.specbench import as_prompts, read_questions
+from specviz.pricing.cost_profile import interpolate
 from specviz.pricing.timing import cpu_name
 from specviz.proposers import joiners, parts, unshared
 
@@ -91,6 +92,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--repeats", type=int, default=3, help="cut and grow: runs of each, the fastest kept")
     ap.add_argument("--max-new-tokens", type=int, default=128, help="the API's default")
     ap.add_argument("--limit", type=int, default=None, help="only the first N prompts (a smoke test)")
+    ap.add_argument("--from-traces", type=Path, default=None,
+                    help="cut and grow again from an earlier check's --out (its traces), decoding nothing")
     ap.add_argument("--threads", type=int, default=None, help="torch threads; default: torch's, as the app runs")
     ap.add_argument("--out", type=Path, default=None, help="folder for results.json and summary.md")
     return ap.parse_args(argv)
@@ -168,10 +171,12 @@ def best_runs(target, prompt: str, keys: list[tuple[str, int]], repeats: int, ne
 def measure_ks(args, target, prompts) -> list[dict]:
     """Cut and grow: each method fitted on its run at one K, predicting its runs at the others; with
     --out, every kept run's trace (beside its AR baseline) goes to OUT/traces."""
+    prof = planner.verify_cost(target)
     traces = args.out / "traces" if args.out else None
     if traces is not None:
         traces.mkdir(parents=True, exist_ok=True)
-    prof = planner.verify_cost(target)
+        points = {n: prof(n) for n in sorted(getattr(prof, "v", None) or range(1, 65))}
+        (args.out / "profile.json").write_text(json.dumps({"v": points}) + "\n", encoding="utf-8")
     modes = [m for m in args.modes.split(",") if m in FITS]
     methods = args.methods.split(",") if args.methods else cut_grow_methods()
     ks = sorted({FITS[m][0] for m in modes} | {k for m in modes for k in FITS[m][1]})
@@ -183,22 +188,50 @@ def measure_ks(args, target, prompts) -> list[dict]:
             ar = best[("ar", 0)]
             if traces is not None:  # every kept run, so a change to the model can be checked again offline
                 for (name, k), run in best.items():
-                    (traces / f"{p['id']}-{name}-{k}.json").write_text(tracefile.dumps(run, ar), encoding="utf-8")
-            for m in methods:
-                for mode in modes:
-                    fit, targets = FITS[mode]
-                    run = best[(m, fit)]
-                    x = speed_model.inputs_of(run, ar, speed_model.machine_inputs(run, ar, prof))
-                    # beside it, the passes fitted by size (machine_inputs' by_size): compared in the same runs
-                    x2 = speed_model.inputs_of(run, ar, speed_model.machine_inputs(run, ar, prof, by_size=True))
-                    for k in targets:
-                        measured = speed.costs(best[(m, k)], ar).speedup
-                        pred, pred2 = speed_model.predict_at(x, prof, k), speed_model.predict_at(x2, prof, k)
-                        rows.append(dict(prompt=p["id"], method=m, mode=mode, fit_k=fit, k=k, predicted=pred,
-                                         measured=measured, miss=abs(pred - measured) / measured,
-                                         predicted_by_size=pred2, miss_by_size=abs(pred2 - measured) / measured))
-                        print(f"{p['id']:>10} {m:>10} {mode} {fit}→{k}: predicted {pred:.2f}×, measured "
-                              f"{measured:.2f}×", file=sys.stderr)
+                    meta = {"prompt": p["id"], "name": name, "k": k}
+                    text = tracefile.dumps(run, ar, meta)
+                    (traces / f"{p['id']}-{name}-{k}.json").write_text(text, encoding="utf-8")
+            rows += predict_rows(best, p["id"], methods, modes, prof)
+    return rows
+
+
+def predict_rows(best: dict, prompt: str, methods: list[str], modes: list[str], prof) -> list[dict]:
+    """Each method fitted on its run at a mode's K, predicting its runs at that mode's other Ks, with the
+    passes priced by one ratio and, beside it, fitted by size; `best` holds the runs by (name, K) and
+    the AR baseline at ("ar", 0)."""
+    ar, rows = best[("ar", 0)], []
+    for m in methods:
+        for mode in modes:
+            fit, targets = FITS[mode]
+            run = best[(m, fit)]
+            x = speed_model.inputs_of(run, ar, speed_model.machine_inputs(run, ar, prof))
+            x2 = speed_model.inputs_of(run, ar, speed_model.machine_inputs(run, ar, prof, by_size=True))
+            for k in targets:
+                measured = speed.costs(best[(m, k)], ar).speedup
+                pred, pred2 = speed_model.predict_at(x, prof, k), speed_model.predict_at(x2, prof, k)
+                rows.append(dict(prompt=prompt, method=m, mode=mode, fit_k=fit, k=k, predicted=pred,
+                                 measured=measured, miss=abs(pred - measured) / measured,
+                                 predicted_by_size=pred2, miss_by_size=abs(pred2 - measured) / measured))
+                print(f"{prompt:>10} {m:>10} {mode} {fit}→{k}: predicted {pred:.2f}×, measured "
+                      f"{measured:.2f}×", file=sys.stderr)
+    return rows
+
+
+def from_traces(folder: Path, methods: list[str] | None, modes: list[str]) -> list[dict]:
+    """The predictions again from a check's kept traces (OUT/traces, OUT/profile.json), decoding nothing:
+    a change to the model is checked on the runs it was first checked on."""
+    points = {int(n): float(x) for n, x in json.loads((folder / "profile.json").read_text())["v"].items()}
+    prof = lambda n: interpolate(points, n)  # noqa: E731
+    runs: dict[str, dict] = {}
+    for path in sorted((folder / "traces").glob("*.json")):
+        doc = tracefile.read(path)
+        meta = doc.meta
+        runs.setdefault(meta["prompt"], {})[(meta["name"], int(meta["k"]))] = doc.run
+    rows = []
+    for prompt, best in runs.items():
+        kept = list(dict.fromkeys(name for name, _ in best if name != "ar"))
+        names = methods or sorted(kept, key=lambda n: (cut_grow_methods() + kept).index(n))  # the live order
+        rows += predict_rows(best, prompt, names, modes, prof)
     return rows
 
 
@@ -244,6 +277,11 @@ def main(argv=None) -> int:
     modes = set(args.modes.split(","))
     if modes != {"sent"} and not modes <= set(FITS):
         sys.exit(f"--modes is 'sent' or any of {', '.join(FITS)}, not {args.modes!r}")
+    if args.from_traces is not None:
+        rows = from_traces(args.from_traces, args.methods.split(",") if args.methods else None,
+                           [m for m in args.modes.split(",") if m in FITS] or list(FITS))
+        print(summary_ks(rows, f"Model of speed, cut and grown, again from the traces in {args.from_traces}."))
+        return 0
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.questions is not None:
