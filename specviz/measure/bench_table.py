@@ -229,11 +229,13 @@ def summary_markdown(report: dict) -> str:
                      "identical to HF |", "|---|---|---|---|---|---|---|---|---|"]
     n = len(report["results"])
     fmt = lambda x, f="{:.2f}": "–" if x is None else f.format(x)
+    sampled = (report["settings"].get("temperature") or 0) > 0  # draws: equal outputs would be chance
     for v, s in report["summary"].items():
+        same = "–" if sampled else f"{s.get('identical_to_hf', '–')}/{n}"
         lines.append(f"| {v} | {fmt(s['tokens_per_s_median'], '{:.1f}')} | {fmt(s.get('speedup_vs_hf'))}× | "
                      f"{fmt(s.get('worst_vs_hf'))}× | {fmt(s.get('speedup_vs_hf_pld'), '{:.2f}×')} | "
                      f"{fmt(s.get('mean_accepted_tokens'))} | {fmt(s.get('acceptance_rate'))} | "
-                     f"{fmt(s.get('retrieval_success'))} | {s.get('identical_to_hf', '–')}/{n} |")
+                     f"{fmt(s.get('retrieval_success'))} | {same} |")
     if any("speedup_vs_vllm" in s for s in report["summary"].values()):
         lines += ["", "Against vLLM's own plain decoding on the same server (the anchor of a served target):", "",
                   "| variant | × vLLM plain (geomean) | identical to vLLM |", "|---|---|---|"]

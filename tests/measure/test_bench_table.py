@@ -147,3 +147,18 @@ def test_sampled_rows_give_answer_lengths_and_speed_in_cycles_alone_over_our_ar(
     text = bench_table.leaderboard_markdown(report)
     assert "| Overall | hybrid | 30 | 2.52× |" in text and "| Overall | pld | 2 | – |" in text
     assert "cycles alone" not in bench_table.leaderboard_markdown(_report(temperature=0.0))
+
+
+def test_the_all_prompts_table_counts_identical_outputs_only_under_greedy():
+    """summary.md's table of every variant gives "identical to HF" as n of N under greedy decoding and a
+    dash under sampling, where equal draws would be chance (HF plain counted itself 18/18 there)."""
+    def summary_table(temperature):
+        report = _report(temperature=temperature)
+        report["machine"] = {"date": "d", "cpu": "c", "torch": "t", "threads": 1}
+        report["summary"] = {"hf": {"tokens_per_s_median": 10.0, "identical_to_hf": 4},
+                             "pld": {"tokens_per_s_median": 30.0, "identical_to_hf": 3}}
+        text = bench_table.summary_markdown(report)
+        return [line for line in text.splitlines() if line.startswith(("| hf |", "| pld |"))]
+
+    assert [line.rsplit("|", 2)[1].strip() for line in summary_table(0.0)] == ["4/4", "3/4"]
+    assert [line.rsplit("|", 2)[1].strip() for line in summary_table(0.7)] == ["–", "–"]
