@@ -101,7 +101,7 @@ def refine(target, by_key, again, prompts, args, common, rates, ar, say) -> None
 def summary(survey, cands, args, started, sweep, ar_rate, ar, again, data, chk) -> list[str]:
     """The Markdown summary: the sweep's table, its best, and the advisor's pick against it."""
     best_key, pick_key, top_pred = data["best"], data["pick"], data["pick_predicted"]
-    lines = [f"Run started {started} on {survey.machine}; public prompts {args.ids}, greedy, "
+    lines = [f"Run started {started} on {survey.machine}; prompts {args.ids} of {Path(args.prompts).name}, greedy, "
              f"{args.max_new_tokens} new tokens, K 1…{args.k_max}, planning off, {args.repeats} repeats "
              f"(median), then {args.refine_repeats} more of {', '.join(k.replace('|', ' K=') for k in again)}; "
              f"plain decoding {ar_rate:.1f} tokens/s (median of {len(ar)}).", "",
