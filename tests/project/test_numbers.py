@@ -19,6 +19,7 @@ QUIET16 = "docs/bench/2026-12-06-quiet16/summary.md"
 SAMPLED_1204 = "docs/bench/2026-12-04-amd-fastpath-sampled/summary.md"
 GREEDY_1204 = "docs/bench/2026-12-04-amd-fastpath-2/summary.md"
 SPECBENCH = "docs/bench/2026-12-07-specbench/summary.md"
+SPECBENCH_T07 = "docs/bench/2026-12-07-specbench-t07-all/summary.md"
 SPEED_MODEL = "docs/bench/2026-12-06-speed-model/summary.md"
 ADVISE = "docs/bench/2026-12-07-advise-fresh/summary.md"
 GEMMA = "docs/bench/2026-12-06-gemma/summary.md"
@@ -120,6 +121,20 @@ def advice_checks(path: Path) -> str:
             f"{logitspec['k']} {logitspec['predicted']:.2f} {logitspec['measured']:.2f}")
 
 
+def sampled_row(category: str, n: str) -> Callable[[Path], str]:
+    """The hybrid's row of the sampled Spec-Bench table as BENCHMARKS.md quotes it, from the run's three
+    tables: its speedups, τ and α; the best single method's × HF plain and the hybrid's ratio to it; its
+    mean answer length and its speed in cycles alone."""
+    def read(path: Path) -> str:
+        rows = [cells(line) for line in path.read_text(encoding="utf-8").splitlines()
+                if line.startswith(f"| {category} |")]
+        hybrid = next(r for r in rows if r[1:3] == [n, "hybrid"])
+        best = next(r for r in rows if len(r) == 6)
+        lengths = next(r for r in rows if len(r) == 4 and r[1] == "hybrid")
+        return " ".join([n, *hybrid[3:8], numbers(best[2])[0], best[4], *lengths[2:4]])
+    return read
+
+
 def cells_after(lead: str, n: int, skip: int = 0) -> str:
     """A pattern for a table row whose first cell is `lead`: `skip` cells passed over, then `n` as groups."""
     return rf"\| {re.escape(lead)} \|" + r"[^|]*\|" * skip + r"([^|]*)\|" * n
@@ -185,6 +200,9 @@ QUOTES = [
                                         ("draft", "draft model: the bundled model as its own draft, K = 8")])],
     *[Quote(f"Spec-Bench, the hybrid: {name}", BENCH, MEASURED, cells_after(name, 6), SPECBENCH,
             columns(name, n, "hybrid", take=(1, 3, 4, 5, 6, 7)))
+      for name, n in SPECBENCH_ROWS],
+    *[Quote(f"Spec-Bench at T = 0.7, the hybrid: {name}", BENCH, "### Sampled, T = 0.7", cells_after(name, 10),
+            SPECBENCH_T07, sampled_row(name, n))
       for name, n in SPECBENCH_ROWS],
     Quote("Spec-Bench, the other methods overall", BENCH, MEASURED,
           r"Overall, our AR ran at ([\d.]+)× HF plain, HF prompt lookup at ([\d.]+)×, and of the single methods "
