@@ -25,7 +25,6 @@ from typing import Callable
 
 import torch
 
-from specviz.decoding import speed
 from specviz.decoding.engine import generate
 from specviz.decoding.planner import verify_cost
 from specviz.decoding.served import served_plain
@@ -152,7 +151,7 @@ def _ours_call(target, ids, variant, draft, args):
             "acceptance_by_position": m["acceptance_by_position"],
             # tokens per second of the cycles alone, the prefill and set-up left out (a sampled answer's
             # length decides how much the prefill weighs in tokens/s)
-            "cycle_tokens_per_s": len(run.token_ids) / max(speed.decode_s(run), 1e-9)}
+            "cycle_tokens_per_s": len(run.token_ids) / max(m["draft_s"] + m["verify_s"] + m["other_s"], 1e-9)}
 
 
 def time_variant(target, ids, variant, draft, args) -> dict:
