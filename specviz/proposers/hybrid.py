@@ -5,13 +5,14 @@ Retrieval branches (logitspec.py: the root's own continuation, which is prompt l
 branch per candidate from the last logits) are point masses, q = None. The head's chain carries
 the head's own q for each token. Every node keeps its true q, so verify.py's recursive rule over
 siblings stays exact: a head node is a draw from its q, independent of its retrieval siblings,
-and is never merged into one of them even when the tokens agree. The planner (planner.py) then
+and under sampling is never merged into one of them even when the tokens agree. The planner (planner.py) then
 sends the nodes that pay; it chooses the head's depth before the head drafts, from its record.
 
 Suffix decoding (suffix.py) adds its tree too: matches over the run's own text and over earlier
-runs on the same target and prompt (a class), each node keeping its SUFFIX_* source. Under greedy
-decoding only what retrieval and the head did not already offer is added; the planner sends it
-when its record says it pays. `suffix=False` leaves it out.
+runs on the same target and prompt (a class), each node keeping its SUFFIX_* source. Only what
+retrieval did not already offer is added (`merge`: a suffix node that repeats a retrieval node is that
+node, under sampling too, as both are point masses), so a long suffix match continues under
+retrieval's shorter one; the planner sends it when its record says it pays. `suffix=False` leaves it out.
 
 With `gate=True` each source is also *computed* only while it pays (gate.py): with a planner, prompt lookup (branch
 0) is drafted first, and where it already offers a long match, or a source's recent drafts bought
@@ -38,41 +39,42 @@ from specviz.proposers.suffix import SuffixProposer
 HEAD_K = 3  # the head's depth when no planner chooses it: its acceptance falls fast with depth
 
 
-def join(first: DraftTree, second: DraftTree) -> DraftTree:
-    """Both trees under one root, `second`'s nodes after `first`'s, each node with its own q."""
-    n = len(first)
-    qs = [first.q_of(i) for i in range(n)] + [second.q_of(i) for i in range(len(second))]
-    return DraftTree(first.tokens + second.tokens,
-                     first.parents + [p if p < 0 else p + n for p in second.parents],
-                     qs if any(q is not None for q in qs) else None,
-                     [first.source_of(i) for i in range(n)] + [second.source_of(i) for i in range(len(second))],
-                     first.retrieval_hit, first.match or second.match)
+def merge(first: DraftTree, second: DraftTree, greedy: bool) -> DraftTree:
+    """`first` with `second`'s nodes added after its own, each with its q and source, where they are new.
 
-
-def merge_greedy(first: DraftTree, second: DraftTree) -> DraftTree:
-    """`first` with `second`'s nodes added where they are new: under greedy decoding, a node of
-    `second` whose token a sibling in the merged tree already holds is that sibling (only one child
-    can match the target's argmax), so it is dropped and its children hang from the sibling.
-    The head's continuation after a token retrieval also drafted becomes a second branch under
-    retrieval's node, instead of a duplicate that takes a place in the pass and can never be
-    followed (verify_greedy follows the first match). Greedy only: under sampling two nodes with one
-    token are two draws, each with its own q (join)."""
+    A node of `second` whose token a sibling in the merged tree already holds is that sibling, and
+    its children hang from it, when the two are interchangeable:
+    - under greedy decoding always: only one child can match the target's argmax
+      (verify_greedy follows the first match), so a repeat takes a place in the pass and can never
+      be followed. The head's continuation after a token retrieval also drafted becomes a second
+      branch under retrieval's node.
+    - under sampling only when both are point masses (q None: retrieval and suffix). Their tokens
+      follow from the committed text alone, and once the first is rejected the residual holds no
+      mass on its token, so the repeat was always rejected and its children never reached; merged,
+      they are tried after the first is accepted. A head node is a draw from its q: it keeps its own
+      place even where its token repeats a sibling's, so the recursive rule subtracts its q as drawn
+      (verify.py).
+    """
     tokens, parents = list(first.tokens), list(first.parents)
     qs = [first.q_of(i) for i in range(len(first))]
     sources = [first.source_of(i) for i in range(len(first))]
-    at: dict[tuple[int, int], int] = {(par, tok): i for i, (par, tok) in enumerate(zip(parents, tokens))}
+    mergeable = (lambda q: True) if greedy else (lambda q: q is None)
+    at: dict[tuple[int, int], int] = {(par, tok): i for i, (par, tok) in enumerate(zip(parents, tokens))
+                                      if mergeable(qs[i])}
     where: list[int] = []  # second's node → its node in the merged tree
     for i, tok in enumerate(second.tokens):
         par = second.parents[i]
         par = where[par] if par >= 0 else -1
-        same = at.get((par, tok))
+        q = second.q_of(i)
+        same = at.get((par, tok)) if mergeable(q) else None
         if same is None:
             same = len(tokens)
             tokens.append(tok)
             parents.append(par)
-            qs.append(second.q_of(i))
+            qs.append(q)
             sources.append(second.source_of(i))
-            at[(par, tok)] = same
+            if mergeable(q):
+                at.setdefault((par, tok), same)
         where.append(same)
     return DraftTree(tokens, parents, qs if any(q is not None for q in qs) else None, sources,
                      first.retrieval_hit, first.match or second.match)
@@ -129,16 +131,16 @@ class HybridProposer(Proposer):
             self.suffix.pin(ctx)
         skipped = self._skips(ctx)
         tree = self.retrieval.propose(ctx, candidates=CANDIDATE not in skipped)
-        add = merge_greedy if ctx.sampling.greedy else join
+        greedy = ctx.sampling.greedy
         if self.suffix is not None and SUFFIX not in skipped:  # before the head, whose depth is priced beside it
-            tree = add(tree, self.suffix.propose(ctx))
+            tree = merge(tree, self.suffix.propose(ctx), greedy)
         if self.head is None or HEAD in skipped:
             return tree
         # the head drafts only as deep as pays beside what retrieval already offers
         k = ctx.planner.depth(self.head.source, ctx.k, tree) if ctx.planner is not None else min(HEAD_K, ctx.k)
         if k < 1:
             return tree
-        return add(tree, self.head.propose(dataclasses.replace(ctx, k=k)))
+        return merge(tree, self.head.propose(dataclasses.replace(ctx, k=k)), greedy)
 
     def _skips(self, ctx: ProposeContext) -> dict[str, str]:
         """{source: reason} this cycle (gate.py), from prompt lookup's chain (committed text), the
