@@ -95,7 +95,7 @@ def _settle(ap, args) -> None:
         ap.error(f"--temperature must be 0 (greedy) or more, got {args.temperature}")
 
 
-def _hf_call(target, ids, anchor, draft, args):
+def _hf_call(target, ids, anchor, draft, args, seed: int = 0):
     kw = dict(max_new_tokens=args.max_new_tokens, pad_token_id=next(iter(target.eos_ids), 0),
               eos_token_id=sorted(target.eos_ids) or None)
     if args.temperature > 0:
@@ -109,6 +109,8 @@ def _hf_call(target, ids, anchor, draft, args):
         if not same_tokenizer(target, draft):  # another family: HF's universal assisted decoding
             kw.update(tokenizer=target.tokenizer, assistant_tokenizer=draft.tokenizer)
     x = torch.tensor([ids], device=target.device)
+    if args.temperature > 0:
+        torch.manual_seed(seed)  # HF samples from torch's global generator
     with torch.inference_mode():
         out = target.model.generate(x, attention_mask=torch.ones_like(x), **kw)
     return {"token_ids": out[0, len(ids):].tolist()}
@@ -136,13 +138,13 @@ def _is_float(text: str) -> bool:
     return True
 
 
-def _ours_call(target, ids, variant, draft, args):
+def _ours_call(target, ids, variant, draft, args, seed: int = 0):
     method, record, knobs = parse_variant(variant)
     with unshared():  # a prompt's repeats must not draft from each other (a class does)
         run = generate(target, ids, method=method, draft=draft if method == "draft" else None,
                        k=args.lookup_k if retrieval(method) else args.k,  # a retrieval draft's length is its knobs'
                        temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.max_new_tokens,
-                       chat=False, record=record, **knobs)
+                       chat=False, record=record, seed=seed, **knobs)
     m = run.metrics
     return {"token_ids": run.token_ids, "mean_accepted_tokens": m["mean_accepted_tokens"],
             "acceptance_rate": m["acceptance_rate"], "drafted_tokens": m.get("drafted_tokens"),
@@ -154,15 +156,16 @@ def _ours_call(target, ids, variant, draft, args):
             "cycle_tokens_per_s": len(run.token_ids) / max(m["draft_s"] + m["verify_s"] + m["other_s"], 1e-9)}
 
 
-def time_variant(target, ids, variant, draft, args) -> dict:
+def time_variant(target, ids, variant, draft, args, seed: int = 0) -> dict:
+    """One timed call of `variant` on `ids`; sampled, `seed` picks the draws (each repeat its own)."""
     t0 = time.perf_counter()
     if variant == "vllm":  # a served target's anchor: the server's own plain decoding
         out = {"token_ids": served_plain(target, ids, temperature=args.temperature, top_p=args.top_p,
                                          max_new_tokens=args.max_new_tokens, chat=False).token_ids}
     elif variant.startswith("hf"):
-        out = _hf_call(target, ids, variant, draft, args)
+        out = _hf_call(target, ids, variant, draft, args, seed)
     else:
-        out = _ours_call(target, ids, variant, draft, args)
+        out = _ours_call(target, ids, variant, draft, args, seed)
     out["wall_s"] = time.perf_counter() - t0
     out["tokens_per_s"] = len(out["token_ids"]) / out["wall_s"]
     return out
@@ -214,21 +217,32 @@ def _variants(args, target, draft, say) -> list[str]:
 
 
 def _measure(target, draft, item, variants, args) -> dict:
-    """Every variant on one prompt, `args.repeats` times, the order rotated each repeat."""
+    """Every variant on one prompt, `args.repeats` times, the order rotated each repeat. Sampled, repeat r
+    draws with seed r, every variant alike: each repeat is another answer, so a prompt's median and
+    spread cover what the sampled text does to speed, not one answer timed again (greedy: seeds do
+    nothing)."""
     ids = target.encode(item["prompt"], chat=not args.raw)
     runs = {v: [] for v in variants}
     for rep in range(args.repeats):
         order = variants[rep % len(variants):] + variants[: rep % len(variants)]  # rotate
         for v in order:
-            runs[v].append(time_variant(target, ids, v, draft, args))
+            runs[v].append(time_variant(target, ids, v, draft, args, seed=rep))
     return {v: median_row(r) for v, r in runs.items()}
+
+
+def settings_of(args) -> dict:
+    """The run's settings as its report keeps them: the arguments, and, sampled, that repeat r drew with
+    seed r (_measure). A sampled run from before that drew one answer a prompt, so a resume or a merge
+    refuses to mix the two."""
+    return {**vars(args), **({"seeds": "one a repeat"} if args.temperature > 0 else {})}
 
 
 def _report(args, variants, cost, prompts, results, previous) -> dict:
     now = machine()
     started = (previous or {}).get("machine", {})
     report = {"machine": {**now, "started": started.get("started", started.get("date", now["date"]))},
-              "settings": dict(vars(args)), "cost_profile": cost, "variants": variants,
+              "settings": settings_of(args),
+              "cost_profile": cost, "variants": variants,
               "prompts": {p["id"]: p.get("cat", "") for p in prompts if p["id"] in results},
               "planned": len(prompts), "results": results, "summary": summarise(results, variants)}
     if args.suite:
@@ -282,7 +296,7 @@ def main(argv=None, report_html: Callable[[dict], str] | None = None,
     out = Path(args.out)
     previous = bench_resume.read_previous(out) if args.resume else None
     if previous is not None:
-        bench_resume.check_same(previous, vars(args), machine())
+        bench_resume.check_same(previous, settings_of(args), machine())
     out.mkdir(parents=True, exist_ok=True)
     kept = [previous]
 

@@ -14,6 +14,7 @@ from pathlib import Path
 REPORT = "bench.json"
 # Options that choose which prompts run or how the table is shown, not how a prompt is measured.
 FREE = ("out", "resume", "limit", "split_mt")
+DERIVED = ("seeds",)  # settings a run derives from its arguments: compared after them
 # What of the machine changes the numbers; the date does not.
 SAME_MACHINE = ("cpu", "threads", "torch", "cuda")
 
@@ -49,7 +50,8 @@ def read_previous(out: Path) -> dict:
 def check_same(previous: dict, settings: dict, machine: dict) -> None:
     """Raise ResumeError naming the first setting or machine detail that differs from the previous run's."""
     old = previous["settings"]
-    for key in sorted(set(old) | set(settings)):
+    # a setting that follows from others (sampled runs' seeds, bench.settings_of) is named only when those agree
+    for key in sorted(set(old) | set(settings), key=lambda k: (k in DERIVED, k)):
         if key not in FREE and old.get(key) != settings.get(key):
             raise ResumeError(f"--resume: the run in {REPORT} was measured with {key}={old.get(key)!r}, this one "
                               f"asks for {settings.get(key)!r}; give the same settings, or a new --out.")

@@ -201,6 +201,8 @@ def leaderboard_markdown(report: dict, split_mt: bool = False) -> str:
     mode = "greedy" if table["greedy"] else f"sampled at T = {s.get('temperature')}, top-p {s.get('top_p')}"
     measured, planned = len(report["results"]), report.get("planned", len(report["results"]))
     repeats = f"{s.get('repeats')} repeat" + ("" if s.get("repeats") == 1 else "s")
+    if not table["greedy"]:  # a sampled repeat is another answer, or, in runs before 2026-12-07 evening, the same one
+        repeats += ", each its own seed" if s.get("seeds") == "one a repeat" else ", one seed for all"
     lines = [f"{report.get('suite', {}).get('label', 'Spec-Bench')}: {measured} of {planned} questions measured, "
              f"{mode}, {s.get('max_new_tokens')} new tokens, {repeats}, target {s.get('target')}.",
              "", "Speedups: geometric mean over the row's questions of the ratio of tokens/s (medians over "
