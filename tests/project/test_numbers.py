@@ -208,8 +208,7 @@ QUOTES = [
       for name, n in SPECBENCH_ROWS],
     *[Quote(f"Spec-Bench at T = 0.7, three answers a question, the hybrid: {name}", BENCH, SEEDED,
             cells_after(name, 10), SPECBENCH_T07_SEEDS, sampled_row(name, n))
-      for name, n in [("Translation", "4"), ("Summarization", "4"), ("Retrieval-aug. generation", "4"),
-                      ("Overall", "12")]],
+      for name, n in SPECBENCH_ROWS[1:-1] + [("Overall", "20")]],
     Quote("Spec-Bench, the other methods overall", BENCH, MEASURED,
           r"Overall, our AR ran at ([\d.]+)× HF plain, HF prompt lookup at ([\d.]+)×, and of the single methods "
           r"prompt lookup ([\d.]+)×, LogitSpec ([\d.]+)×, suffix ([\d.]+)× and the head ([\d.]+)×", SPECBENCH,
