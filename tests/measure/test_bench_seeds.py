@@ -18,14 +18,12 @@ def test_sampled_repeats_draw_with_their_own_seed(monkeypatch):
     is over 3 answers, not one answer timed 3 times; the report says so in its settings."""
     seen = []
 
-    def call(kind):
-        def fake(target, ids, variant, draft, args, seed=0):
-            seen.append((variant, seed))
-            return {"token_ids": [seed] * (seed + 1)}
-        return fake
+    def fake(target, ids, variant, draft, args, seed=0):
+        seen.append((variant, seed))
+        return {"token_ids": [seed] * (seed + 1)}
 
-    monkeypatch.setattr(bench, "_hf_call", call("hf"))
-    monkeypatch.setattr(bench, "_ours_call", call("ours"))
+    monkeypatch.setattr(bench, "_hf_call", fake)
+    monkeypatch.setattr(bench, "_ours_call", fake)
     target = SimpleNamespace(encode=lambda text, chat: [1, 2])
     rows = bench._measure(target, None, {"prompt": "x"}, ["hf", "pld"], _args(0.7))
     assert sorted(seen) == [("hf", 0), ("hf", 1), ("hf", 2), ("pld", 0), ("pld", 1), ("pld", 2)]
