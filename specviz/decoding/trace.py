@@ -183,6 +183,9 @@ class CycleTrace:
     priced_batch: whole(1, MAX_RUNS_SHARED) = 1
     sent_alone: NODE_COUNT | None = None  # at priced_batch > 1: the nodes it would have sent to a pass of its own
     skipped: items(Skip, 8) = field(default_factory=list)  # sources left uncomputed (files before 2026-12-07: none)
+    # a chain sent whole: the tokens its source had past K (prompt lookup's copy; [] when K cut none;
+    # None where not kept, and in files before 2026-12-08). Never verified; the model of speed reads them
+    ahead: items(TOKEN, MAX_K) | None = None
 
     @property
     def drafted(self) -> int:

@@ -64,6 +64,10 @@ class DraftTree:
     retrieval_hit: bool | None = None  # for retrieval proposers: did any lookup succeed
     match: Match | None = None  # a suffix proposer's match, for the page
     seam: Seam | None = None  # a draft from another family: its tokens and the target's, for the page
+    # a chain sent whole: the tokens its source had past K (prompt lookup's copy; [] when K cut none,
+    # None where not kept). Never verified; the model of speed reads how far a deeper draft would
+    # have gone (measure/speed_model.py)
+    ahead: list[int] | None = None
 
     def __post_init__(self):
         if len(self.tokens) != len(self.parents):

@@ -65,5 +65,7 @@ class PromptLookupProposer(KeepsBackoff, Proposer):
         if match is None:
             return DraftTree(retrieval_hit=False)
         pos, n = match
-        tokens = self.index.continuation(pos, min(self.num_tokens, 2 ** n if self.scaled_len else ctx.k, ctx.k))
-        return DraftTree.chain(tokens, sources=[Source(LOOKUP, ngram=n)] * len(tokens), retrieval_hit=True)
+        copy = self.index.continuation(pos, min(self.num_tokens, 2 ** n) if self.scaled_len else self.num_tokens)
+        tokens = copy[: ctx.k]
+        return DraftTree.chain(tokens, sources=[Source(LOOKUP, ngram=n)] * len(tokens), retrieval_hit=True,
+                               ahead=copy[ctx.k:])

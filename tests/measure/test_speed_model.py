@@ -128,6 +128,47 @@ def test_the_shape_is_read_from_the_drafts_that_reached_the_deepest_depth():
     assert (chain["level_nodes"], chain["level_keep"], chain["level_calls"]) == ({"draft": 1.0}, {"draft": 1.0}, 1.0)
 
 
+def _chain(index: int, tokens: list[int], ahead: list[int], committed: list[int], greedy: bool = True) -> CycleTrace:
+    nodes = [NodeTrace(index=i, token=t, text="", parent=i - 1, depth=i + 1, source="lookup")
+             for i, t in enumerate(tokens)]
+    n = next((i for i, (t, c) in enumerate(zip(tokens, committed)) if t != c), len(tokens))  # accepted
+    return CycleTrace(index=index, k=len(tokens), nodes=nodes, committed=committed, ahead=ahead, greedy=greedy,
+                      accepted=list(range(n)), rejected=n if n < len(tokens) else None)
+
+
+def _copying_run(greedy: bool = True) -> RunTrace:
+    """Prompt lookup at K = 2, text 5 6 7 8 9 4. Cycle 0 sends 5 6 with 7 8 9 ahead and commits 5 6 7;
+    cycle 1 sends nothing and commits 8; cycle 2 sends 9 1 with 3 ahead and commits 9 4."""
+    return RunTrace("pld", settings={"max_new_tokens": 64}, cycles=[
+        _chain(0, [5, 6], [7, 8, 9], [5, 6, 7], greedy), CycleTrace(index=1, k=2, committed=[8], greedy=greedy),
+        _chain(1, [9, 1], [3], [9, 4], greedy)])
+
+
+def test_a_greedy_chain_is_read_past_k_against_the_text_it_made():
+    """Cycle 0's chain and what was ahead of it, 5 6 7 8 9, agree with the text from there for all 5
+    tokens; cycle 2's, 9 1 3, for 1. So reach past K = 2 is measured, to depth 3 (the shortest chain
+    there, 2 + 1): 1, 0.5, 0.5, and D is 3; each cycle's room is what it had ahead. Sampled, a token's
+    acceptance is a draw, not a match: nothing is read past K."""
+    run = _copying_run()
+    assert speed_model.ahead_matches(run) == [5, None, 1]
+    got = speed_model.text_inputs(run)
+    assert got["reach_by_sent_depth"] == {2: [1.0, 0.5, 0.5]} and got["room"] == [3, None, 1]
+    assert speed_model.measured_depth(Inputs(**got, **MACHINE)) == 3
+    sampled = speed_model.text_inputs(_copying_run(greedy=False))
+    assert sampled["matched"] == [None] * 3 and sampled["room"] == [None] * 3
+    assert sampled["reach_by_sent_depth"] == {2: [1.0, 0.5]}
+
+
+def test_a_chain_grows_only_as_far_as_it_had_tokens_ahead():
+    """Grown to 4, cycle 0 (3 ahead) goes 4 deep, 4 nodes, and makes 1 + min(5, 4) = 5 tokens; cycle 2
+    (1 ahead) stops at 3 nodes and makes 1 + 1 = 2, whatever the deepest α_d says."""
+    x = Inputs(**speed_model.text_inputs(_copying_run()), **MACHINE)
+    assert speed_model.sent_at([1, 2], True, 0, 4, x, room=3) == (4, 4.0, 0.0)
+    assert speed_model.sent_at([1, 2], True, 0, 4, x, room=1) == (3, 3.0, 0.0)
+    assert speed_model._cycle_at(x, [1, 2], True, 0, 4, v, None, 3, 5)[0] == 5.0
+    assert speed_model._cycle_at(x, [1, 2], True, 0, 4, v, None, 1, 1)[0] == 2.0
+
+
 # -- the property: grown from K = 4, against live runs at 8 and 16 -------------------------------------
 PROMPT = [4, 8, 15, 16, 23, 30, 2, 11, 6, 4, 8, 15] * 2
 NEW_TOKENS = 48
@@ -227,12 +268,17 @@ def test_the_curve_is_dashed_inside_its_band_past_the_measured_depth():
 
 
 def test_a_live_analysis_carries_its_measured_depth_and_band():
-    """analyse on a tiny prompt-lookup run at K = 3 says it measured up to depth 3 and gives a band for
-    K = 4…16 whose low edge never exceeds its high edge, and the curve between them."""
-    target, _ = pair()
-    run = specviz.generate(target, PROMPT, method="pld", k=3, max_new_tokens=16, chat=False, plan=False)
+    """analyse on a tiny draft-model run at K = 3 says it measured up to depth 3 and gives a band for
+    K = 4…16 whose low edge never exceeds its high edge, and the curve between them. A prompt-lookup
+    run at K = 3 kept what its copies had past K (16 tokens a copy), so it measured up to 16: no band."""
+    target, draft = pair()
+    run = specviz.generate(target, PROMPT, method="draft", draft=draft, k=3, max_new_tokens=16, chat=False,
+                           plan=False)
     ar = specviz.generate(target, PROMPT, method="ar", max_new_tokens=16, chat=False)
     a = waterfall.analyse(run, ar, v)
     assert a.measured_depth == 3 and [b[0] for b in a.band] == list(range(4, 17))
     curve = dict(a.curve)
     assert all(low <= curve[k] * (1 + 1e-9) and curve[k] <= high * (1 + 1e-9) for k, low, high in a.band)
+    pld = specviz.generate(target, PROMPT, method="pld", k=3, max_new_tokens=16, chat=False, plan=False)
+    copied = waterfall.analyse(pld, ar, v)
+    assert copied.measured_depth == 16 and copied.band == []

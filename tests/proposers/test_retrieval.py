@@ -87,6 +87,20 @@ def test_pld_copies_what_followed_the_match():
     assert pld.propose(ctx(IDS, k=2)).tokens == PHRASE[3:5]
 
 
+def test_pld_keeps_the_copy_that_k_cut_as_ahead():
+    """A chain cut at K keeps the rest of its copy, to num_tokens, as `ahead`: the draft at K plus it is
+    the draft a deeper K would have sent from the same match (what the model of speed grows a draft by);
+    a draft that K did not cut has nothing ahead, and a scaled match stops at its own length (2**n)."""
+    pld = PromptLookupProposer(num_tokens=6, max_ngram=3)
+    pld.start(IDS)
+    short, deep = pld.propose(ctx(IDS, k=2)), pld.propose(ctx(IDS, k=6))
+    assert short.tokens == deep.tokens[:2] and short.ahead == deep.tokens[2:] and len(short.ahead) == 4
+    assert deep.ahead == [] and pld.propose(ctx(IDS, k=8)).ahead == []
+    scaled = PromptLookupProposer(num_tokens=16, max_ngram=2, scaled_len=True)  # a 2-gram match copies 4
+    scaled.start(IDS)
+    assert len(scaled.propose(ctx(IDS, k=1)).ahead) == 3
+
+
 def test_pld_no_match_is_an_empty_draft():
     """Without any earlier occurrence of the last token, PLD proposes nothing (a plain step)."""
     pld = PromptLookupProposer()
