@@ -181,9 +181,10 @@ def _walk(x: Inputs, v: PassCost, k: int, rate: float | None) -> tuple[float, fl
     fitted run made. Each cycle starts where the last ended; one that starts s tokens into a fitted
     cycle copies from the same place s tokens on (the latest match, moved on by what it copied), so its
     chain is the fitted one's past its first s tokens and it agrees with the text s tokens fewer. It
-    sends as many tokens as its source copies, up to k and the tokens left less one (decoding/engine.py),
-    and makes 1 + those that agree. Only where every token the fitted chain had agreed is the rest
-    assumed, each level at the run's α_d for its depth (past the deepest, `rate`)."""
+    sends as many tokens as its source copies, up to k and, where the run stopped at its max new tokens,
+    the tokens left less one (decoding/engine.py), and makes 1 + those that agree. Only where every
+    token the fitted chain had agreed is the rest assumed, each level at the run's α_d for its depth
+    (past the deepest, `rate`)."""
     if rate is None:
         rate = x.acceptance[-1] if x.acceptance else 0.0
     starts = [0]
@@ -196,7 +197,8 @@ def _walk(x: Inputs, v: PassCost, k: int, rate: float | None) -> tuple[float, fl
             i += 1
         shift = int(pos - starts[i] + 1e-9)
         copy = len(x.sent[i]) + (x.room[i] or 0)
-        depth = min(k, int(end - pos + 1e-9) - 1, copy) if x.sent[i] else 0
+        left = int(end - pos + 1e-9) - 1 if x.budget else k  # a run that ended on its own was not cut
+        depth = min(k, left, copy) if x.sent[i] else 0
         t = 1.0
         if depth > 0:
             agreed, known = x.matched[i] - shift, copy - shift

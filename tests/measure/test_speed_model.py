@@ -169,6 +169,23 @@ def test_a_chain_grows_only_as_far_as_it_had_tokens_ahead():
     assert speed_model._cycle_at(x, [1, 2], True, 0, 4, v, None, 1, 1)[0] == 2.0
 
 
+def test_a_copying_run_is_replayed_along_its_text_at_another_k():
+    """The run above, made 3 + 1 + 2 = 6 tokens and ended on its own. At K = 4: cycle 0 copies 4
+    (it had 5), all agree: 5 tokens for 0.05 + v(5) + 0.1 + 0.02 · 4 = 1.43; the next cycle starts 1
+    token into cycle 2, so it copies 9's chain moved on by one (1 3: 2 tokens, 3 of them with what
+    was ahead less one), which agrees for none: 1 token for 0.05 + v(4) + 0.1 + 0.06 = 1.36. S = 3 ·
+    1.1 / 1.395. At K = 2 the cycles are the run's own: 3, 1 and 2 tokens for 1.29, 1.15 and 1.29.
+    Where the run stopped at its max new tokens, the last cycle drafts only the tokens left less one."""
+    x = Inputs(**speed_model.text_inputs(_copying_run()), **MACHINE)
+    assert speed_model.walkable(x) and x.made == [3, 1, 2] and x.budget == 0
+    assert speed_model.predict_at(x, v, 4) == pytest.approx(3 * 1.1 / 1.395)
+    assert speed_model.predict_at(x, v, 2) == pytest.approx(2 * 1.1 / ((1.29 + 1.15 + 1.29) / 3))
+    x.budget = 6  # at K = 2, 1 token left at cycle 2's start: it sends 1, 2 tokens for 0.05 + v(2) + 0.12
+    assert speed_model.predict_at(x, v, 2) == pytest.approx(2 * 1.1 / ((1.29 + 1.15 + 1.22) / 3))
+    x.room = [None, None, None]  # nothing kept past K: not replayed, the mean over cycles
+    assert not speed_model.walkable(x)
+
+
 # -- the property: grown from K = 4, against live runs at 8 and 16 -------------------------------------
 PROMPT = [4, 8, 15, 16, 23, 30, 2, 11, 6, 4, 8, 15] * 2
 NEW_TOKENS = 48
@@ -226,7 +243,9 @@ def test_a_curve_grown_from_k_4_holds_the_runs_at_8_and_16(tiny, method, monkeyp
     """Fitted on a greedy run at K = 4, the curve at K = 8 and 16 holds the runs made there: each,
     priced on the same machine, lies in its band (no grown level accepted to all of them), give or
     take FINITE for the run's last whole cycles. For the head's tree (9 nodes and a call a level),
-    the old rule, one node a level, puts both runs below the band."""
+    the old rule, one node a level, puts both runs below the band. Prompt lookup kept its copies past
+    K, so its band is a point; without the replay along its text, the mean over the cycles at K = 4
+    misses a run."""
     runs = _runs(tiny, method)
     assert all(any(c.nodes for c in r.cycles) for r in runs.values()), f"{method} sent no draft"
     assert max(n.depth for c in runs[16].cycles for n in c.nodes) > 4, f"{method} never drafted past 4"
@@ -234,6 +253,9 @@ def test_a_curve_grown_from_k_4_holds_the_runs_at_8_and_16(tiny, method, monkeyp
     if method == "head":
         monkeypatch.setattr(speed_model, "grown", lambda x, levels, depth, k: (float(k - depth), float(k - depth)))
         assert len(misses(runs)) == 2
+    if method == "pld":  # measured to 16 (its copies past K), so no band: the mean over the fitted cycles misses
+        monkeypatch.setattr(speed_model, "walkable", lambda x: False)
+        assert misses(runs) != []
 
 
 # -- the Theory tab's curve -------------------------------------------------------------------------------
