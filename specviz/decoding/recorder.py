@@ -94,7 +94,9 @@ def record_cycle(cycle: CycleTrace, tree: DraftTree, verdict: Verdict, logits: t
         drawn_from = sampling.display_probs(logits[verdict.final_row])
     cycle.new_token = Alt(verdict.new_token, text(verdict.new_token), float(drawn_from[verdict.new_token]))
     cycle.new_kind = verdict.new_kind
-    cycle.retrieval_hit, cycle.ahead = tree.retrieval_hit, None if tree.ahead is None else list(tree.ahead)
+    cycle.retrieval_hit = tree.retrieval_hit
+    cycle.uncut = None if tree.uncut is None else [list(b) for b in tree.uncut]
+    cycle.uncut_cap = tree.uncut_cap
     # a match only beside what its method drafted: the method of the text it was found in sent nodes
     found_by = owner(tree.match.found_in) if tree.match is not None else None
     sent = found_by is not None and any(owner(s.kind) == found_by for s in tree.sources or [])
@@ -115,4 +117,6 @@ def record_counts(cycle: CycleTrace, tree: DraftTree, verdict: Verdict) -> None:
     cycle.nodes = nodes
     cycle.accepted, cycle.rejected = list(verdict.accepted), verdict.rejected
     cycle.new_kind = verdict.new_kind
-    cycle.retrieval_hit, cycle.ahead = tree.retrieval_hit, None if tree.ahead is None else list(tree.ahead)
+    cycle.retrieval_hit = tree.retrieval_hit
+    cycle.uncut = None if tree.uncut is None else [list(b) for b in tree.uncut]
+    cycle.uncut_cap = tree.uncut_cap

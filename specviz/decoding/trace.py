@@ -33,6 +33,7 @@ MAX_CYCLES = 8192  # a cycle commits at least one token
 MAX_NEW_TOKENS = 8192
 MAX_PROMPT_IDS = 65536
 MAX_NODES = 512  # draft nodes in one cycle (LogitSpec caps its trees near 64)
+MAX_BRANCHES = 128  # branches a retrieval draft had before K cut them (LogitSpec: its top-k and one)
 MAX_RUN_NODES = 32768  # draft nodes in the whole run (decoding/tracefile.py counts them)
 MAX_TOP = 64  # entries of a p/q/residual top list (the recorder writes 5)
 MAX_TOKEN_ID = 2 ** 20 - 1  # above every vocabulary SpecViz loads (Gemma 3: 262 144)
@@ -183,9 +184,10 @@ class CycleTrace:
     priced_batch: whole(1, MAX_RUNS_SHARED) = 1
     sent_alone: NODE_COUNT | None = None  # at priced_batch > 1: the nodes it would have sent to a pass of its own
     skipped: items(Skip, 8) = field(default_factory=list)  # sources left uncomputed (files before 2026-12-07: none)
-    # a chain sent whole: the tokens its source had past K (prompt lookup's copy; [] when K cut none;
-    # None where not kept, and in files before 2026-12-08). Never verified; the model of speed reads them
-    ahead: items(TOKEN, MAX_K) | None = None
+    # a retrieval draft sent whole: its branches before K cut them, and the most nodes its proposer
+    # merges them into (tree.DraftTree.uncut; None where not kept, and in files before 2026-12-08)
+    uncut: items(items(TOKEN, MAX_K), MAX_BRANCHES) | None = None
+    uncut_cap: whole(1, MAX_NODES) | None = None
 
     @property
     def drafted(self) -> int:

@@ -64,10 +64,12 @@ class DraftTree:
     retrieval_hit: bool | None = None  # for retrieval proposers: did any lookup succeed
     match: Match | None = None  # a suffix proposer's match, for the page
     seam: Seam | None = None  # a draft from another family: its tokens and the target's, for the page
-    # a chain sent whole: the tokens its source had past K (prompt lookup's copy; [] when K cut none,
-    # None where not kept). Never verified; the model of speed reads how far a deeper draft would
-    # have gone (measure/speed_model.py)
-    ahead: list[int] | None = None
+    # a retrieval draft sent whole: its branches before K cut them (prompt lookup's one copy,
+    # LogitSpec's branches, each to its own length), merged at any K into at most `uncut_cap` nodes
+    # as its proposer merges them (None: no cap). Never verified; the model of speed rebuilds the
+    # draft at another K from them (measure/speed_model.py). None where not kept.
+    uncut: list[list[int]] | None = None
+    uncut_cap: int | None = None
 
     def __post_init__(self):
         if len(self.tokens) != len(self.parents):

@@ -16,6 +16,7 @@ from typing import Callable
 
 from specviz.decoding import speed
 from specviz.decoding.trace import RunTrace
+from specviz.measure import rebuilt
 from specviz.measure.theory import K_RANGE, PassCost, expected_tokens_by_depth
 from specviz.proposers import REGISTRY, source_specs, spec
 from specviz.proposers.method_spec import PER_CALL
@@ -51,9 +52,10 @@ class Inputs:
     to its end (a chain). And `budget`, the tokens the cycles made where the run stopped at its max
     new tokens: its last cycles draft only what is left.
 
-    About a greedy chain's agreement with the text (`ahead_matches`), per cycle: the tokens of its
-    chain, and of what its source had past K, that the text went on with (`matched`), how many its
-    source had past K (`room`, None where not kept) and the tokens the cycle made (`made`).
+    About a greedy retrieval draft kept uncut (measure/rebuilt.py), per cycle: the draft rebuilt at
+    every K, its nodes there and its tokens the text agreed with (`rebuilt`); for a copy (prompt
+    lookup), its tokens the text agreed with (`matched`) and those it had past what was sent
+    (`room`); and the tokens each cycle made (`made`). None where not kept.
 
     About the machine, in one-token passes, measured before the run (a calibration run): a cycle's
     drafting, draft0 + draft1 · the levels a model drafted (a draft model or the head: draft0 = 0 and
@@ -76,14 +78,15 @@ class Inputs:
     level_keep: dict[str, float] = field(default_factory=dict)  # source -> its nodes a level over the last's (≤ 1)
     level_calls: float | None = None  # mean model calls at depth D (one per model source there)
     budget: int = 0  # the tokens the cycles made, where the run stopped at its max new tokens (0: on its own)
-    room: list[int | None] = field(default_factory=list)  # per cycle: tokens its chain had past K (None: not kept)
-    matched: list[int | None] = field(default_factory=list)  # per cycle: its chain's tokens the text went on with
+    rebuilt: list[dict[int, tuple[int, int]] | None] = field(default_factory=list)  # per cycle: K -> (nodes, agreed)
+    room: list[int | None] = field(default_factory=list)  # per cycle: tokens its copy had past what was sent
+    matched: list[int | None] = field(default_factory=list)  # per cycle: its copy's tokens the text agreed with
     made: list[int] = field(default_factory=list)  # per cycle: the tokens it committed
 
 
 def measured_depth(x: Inputs) -> int:
-    """D: the deepest depth a sent draft reached, or that reach_d was read to past it (a chain's tokens
-    past K held against the text, `ahead_reach`). Past it the curve is assumed, not measured."""
+    """D: the deepest depth a sent draft reached, or that reach_d was read to past it (drafts rebuilt at
+    deeper Ks and held against the text, measure/rebuilt.py). Past it the curve is assumed, not measured."""
     sent = max((max(d, default=0) for d in x.sent), default=0)
     return max([sent, *(len(r) for r in x.reach_by_sent_depth.values())])
 
@@ -101,14 +104,10 @@ def grown(x: Inputs, levels: int, depth: int, k: int) -> tuple[float, float]:
     return nodes, calls * more
 
 
-def _tokens(x: Inputs, drafted: int, depth: int, rate: float | None = None, matched: int | None = None) -> float:
+def _tokens(x: Inputs, drafted: int, depth: int, rate: float | None = None) -> float:
     """Expected tokens of a cycle whose draft went `drafted` deep, cut or grown to `depth`: 1 + Σ reach_d
     of its group (a depth past the group's takes the last reach times `rate` per level: the deepest
-    α_d unless given; 0 and 1 bound every assumption). A greedy chain whose `matched` tokens are known
-    (`ahead_matches`; sent_at keeps its depth within them) makes 1 + min(matched, depth), its group's
-    reach being the mean of those."""
-    if matched is not None:
-        return 1.0 + min(matched, depth)
+    α_d unless given; 0 and 1 bound every assumption)."""
     if rate is None:
         rate = x.acceptance[-1] if x.acceptance else 0.0
     reach = x.reach_by_sent_depth.get(drafted)
@@ -118,15 +117,12 @@ def _tokens(x: Inputs, drafted: int, depth: int, rate: float | None = None, matc
     return 1.0 + sum((reach + past)[:depth])
 
 
-def sent_at(depths: list[int], full: bool, levels: int, k: int, x: Inputs,
-            room: int | None = None) -> tuple[int, float, float]:
+def sent_at(depths: list[int], full: bool, levels: int, k: int, x: Inputs) -> tuple[int, float, float]:
     """(depth, nodes, model calls) of one cycle's draft cut at depth k, or, when it filled its K and k is
-    deeper, grown to k (`grown`), by no more than the `room` its chain had past K where that was kept."""
+    deeper, grown to k (`grown`)."""
     kept = [d for d in depths if d <= k]
     depth = max(kept, default=0)
     nodes, calls = float(len(kept)), float(min(levels, depth))
-    if room is not None:
-        k = min(k, depth + room)
     if full and depths and k > depth:
         more_nodes, more_calls = grown(x, levels, depth, k)
         nodes, calls, depth = nodes + more_nodes, calls + more_calls, k
@@ -134,82 +130,44 @@ def sent_at(depths: list[int], full: bool, levels: int, k: int, x: Inputs,
 
 
 def _cycle_at(x: Inputs, depths: list[int], full: bool, levels: int, k: int, v: PassCost,
-              rate: float | None = None, room: int | None = None, matched: int | None = None) -> tuple[float, float]:
+              rate: float | None = None, table: dict[int, tuple[int, int]] | None = None) -> tuple[float, float]:
     """(expected tokens, cost) of one cycle whose draft is cut or grown to depth k (sent_at): its
-    drafting, a pass over its nodes and the newest token (v(1) = 1 when it sent nothing) and its overhead."""
-    depth, nodes, calls = sent_at(depths, full, levels, k, x, room)
+    drafting, a pass over its nodes and the newest token (v(1) = 1 when it sent nothing) and its overhead.
+    A draft rebuilt at k (its `table`, measure/rebuilt.py) sends its rebuilt nodes and makes 1 + the
+    tokens the text agreed with: measured, for a greedy retrieval draft."""
+    if table is not None and (k in table or k == 0):
+        nodes, agreed = table.get(k, (0, 0))
+        cost = x.draft0 + x.v0 + x.v_scale * (v(nodes + 1) if nodes else 1.0) + x.over0 + x.over1 * nodes
+        return 1.0 + agreed, cost
+    depth, nodes, calls = sent_at(depths, full, levels, k, x)
     priced = v(nodes + 1) if nodes else 1.0
     cost = x.draft0 + x.draft1 * calls + x.v0 + x.v_scale * priced + x.over0 + x.over1 * nodes
-    return _tokens(x, max(depths, default=0), depth, rate, None if room is None else matched), cost
+    return _tokens(x, max(depths, default=0), depth, rate), cost
 
 
 def predict_at(x: Inputs, v: PassCost, k: int | None, rate: float | None = None) -> float:
     """S with every cycle's draft cut or grown to depth k (None: as the planner sent it): the cycles'
     expected tokens over their costs, against a plain token's 1 + o_AR. `rate`: the acceptance a
     level assumed past what each group measured (default: the deepest α_d). A greedy copying run
-    whose chains' agreement with its text is known (`walkable`) is replayed along that text at k
-    instead (`_walk`): cycles of another K start at other places, and a long copy spans what took
+    whose copies' agreement with its text is known (rebuilt.walkable) is replayed along that text
+    at k instead (rebuilt.walk): cycles of another K start at other places, and a long copy spans what took
     several shorter cycles."""
     sent = x.sent or [[]]
     full = x.full or [False] * len(sent)
     levels = x.levels or [0] * len(sent)
-    room = x.room or [None] * len(sent)
-    matched = x.matched or [None] * len(sent)
+    tables = x.rebuilt or [None] * len(sent)
 
     def mean_at(depth: int | None) -> tuple[float, float]:
-        cycles = [_cycle_at(x, depths, f, lv, max(depths, default=0) if depth is None else depth, v, rate, r, m)
-                  for depths, f, lv, r, m in zip(sent, full, levels, room, matched)]
+        cycles = [_cycle_at(x, depths, f, lv, max(depths, default=0) if depth is None else depth, v, rate,
+                            None if depth is None else r)
+                  for depths, f, lv, r in zip(sent, full, levels, tables)]
         return sum(t for t, _ in cycles) / len(cycles), sum(c for _, c in cycles) / len(cycles)
 
-    if k is not None and walkable(x):
-        tokens, cost = _walk(x, v, k, rate)
+    if k is not None and rebuilt.walkable(x):
+        tokens, cost = rebuilt.walk(x, v, k, rate)
     else:
         tokens, cost = mean_at(k) if k is None or not x.budget else _to_the_end(mean_at, k, x.budget)
     return tokens * (1 + x.ar_overhead) / cost
-
-
-def walkable(x: Inputs) -> bool:
-    """Whether every cycle that sent a draft sent a greedy chain whose agreement with the text is known
-    and whose source kept what it had past K (prompt lookup: `ahead_matches`, `room`)."""
-    room, matched = x.room or [None] * len(x.sent), x.matched or [None] * len(x.sent)
-    return bool(x.made) and any(x.sent) and all(
-        not d or (m is not None and r is not None) for d, m, r in zip(x.sent, matched, room))
-
-
-def _walk(x: Inputs, v: PassCost, k: int, rate: float | None) -> tuple[float, float]:
-    """(tokens, cost) a cycle of a greedy copying run (`walkable`) at depth k, replayed along the text the
-    fitted run made. Each cycle starts where the last ended; one that starts s tokens into a fitted
-    cycle copies from the same place s tokens on (the latest match, moved on by what it copied), so its
-    chain is the fitted one's past its first s tokens and it agrees with the text s tokens fewer. It
-    sends as many tokens as its source copies, up to k and, where the run stopped at its max new tokens,
-    the tokens left less one (decoding/engine.py), and makes 1 + those that agree. Only where every
-    token the fitted chain had agreed is the rest assumed, each level at the run's α_d for its depth
-    (past the deepest, `rate`)."""
-    if rate is None:
-        rate = x.acceptance[-1] if x.acceptance else 0.0
-    starts = [0]
-    for m in x.made:
-        starts.append(starts[-1] + m)
-    end = x.budget or starts[-1]
-    pos, i, n, spent = 0.0, 0, 0, 0.0
-    while pos < end - 1e-9:
-        while i + 1 < len(x.made) and starts[i + 1] <= pos + 1e-9:
-            i += 1
-        shift = int(pos - starts[i] + 1e-9)
-        copy = len(x.sent[i]) + (x.room[i] or 0)
-        left = int(end - pos + 1e-9) - 1 if x.budget else k  # a run that ended on its own was not cut
-        depth = min(k, left, copy) if x.sent[i] else 0
-        t = 1.0
-        if depth > 0:
-            agreed, known = x.matched[i] - shift, copy - shift
-            t += min(agreed, depth)
-            path = 1.0
-            for d in range(known + 1, depth + 1) if agreed >= known else ():
-                path *= x.acceptance[d - 1] if d <= len(x.acceptance) else rate
-                t += path
-        spent += x.draft0 + x.v0 + x.v_scale * (v(depth + 1) if depth else 1.0) + x.over0 + x.over1 * depth
-        pos, n = pos + t, n + 1
-    return end / n, spent / n
 
 
 def _to_the_end(mean_at: Callable[[int], tuple[float, float]], k: int, budget: int) -> tuple[float, float]:
@@ -271,53 +229,20 @@ def text_inputs(run: RunTrace) -> dict:
     for c in run.cycles:
         if c.nodes:
             groups.setdefault(speed.draft_calls(c), []).append(c)
-    matches = ahead_matches(run)
-    matched = {id(c): m for c, m in zip(run.cycles, matches)}
+    tables = rebuilt.rebuilt(run)
+    by_cycle = {id(c): t for c, t in zip(run.cycles, tables)}
+    matched, room = rebuilt.copies(run)
     return dict(acceptance=list((run.metrics or {}).get("acceptance_by_position")
                                 or speed.by_depth(run.cycles)[0]),
                 sent=[[n.depth for n in c.nodes if n is not None] or [1] * len(c.nodes) for c in run.cycles],
                 full=[bool(c.nodes) and speed.draft_calls(c) >= c.k for c in run.cycles],
                 levels=[(speed.draft_calls(c) if c.nodes else 0) if model_drafts(run.method) else model_levels(c)
                         for c in run.cycles],
-                reach_by_sent_depth={d: ahead_reach(cs, matched) or speed.by_depth(cs)[1] for d, cs in groups.items()},
+                reach_by_sent_depth={d: rebuilt.reach(cs, by_cycle) or speed.by_depth(cs)[1]
+                                     for d, cs in groups.items()},
                 budget=made if at_max else 0,
-                room=[len(c.ahead) if c.ahead is not None and m is not None else None
-                      for c, m in zip(run.cycles, matches)],
-                matched=matches, made=[len(c.committed) for c in run.cycles],
+                rebuilt=tables, room=room, matched=matched, made=[len(c.committed) for c in run.cycles],
                 **level_shape(run))
-
-
-def ahead_matches(run: RunTrace) -> list[int | None]:
-    """Per cycle whose chain K cut (CycleTrace.ahead: prompt lookup's copy went on) in a greedy run: how
-    many of the chain's tokens, those sent and then those past K, the run's text went on with from
-    that cycle. Under greedy decoding a draft is accepted exactly as far as it agrees with the target's
-    text, so this is what a draft that deep would have had accepted there: measured, not assumed.
-    None for every other cycle (nothing kept past K, a tree, or sampled: a sampled token's acceptance
-    is a draw, not a match)."""
-    text = [t for c in run.cycles for t in c.committed]
-    out, at = [], 0
-    for c in run.cycles:
-        chain = sorted((n for n in c.nodes if n is not None), key=lambda n: n.depth)
-        if c.nodes and c.greedy and [n.depth for n in chain] == list(range(1, len(c.nodes) + 1)):
-            tokens, m = [n.token for n in chain] + list(c.ahead or []), 0
-            while m < len(tokens) and at + m < len(text) and tokens[m] == text[at + m]:
-                m += 1
-            out.append(m)
-        else:
-            out.append(None)
-        at += len(c.committed)
-    return out
-
-
-def ahead_reach(cycles: list, matched: dict[int, int | None]) -> list[float]:
-    """reach_d of a group of cycles (one sent depth) read past their depth from `ahead_matches`, to the
-    depth every cycle's chain had tokens for; [] unless each has a match and kept what it had past K
-    (then by_depth's reach)."""
-    ms = [matched.get(id(c)) for c in cycles]
-    if not cycles or any(m is None or c.ahead is None for m, c in zip(ms, cycles)):
-        return []
-    deepest = min(len(c.nodes) + len(c.ahead or []) for c in cycles)
-    return [sum(m >= d for m in ms) / len(cycles) for d in range(1, deepest + 1)]
 
 
 def model_levels(cycle) -> int:

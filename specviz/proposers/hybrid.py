@@ -131,6 +131,7 @@ class HybridProposer(Proposer):
             self.suffix.pin(ctx)
         skipped = self._skips(ctx)
         tree = self.retrieval.propose(ctx, candidates=CANDIDATE not in skipped)
+        tree.uncut = None  # its draft at another K is not its retrieval's alone (the head, suffix, skips)
         greedy = ctx.sampling.greedy
         if self.suffix is not None and SUFFIX not in skipped:  # before the head, whose depth is priced beside it
             tree = merge(tree, self.suffix.propose(ctx), greedy)

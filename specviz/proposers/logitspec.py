@@ -155,7 +155,8 @@ class LogitSpecProposer(KeepsBackoff, Proposer):
         self.index.update(ctx.ids)
         if self.adaptive and self.backoff.skipping():
             return DraftTree()
-        branches, hit = self._branches(ctx, min(ctx.k, MAX_CONTINUATION), candidates)
-        tree = merge_branches(branches, self.capacity)
-        tree.retrieval_hit = hit
+        branches, hit = self._branches(ctx, MAX_CONTINUATION, candidates)  # each to its own length
+        depth = min(ctx.k, MAX_CONTINUATION)
+        tree = merge_branches([(tokens[:depth], origins[:depth]) for tokens, origins in branches], self.capacity)
+        tree.retrieval_hit, tree.uncut, tree.uncut_cap = hit, [tokens for tokens, _ in branches], self.capacity
         return tree

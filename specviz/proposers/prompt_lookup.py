@@ -68,4 +68,4 @@ class PromptLookupProposer(KeepsBackoff, Proposer):
         copy = self.index.continuation(pos, min(self.num_tokens, 2 ** n) if self.scaled_len else self.num_tokens)
         tokens = copy[: ctx.k]
         return DraftTree.chain(tokens, sources=[Source(LOOKUP, ngram=n)] * len(tokens), retrieval_hit=True,
-                               ahead=copy[ctx.k:])
+                               uncut=[copy])

@@ -16,7 +16,7 @@ import torch
 import specviz
 from specviz.decoding.trace import CycleTrace, NodeTrace, RunTrace
 from specviz.head.model import DraftHead, config_for
-from specviz.measure import speed_model, waterfall
+from specviz.measure import rebuilt, speed_model, waterfall
 from specviz.measure.speed_model import Inputs
 from specviz.proposers.head import HeadProposer
 from specviz.proposers.hybrid import HybridProposer
@@ -132,41 +132,49 @@ def _chain(index: int, tokens: list[int], ahead: list[int], committed: list[int]
     nodes = [NodeTrace(index=i, token=t, text="", parent=i - 1, depth=i + 1, source="lookup")
              for i, t in enumerate(tokens)]
     n = next((i for i, (t, c) in enumerate(zip(tokens, committed)) if t != c), len(tokens))  # accepted
-    return CycleTrace(index=index, k=len(tokens), nodes=nodes, committed=committed, ahead=ahead, greedy=greedy,
+    return CycleTrace(index=index, k=len(tokens), nodes=nodes, committed=committed, uncut=[tokens + ahead],
+                      greedy=greedy,
                       accepted=list(range(n)), rejected=n if n < len(tokens) else None)
 
 
 def _copying_run(greedy: bool = True) -> RunTrace:
-    """Prompt lookup at K = 2, text 5 6 7 8 9 4. Cycle 0 sends 5 6 with 7 8 9 ahead and commits 5 6 7;
-    cycle 1 sends nothing and commits 8; cycle 2 sends 9 1 with 3 ahead and commits 9 4."""
+    """Prompt lookup at K = 2, text 5 6 7 8 9 4. Cycle 0 sends 5 6 of its copy 5 6 7 8 9 and commits
+    5 6 7; cycle 1 sends nothing and commits 8; cycle 2 sends 9 1 of its copy 9 1 3 and commits 9 4."""
     return RunTrace("pld", settings={"max_new_tokens": 64}, cycles=[
         _chain(0, [5, 6], [7, 8, 9], [5, 6, 7], greedy), CycleTrace(index=1, k=2, committed=[8], greedy=greedy),
         _chain(1, [9, 1], [3], [9, 4], greedy)])
 
 
-def test_a_greedy_chain_is_read_past_k_against_the_text_it_made():
-    """Cycle 0's chain and what was ahead of it, 5 6 7 8 9, agree with the text from there for all 5
-    tokens; cycle 2's, 9 1 3, for 1. So reach past K = 2 is measured, to depth 3 (the shortest chain
-    there, 2 + 1): 1, 0.5, 0.5, and D is 3; each cycle's room is what it had ahead. Sampled, a token's
-    acceptance is a draw, not a match: nothing is read past K."""
+def test_a_greedy_copy_is_rebuilt_at_every_k_and_held_against_the_text_it_made():
+    """Cycle 0's copy, 5 6 7 8 9, agrees with the text from there for all 5 tokens; cycle 2's, 9 1 3,
+    for 1. Rebuilt at K = 4, cycle 0 sends 4 nodes, all agreed; cycle 2 sends its 3, 1 agreed; priced
+    so (5 and 2 tokens), whatever the deepest α_d says. Reach past K = 2 is measured to 16: 1, 0.5,
+    0.5, 0.5, 0.5, then 0. Sampled, a token's acceptance is a draw, not a match: nothing is rebuilt."""
     run = _copying_run()
-    assert speed_model.ahead_matches(run) == [5, None, 1]
+    assert rebuilt.copies(run) == ([5, None, 1], [3, None, 1])
     got = speed_model.text_inputs(run)
-    assert got["reach_by_sent_depth"] == {2: [1.0, 0.5, 0.5]} and got["room"] == [3, None, 1]
-    assert speed_model.measured_depth(Inputs(**got, **MACHINE)) == 3
+    assert got["rebuilt"][0][4] == (4, 4) and got["rebuilt"][2][4] == (3, 1) and got["rebuilt"][1] is None
+    assert got["reach_by_sent_depth"] == {2: [1.0, 0.5, 0.5, 0.5, 0.5] + [0.0] * 11}
+    x = Inputs(**got, **MACHINE)
+    assert speed_model.measured_depth(x) == 16 and speed_model.band(x, v) == []
+    assert speed_model._cycle_at(x, [1, 2], True, 0, 4, v, None, got["rebuilt"][0]) == (5.0, pytest.approx(1.43))
+    assert speed_model._cycle_at(x, [1, 2], True, 0, 4, v, None, got["rebuilt"][2])[0] == 2.0
     sampled = speed_model.text_inputs(_copying_run(greedy=False))
-    assert sampled["matched"] == [None] * 3 and sampled["room"] == [None] * 3
+    assert sampled["rebuilt"] == [None] * 3 and sampled["room"] == [None] * 3
     assert sampled["reach_by_sent_depth"] == {2: [1.0, 0.5]}
 
 
-def test_a_chain_grows_only_as_far_as_it_had_tokens_ahead():
-    """Grown to 4, cycle 0 (3 ahead) goes 4 deep, 4 nodes, and makes 1 + min(5, 4) = 5 tokens; cycle 2
-    (1 ahead) stops at 3 nodes and makes 1 + 1 = 2, whatever the deepest α_d says."""
-    x = Inputs(**speed_model.text_inputs(_copying_run()), **MACHINE)
-    assert speed_model.sent_at([1, 2], True, 0, 4, x, room=3) == (4, 4.0, 0.0)
-    assert speed_model.sent_at([1, 2], True, 0, 4, x, room=1) == (3, 3.0, 0.0)
-    assert speed_model._cycle_at(x, [1, 2], True, 0, 4, v, None, 3, 5)[0] == 5.0
-    assert speed_model._cycle_at(x, [1, 2], True, 0, 4, v, None, 1, 1)[0] == 2.0
+def test_a_tree_is_rebuilt_under_its_proposers_cap():
+    """LogitSpec-like branches 5 6 7 8, 9 1 and 5 6 2 under a cap of 5 nodes, text 5 6 2 4: at K = 2,
+    5 6 and 9 1 (4 nodes), 2 agreed; at K = 3, 5 6 7 and 9 1 fill the cap before 5 6 2's 2, so still 2
+    agreed, and at K = 4 (5 6 7 8 and 9) too; with a cap of 6 the 2 gets in at K = 3 and 3 agree. The
+    cap is the proposer's, kept beside them."""
+    cycle = CycleTrace(index=0, k=3, nodes=[_node(0, 1, "root")], committed=[5, 6, 2, 4],
+                       uncut=[[5, 6, 7, 8], [9, 1], [5, 6, 2]], uncut_cap=5)
+    run = RunTrace("logitspec", cycles=[cycle])
+    assert rebuilt.rebuilt(run, ks=(2, 3, 4)) == [{2: (4, 2), 3: (5, 2), 4: (5, 2)}]
+    cycle.uncut_cap = 6
+    assert rebuilt.rebuilt(run, ks=(3,)) == [{3: (6, 3)}]
 
 
 def test_a_copying_run_is_replayed_along_its_text_at_another_k():
@@ -177,13 +185,13 @@ def test_a_copying_run_is_replayed_along_its_text_at_another_k():
     1.1 / 1.395. At K = 2 the cycles are the run's own: 3, 1 and 2 tokens for 1.29, 1.15 and 1.29.
     Where the run stopped at its max new tokens, the last cycle drafts only the tokens left less one."""
     x = Inputs(**speed_model.text_inputs(_copying_run()), **MACHINE)
-    assert speed_model.walkable(x) and x.made == [3, 1, 2] and x.budget == 0
+    assert rebuilt.walkable(x) and x.made == [3, 1, 2] and x.budget == 0
     assert speed_model.predict_at(x, v, 4) == pytest.approx(3 * 1.1 / 1.395)
     assert speed_model.predict_at(x, v, 2) == pytest.approx(2 * 1.1 / ((1.29 + 1.15 + 1.29) / 3))
     x.budget = 6  # at K = 2, 1 token left at cycle 2's start: it sends 1, 2 tokens for 0.05 + v(2) + 0.12
     assert speed_model.predict_at(x, v, 2) == pytest.approx(2 * 1.1 / ((1.29 + 1.15 + 1.22) / 3))
     x.room = [None, None, None]  # nothing kept past K: not replayed, the mean over cycles
-    assert not speed_model.walkable(x)
+    assert not rebuilt.walkable(x)
 
 
 # -- the property: grown from K = 4, against live runs at 8 and 16 -------------------------------------
@@ -254,7 +262,7 @@ def test_a_curve_grown_from_k_4_holds_the_runs_at_8_and_16(tiny, method, monkeyp
         monkeypatch.setattr(speed_model, "grown", lambda x, levels, depth, k: (float(k - depth), float(k - depth)))
         assert len(misses(runs)) == 2
     if method == "pld":  # measured to 16 (its copies past K), so no band: the mean over the fitted cycles misses
-        monkeypatch.setattr(speed_model, "walkable", lambda x: False)
+        monkeypatch.setattr(rebuilt, "walkable", lambda x: False)
         assert misses(runs) != []
 
 

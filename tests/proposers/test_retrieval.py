@@ -87,18 +87,18 @@ def test_pld_copies_what_followed_the_match():
     assert pld.propose(ctx(IDS, k=2)).tokens == PHRASE[3:5]
 
 
-def test_pld_keeps_the_copy_that_k_cut_as_ahead():
-    """A chain cut at K keeps the rest of its copy, to num_tokens, as `ahead`: the draft at K plus it is
-    the draft a deeper K would have sent from the same match (what the model of speed grows a draft by);
-    a draft that K did not cut has nothing ahead, and a scaled match stops at its own length (2**n)."""
+def test_pld_keeps_its_copy_uncut():
+    """A chain cut at K keeps its whole copy, to num_tokens, as `uncut`: the draft at K is its first K
+    tokens, and the draft a deeper K sends from the same match is its first K' (what the model of
+    speed rebuilds a draft from); a scaled match's copy stops at its own length (2**n)."""
     pld = PromptLookupProposer(num_tokens=6, max_ngram=3)
     pld.start(IDS)
     short, deep = pld.propose(ctx(IDS, k=2)), pld.propose(ctx(IDS, k=6))
-    assert short.tokens == deep.tokens[:2] and short.ahead == deep.tokens[2:] and len(short.ahead) == 4
-    assert deep.ahead == [] and pld.propose(ctx(IDS, k=8)).ahead == []
+    assert short.uncut == deep.uncut == [deep.tokens] and short.tokens == deep.tokens[:2] and len(deep.tokens) == 6
+    assert short.uncut_cap is None
     scaled = PromptLookupProposer(num_tokens=16, max_ngram=2, scaled_len=True)  # a 2-gram match copies 4
     scaled.start(IDS)
-    assert len(scaled.propose(ctx(IDS, k=1)).ahead) == 3
+    assert len(scaled.propose(ctx(IDS, k=1)).uncut[0]) == 4
 
 
 def test_pld_no_match_is_an_empty_draft():
@@ -193,6 +193,23 @@ def test_logitspec_tree_respects_capacity_and_is_a_trie():
         assert len(set(siblings)) == len(siblings)
         assert all(p < i for i, p in enumerate(tree.parents))
         assert max(tree.depths) <= 8
+
+
+def test_logitspec_keeps_its_branches_uncut_and_they_rebuild_its_tree_at_every_k():
+    """The branches kept uncut, each cut at K and merged under the kept cap, give the very tree the
+    proposer sends at that K, for every K from 1 to 20 and every cap: what the model of speed rebuilds
+    a LogitSpec draft at another K from (measure/rebuilt.py)."""
+    from specviz.measure.rebuilt import tree_at
+    ids = [int(x) for x in torch.randint(0, 12, (300,), generator=torch.Generator().manual_seed(0))]
+    logits = torch.randn(VOCAB, generator=torch.Generator().manual_seed(1))
+    for capacity in (5, 16, 64):
+        ls = LogitSpecProposer(top_k=6, capacity=capacity, branch_len=16, **PAPER)
+        ls.start(ids)
+        uncut = ls.propose(ctx(ids, logits, k=1))
+        assert uncut.uncut_cap == capacity and len(uncut.uncut) > 1 and max(map(len, uncut.uncut)) == 16
+        for k in range(1, 21):
+            sent, rebuilt = ls.propose(ctx(ids, logits, k=k)), tree_at(uncut, k)
+            assert (rebuilt.tokens, rebuilt.parents) == (sent.tokens, sent.parents) and sent.uncut == uncut.uncut
 
 
 def test_logitspec_pruning_favours_high_ranks():
