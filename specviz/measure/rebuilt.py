@@ -42,35 +42,42 @@ def kept(cycle) -> bool:
     return bool(cycle.nodes) and cycle.greedy and cycle.uncut is not None
 
 
+def placed(run: RunTrace) -> list[tuple[list[int], int]]:
+    """Per cycle, the text its run made and where in it the cycle's tokens start. A run joined from
+    several (the advisor's survey: one per prompt) starts a text at each cycle 0, so a draft is never
+    held against the next prompt's answer."""
+    texts: list[list[int]] = []
+    for c in run.cycles:
+        if c.index == 0 or not texts:
+            texts.append([])
+        texts[-1].extend(c.committed)
+    out, at, n = [], 0, -1
+    for c in run.cycles:
+        if c.index == 0 or n < 0:
+            n, at = n + 1, 0
+        out.append((texts[n], at))
+        at += len(c.committed)
+    return out
+
+
 def rebuilt(run: RunTrace, ks=K_RANGE) -> list[Rebuilt | None]:
     """Per cycle that kept its draft uncut in a greedy run: for every K, the nodes its draft sends there
     and how many of its tokens the text went on with; None for every other cycle."""
-    text = [t for c in run.cycles for t in c.committed]
-    out, at = [], 0
-    for c in run.cycles:
-        if kept(c):
-            trees = {k: tree_at(c, k) for k in ks}
-            out.append({k: (len(t), agreement(t, text, at)) for k, t in trees.items()})
-        else:
-            out.append(None)
-        at += len(c.committed)
+    out = []
+    for c, (text, at) in zip(run.cycles, placed(run)):
+        trees = {k: tree_at(c, k) for k in ks} if kept(c) else None
+        out.append(None if trees is None else {k: (len(t), agreement(t, text, at)) for k, t in trees.items()})
     return out
 
 
 def copies(run: RunTrace) -> tuple[list[int | None], list[int | None]]:
     """Per cycle that kept one uncut copy (prompt lookup) in a greedy run: how many of the copy's tokens
     the text went on with, and how many the copy had past what was sent; (None, None) for every other."""
-    text = [t for c in run.cycles for t in c.committed]
-    matched, room, at = [], [], 0
-    for c in run.cycles:
-        if kept(c) and len(c.uncut) == 1 and c.uncut_cap is None:
-            copy = list(c.uncut[0])
-            matched.append(agreement(DraftTree.chain(copy), text, at))
-            room.append(len(copy) - len(c.nodes))
-        else:
-            matched.append(None)
-            room.append(None)
-        at += len(c.committed)
+    matched, room = [], []
+    for c, (text, at) in zip(run.cycles, placed(run)):
+        copy = list(c.uncut[0]) if kept(c) and len(c.uncut) == 1 and c.uncut_cap is None else None
+        matched.append(None if copy is None else agreement(DraftTree.chain(copy), text, at))
+        room.append(None if copy is None else len(copy) - len(c.nodes))
     return matched, room
 
 

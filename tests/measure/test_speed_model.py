@@ -164,6 +164,16 @@ def test_a_greedy_copy_is_rebuilt_at_every_k_and_held_against_the_text_it_made()
     assert sampled["reach_by_sent_depth"] == {2: [1.0, 0.5]}
 
 
+def test_runs_joined_into_one_hold_each_draft_against_its_own_text():
+    """The advisor's survey joins a candidate's runs into one. Run A's one cycle copies 5 6 7 8 and makes
+    5 6; run B then makes 7 8: held against the joined text the copy would agree 4 deep, against its
+    own run's text 2 (each run starts at its cycle 0)."""
+    a = _chain(0, [5], [6, 7, 8], [5, 6])
+    b = CycleTrace(index=0, k=1, committed=[7, 8])
+    assert rebuilt.copies(RunTrace("pld", cycles=[a, b])) == ([2, None], [3, None])
+    assert rebuilt.placed(RunTrace("pld", cycles=[a, b])) == [([5, 6], 0), ([7, 8], 0)]
+
+
 def test_a_tree_is_rebuilt_under_its_proposers_cap():
     """LogitSpec-like branches 5 6 7 8, 9 1 and 5 6 2 under a cap of 5 nodes, text 5 6 2 4: at K = 2,
     5 6 and 9 1 (4 nodes), 2 agreed; at K = 3, 5 6 7 and 9 1 fill the cap before 5 6 2's 2, so still 2
