@@ -12,7 +12,9 @@ The full cut and grow check (issue 65), one pinned thread on a quiet core, hours
 Two modes predict runs the fit never saw, greedy, every method with a fixed K (`--modes cut,grow`):
 - cut: fitted on a run at K = 16, predicting the runs at K = 2, 4 and 8;
 - grow: fitted on a run at K = 4, predicting the runs at K = 8 and 16: past the fitted run's deepest
-  depth the model grows each draft by the shape it had there (measure/speed_model.py, `grown`).
+  depth the model grows each draft by the shape it had there (measure/speed_model.py, `grown`), but
+  prompt lookup's and LogitSpec's drafts, which their proposers kept uncut, are rebuilt at each K
+  and held against the run's text (measure/rebuilt.py), and a run of copies is replayed along it.
 "Fitted on a run": the text's and the machine's inputs both from that run and its AR baseline, as
 the Theory tab reads them (speed_model.inputs_of), with the run's verify passes over the cost
 profile's (v_scale) as the calibration below reads them. Each (prompt, method, K) runs `--repeats`

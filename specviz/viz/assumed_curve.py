@@ -1,7 +1,8 @@
 """The Theory tab's curve past what its run measured: the model of speed (measure/speed_model.py)
 grows each draft past the deepest depth D its run drafted to, by the shape the run had at D and
 at the deepest α_d. That part is drawn dashed, inside the band from none of the grown levels
-accepted to all of them, and the sentence says where the measurement ends.
+accepted to all of them, and the sentence says where the measurement ends. A greedy prompt-lookup
+or LogitSpec run kept its drafts uncut and is measured to K = 16 (measure/rebuilt.py): no band.
 
 Built from a waterfall.Analysis as plain data; older analyses without a measured depth get a sentence.
 """
