@@ -6,7 +6,7 @@ most nodes they merge them into (uncut_cap), so the draft a cycle would have sen
 exactly as the proposer builds it (`tree_at`). Under greedy decoding a draft is accepted exactly as
 far as one of its paths agrees with the target's text, which is the text the run committed: so
 what that draft would have had accepted there is measured (`agreement`), not assumed. The model of
-speed (speed_model.py, its `Inputs` as `x` here) prices those drafts, and replays a run of copies
+speed (speed_model.py, its `Inputs` as `x` here) prices those drafts, and replays a run of them
 along its text at another K (`walk`); sampled runs keep nothing here (a sampled token's
 acceptance is a draw, not a match).
 
@@ -70,17 +70,6 @@ def rebuilt(run: RunTrace, ks=K_RANGE) -> list[Rebuilt | None]:
     return out
 
 
-def copies(run: RunTrace) -> tuple[list[int | None], list[int | None]]:
-    """Per cycle that kept one uncut copy (prompt lookup) in a greedy run: how many of the copy's tokens
-    the text went on with, and how many the copy had past what was sent; (None, None) for every other."""
-    matched, room = [], []
-    for c, (text, at) in zip(run.cycles, placed(run)):
-        copy = list(c.uncut[0]) if kept(c) and len(c.uncut) == 1 and c.uncut_cap is None else None
-        matched.append(None if copy is None else agreement(DraftTree.chain(copy), text, at))
-        room.append(None if copy is None else len(copy) - len(c.nodes))
-    return matched, room
-
-
 def reach(cycles: list, tables: dict[int, Rebuilt | None]) -> list[float]:
     """reach_d of a group of cycles (one sent depth), d = 1 … the deepest K rebuilt: the share whose draft
     rebuilt at K = d agreed with the text all d deep; [] unless every cycle of the group was rebuilt."""
@@ -90,24 +79,24 @@ def reach(cycles: list, tables: dict[int, Rebuilt | None]) -> list[float]:
     return [sum(r[d][1] >= d for r in rows) / len(rows) for d in sorted(rows[0])]
 
 
-# -- a copying run replayed along its text at another K ------------------------------------------
+# -- a run of retrieval drafts replayed along its text at another K ---------------------------------
 def walkable(x) -> bool:
-    """Whether every cycle that sent a draft sent a greedy chain whose agreement with the text is known
-    and whose source kept its copy uncut (prompt lookup: `copies`)."""
-    room, matched = x.room or [None] * len(x.sent), x.matched or [None] * len(x.sent)
-    return bool(x.made) and any(x.sent) and all(
-        not d or (m is not None and r is not None) for d, m, r in zip(x.sent, matched, room))
+    """Whether every cycle that sent a draft was rebuilt (`rebuilt`: a greedy retrieval draft kept uncut)."""
+    tables = x.rebuilt or [None] * len(x.sent)
+    return bool(x.made) and any(x.sent) and all(not d or t is not None for d, t in zip(x.sent, tables))
 
 
 def walk(x, v, k: int, rate: float | None) -> tuple[float, float]:
-    """(tokens, cost) a cycle of a greedy copying run (`walkable`) at depth k, replayed along the text the
-    fitted run made. Each cycle starts where the last ended; one that starts s tokens into a fitted
-    cycle copies from the same place s tokens on (the latest match, moved on by what it copied), so its
-    chain is the fitted one's past its first s tokens and it agrees with the text s tokens fewer. It
-    sends as many tokens as its source copies, up to k and, where the run stopped at its max new tokens,
-    the tokens left less one (decoding/engine.py), and makes 1 + those that agree. Only where every
-    token the fitted chain had agreed is the rest assumed, each level at the run's α_d for its depth
-    (past the deepest, `rate`)."""
+    """(tokens, cost) a cycle of a greedy retrieval run (`walkable`) at depth k, replayed along the text
+    the fitted run made: cycles of another K start at other places, and a long copy spans what took
+    several shorter cycles. Each cycle starts where the last ended. One that starts where a fitted
+    cycle started sends that cycle's draft rebuilt at k and makes 1 + its tokens the text agreed with.
+    One that starts s tokens into a fitted cycle copies on from the same place along the path that
+    agreed (the latest match, moved on by what it copied), so it agrees s tokens fewer, and is taken
+    to send a draft as large as that cycle's at k. It drafts at most k deep and, where the run stopped
+    at its max new tokens, the tokens left less one (decoding/engine.py). Only where every token the
+    rebuilt draft had agreed is the rest assumed, each level at the run's α_d for its depth (past the
+    deepest, `rate`)."""
     if rate is None:
         rate = x.acceptance[-1] if x.acceptance else 0.0
     starts = [0]
@@ -119,17 +108,21 @@ def walk(x, v, k: int, rate: float | None) -> tuple[float, float]:
         while i + 1 < len(x.made) and starts[i + 1] <= pos + 1e-9:
             i += 1
         shift = int(pos - starts[i] + 1e-9)
-        copy = len(x.sent[i]) + (x.room[i] or 0)
         left = int(end - pos + 1e-9) - 1 if x.budget else k  # a run that ended on its own was not cut
-        depth = min(k, left, copy) if x.sent[i] else 0
-        t = 1.0
+        table = x.rebuilt[i]
+        depth = min(k, left, max(table)) if x.sent[i] else 0
+        nodes, t = 0, 1.0
         if depth > 0:
-            agreed, known = x.matched[i] - shift, copy - shift
-            t += min(agreed, depth)
+            nodes = table[depth][0]
+            if shift == 0:
+                agreed, known = table[depth][1], depth
+            else:  # along the path that agreed deepest, moved on by `shift`
+                agreed, known = max(a for _, a in table.values()) - shift, max(table) - shift
+            t += max(min(agreed, depth), 0)
             path = 1.0
             for d in range(known + 1, depth + 1) if agreed >= known else ():
                 path *= x.acceptance[d - 1] if d <= len(x.acceptance) else rate
                 t += path
-        spent += x.draft0 + x.v0 + x.v_scale * (v(depth + 1) if depth else 1.0) + x.over0 + x.over1 * depth
+        spent += x.draft0 + x.v0 + x.v_scale * (v(nodes + 1) if nodes else 1.0) + x.over0 + x.over1 * nodes
         pos, n = pos + t, n + 1
     return end / n, spent / n

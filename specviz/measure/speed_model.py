@@ -53,9 +53,8 @@ class Inputs:
     new tokens: its last cycles draft only what is left.
 
     About a greedy retrieval draft kept uncut (measure/rebuilt.py), per cycle: the draft rebuilt at
-    every K, its nodes there and its tokens the text agreed with (`rebuilt`); for a copy (prompt
-    lookup), its tokens the text agreed with (`matched`) and those it had past what was sent
-    (`room`); and the tokens each cycle made (`made`). None where not kept.
+    every K, its nodes there and its tokens the text agreed with (`rebuilt`, None where not kept);
+    and the tokens each cycle made (`made`).
 
     About the machine, in one-token passes, measured before the run (a calibration run): a cycle's
     drafting, draft0 + draft1 · the levels a model drafted (a draft model or the head: draft0 = 0 and
@@ -79,8 +78,6 @@ class Inputs:
     level_calls: float | None = None  # mean model calls at depth D (one per model source there)
     budget: int = 0  # the tokens the cycles made, where the run stopped at its max new tokens (0: on its own)
     rebuilt: list[dict[int, tuple[int, int]] | None] = field(default_factory=list)  # per cycle: K -> (nodes, agreed)
-    room: list[int | None] = field(default_factory=list)  # per cycle: tokens its copy had past what was sent
-    matched: list[int | None] = field(default_factory=list)  # per cycle: its copy's tokens the text agreed with
     made: list[int] = field(default_factory=list)  # per cycle: the tokens it committed
 
 
@@ -148,9 +145,9 @@ def _cycle_at(x: Inputs, depths: list[int], full: bool, levels: int, k: int, v: 
 def predict_at(x: Inputs, v: PassCost, k: int | None, rate: float | None = None) -> float:
     """S with every cycle's draft cut or grown to depth k (None: as the planner sent it): the cycles'
     expected tokens over their costs, against a plain token's 1 + o_AR. `rate`: the acceptance a
-    level assumed past what each group measured (default: the deepest α_d). A greedy copying run
-    whose copies' agreement with its text is known (rebuilt.walkable) is replayed along that text
-    at k instead (rebuilt.walk): cycles of another K start at other places, and a long copy spans what took
+    level assumed past what each group measured (default: the deepest α_d). A greedy retrieval run
+    whose drafts were rebuilt at every K (rebuilt.walkable) is replayed along its text at k instead
+    (rebuilt.walk): cycles of another K start at other places, and a long copy spans what took
     several shorter cycles."""
     sent = x.sent or [[]]
     full = x.full or [False] * len(sent)
@@ -231,7 +228,6 @@ def text_inputs(run: RunTrace) -> dict:
             groups.setdefault(speed.draft_calls(c), []).append(c)
     tables = rebuilt.rebuilt(run)
     by_cycle = {id(c): t for c, t in zip(run.cycles, tables)}
-    matched, room = rebuilt.copies(run)
     return dict(acceptance=list((run.metrics or {}).get("acceptance_by_position")
                                 or speed.by_depth(run.cycles)[0]),
                 sent=[[n.depth for n in c.nodes if n is not None] or [1] * len(c.nodes) for c in run.cycles],
@@ -241,7 +237,7 @@ def text_inputs(run: RunTrace) -> dict:
                 reach_by_sent_depth={d: rebuilt.reach(cs, by_cycle) or speed.by_depth(cs)[1]
                                      for d, cs in groups.items()},
                 budget=made if at_max else 0,
-                rebuilt=tables, room=room, matched=matched, made=[len(c.committed) for c in run.cycles],
+                rebuilt=tables, made=[len(c.committed) for c in run.cycles],
                 **level_shape(run))
 
 

@@ -151,7 +151,6 @@ def test_a_greedy_copy_is_rebuilt_at_every_k_and_held_against_the_text_it_made()
     so (5 and 2 tokens), whatever the deepest α_d says. Reach past K = 2 is measured to 16: 1, 0.5,
     0.5, 0.5, 0.5, then 0. Sampled, a token's acceptance is a draw, not a match: nothing is rebuilt."""
     run = _copying_run()
-    assert rebuilt.copies(run) == ([5, None, 1], [3, None, 1])
     got = speed_model.text_inputs(run)
     assert got["rebuilt"][0][4] == (4, 4) and got["rebuilt"][2][4] == (3, 1) and got["rebuilt"][1] is None
     assert got["reach_by_sent_depth"] == {2: [1.0, 0.5, 0.5, 0.5, 0.5] + [0.0] * 11}
@@ -160,7 +159,7 @@ def test_a_greedy_copy_is_rebuilt_at_every_k_and_held_against_the_text_it_made()
     assert speed_model._cycle_at(x, [1, 2], True, 0, 4, v, None, got["rebuilt"][0]) == (5.0, pytest.approx(1.43))
     assert speed_model._cycle_at(x, [1, 2], True, 0, 4, v, None, got["rebuilt"][2])[0] == 2.0
     sampled = speed_model.text_inputs(_copying_run(greedy=False))
-    assert sampled["rebuilt"] == [None] * 3 and sampled["room"] == [None] * 3
+    assert sampled["rebuilt"] == [None] * 3
     assert sampled["reach_by_sent_depth"] == {2: [1.0, 0.5]}
 
 
@@ -170,7 +169,7 @@ def test_runs_joined_into_one_hold_each_draft_against_its_own_text():
     own run's text 2 (each run starts at its cycle 0)."""
     a = _chain(0, [5], [6, 7, 8], [5, 6])
     b = CycleTrace(index=0, k=1, committed=[7, 8])
-    assert rebuilt.copies(RunTrace("pld", cycles=[a, b])) == ([2, None], [3, None])
+    assert rebuilt.rebuilt(RunTrace("pld", cycles=[a, b]), ks=(4,)) == [{4: (4, 2)}, None]
     assert rebuilt.placed(RunTrace("pld", cycles=[a, b])) == [([5, 6], 0), ([7, 8], 0)]
 
 
@@ -190,9 +189,9 @@ def test_a_tree_is_rebuilt_under_its_proposers_cap():
 def test_a_copying_run_is_replayed_along_its_text_at_another_k():
     """The run above, made 3 + 1 + 2 = 6 tokens and ended on its own. At K = 4: cycle 0 copies 4
     (it had 5), all agree: 5 tokens for 0.05 + v(5) + 0.1 + 0.02 · 4 = 1.43; the next cycle starts 1
-    token into cycle 2, so it copies 9's chain moved on by one (1 3: 2 tokens, 3 of them with what
-    was ahead less one), which agrees for none: 1 token for 0.05 + v(4) + 0.1 + 0.06 = 1.36. S = 3 ·
-    1.1 / 1.395. At K = 2 the cycles are the run's own: 3, 1 and 2 tokens for 1.29, 1.15 and 1.29.
+    token into cycle 2, so it copies on from 9's copy, one token further: taken to send as many nodes as
+    cycle 2's draft at K = 4 (3), agreeing one token fewer than that copy did (none): 1 token for
+    0.05 + v(4) + 0.1 + 0.06 = 1.36. S = 3 · 1.1 / 1.395. At K = 2 the cycles are the run's own: 3, 1 and 2 tokens for 1.29, 1.15 and 1.29.
     Where the run stopped at its max new tokens, the last cycle drafts only the tokens left less one."""
     x = Inputs(**speed_model.text_inputs(_copying_run()), **MACHINE)
     assert rebuilt.walkable(x) and x.made == [3, 1, 2] and x.budget == 0
@@ -200,7 +199,7 @@ def test_a_copying_run_is_replayed_along_its_text_at_another_k():
     assert speed_model.predict_at(x, v, 2) == pytest.approx(2 * 1.1 / ((1.29 + 1.15 + 1.29) / 3))
     x.budget = 6  # at K = 2, 1 token left at cycle 2's start: it sends 1, 2 tokens for 0.05 + v(2) + 0.12
     assert speed_model.predict_at(x, v, 2) == pytest.approx(2 * 1.1 / ((1.29 + 1.15 + 1.22) / 3))
-    x.room = [None, None, None]  # nothing kept past K: not replayed, the mean over cycles
+    x.rebuilt = [None, None, None]  # nothing kept uncut: not replayed, the mean over cycles
     assert not rebuilt.walkable(x)
 
 
@@ -208,6 +207,9 @@ def test_a_copying_run_is_replayed_along_its_text_at_another_k():
 PROMPT = [4, 8, 15, 16, 23, 30, 2, 11, 6, 4, 8, 15] * 2
 NEW_TOKENS = 48
 FINITE = 0.05  # a run of 48 tokens ends in whole cycles; the model follows its last cycles in expectation
+# LogitSpec's run is replayed along its text (measure/rebuilt.py, walk): a cycle that starts inside a fitted
+# cycle is taken to send a tree as large, and the next-next guesses it would make there are not known
+SHIFTED = {"logitspec": 0.05}
 
 
 def priced(run: RunTrace) -> float:
@@ -243,13 +245,13 @@ def _runs(tiny, method: str) -> dict[int, RunTrace]:
             for k in (4, 8, 16)}
 
 
-def misses(runs: dict[int, RunTrace]) -> list[str]:
-    """The larger Ks whose run, priced, falls outside the band grown from the K = 4 run."""
+def misses(runs: dict[int, RunTrace], slack: float = FINITE) -> list[str]:
+    """The larger Ks whose run, priced, falls outside the band grown from the K = 4 run, give or take `slack`."""
     x = Inputs(**speed_model.text_inputs(runs[4]), **MACHINE)
     out = []
     for k in (8, 16):
         low, high = speed_model.predict_at(x, v, k, 0.0), speed_model.predict_at(x, v, k, 1.0)
-        if not low * (1 - FINITE) <= priced(runs[k]) <= high * (1 + FINITE):
+        if not low * (1 - slack) <= priced(runs[k]) <= high * (1 + slack):
             out.append(f"K = {k}: {priced(runs[k]):.3f} outside [{low:.3f}, {high:.3f}]")
     return out
 
@@ -263,11 +265,12 @@ def test_a_curve_grown_from_k_4_holds_the_runs_at_8_and_16(tiny, method, monkeyp
     take FINITE for the run's last whole cycles. For the head's tree (9 nodes and a call a level),
     the old rule, one node a level, puts both runs below the band. Prompt lookup kept its copies past
     K, so its band is a point; without the replay along its text, the mean over the cycles at K = 4
-    misses a run."""
+    misses a run. LogitSpec's replay assumes what a cycle starting inside a fitted one would guess
+    (SHIFTED): on the real prompts its median miss is 1–5 % (docs/BENCHMARKS.md)."""
     runs = _runs(tiny, method)
     assert all(any(c.nodes for c in r.cycles) for r in runs.values()), f"{method} sent no draft"
     assert max(n.depth for c in runs[16].cycles for n in c.nodes) > 4, f"{method} never drafted past 4"
-    assert misses(runs) == []
+    assert misses(runs, FINITE + SHIFTED.get(method, 0.0)) == []
     if method == "head":
         monkeypatch.setattr(speed_model, "grown", lambda x, levels, depth, k: (float(k - depth), float(k - depth)))
         assert len(misses(runs)) == 2
