@@ -136,6 +136,14 @@ def sampled_row(category: str, n: str) -> Callable[[Path], str]:
     return read
 
 
+def cut_grow_cell(method: str, mode: str) -> Callable[[Path], str]:
+    """A method's median miss over every K of a mode, and its worst prompt's miss, in a cut-and-grow summary."""
+    def read(path: Path) -> str:
+        cut = row(path, method, mode, "16 → all" if mode == "cut" else "4 → all")
+        return f"{numbers(cut[3])[0]} {numbers(cut[4])[-1]}"
+    return read
+
+
 def cells_after(lead: str, n: int, skip: int = 0) -> str:
     """A pattern for a table row whose first cell is `lead`: `skip` cells passed over, then `n` as groups."""
     return rf"\| {re.escape(lead)} \|" + r"[^|]*\|" * skip + r"([^|]*)\|" * n
@@ -153,6 +161,12 @@ SEEDED = "### Sampled, T = 0.7: three answers a question"
 MODEL = "## The model of speed against measurement"
 ADVISOR = "## The advisor against a sweep"
 HALL_SECTION = "### A lecture hall on the page's defaults (issue 55)"
+CUT_GROW = "### Cut and grown (issue 65)"
+REBUILT = "docs/bench/2026-12-07-speed-model-rebuilt/"
+# the cut-and-grow table's rows: (its name on the page, in the summaries, the run it comes from)
+CUT_GROW_ROWS = [("prompt lookup", "pld", ""), ("LogitSpec", "logitspec", ""), ("head", "head", "-run1"),
+                 ("fixed tree", "fixed-tree", "-run1"), ("hybrid", "hybrid", "-run1")]
+CUT_GROW_CELLS = [("public", "cut"), ("public", "grow"), ("specbench", "cut"), ("specbench", "grow")]
 GEMMA_SECTION = "## Gemma 3 270M: a second family, and a draft from another family"
 QUIET16_JSON = "docs/bench/2026-12-06-quiet16/bench.json"
 SPECBENCH_ROWS = [("Multi-turn conversation", "16"), ("Translation", "4"), ("Summarization", "4"),
@@ -227,6 +241,9 @@ QUOTES = [
           r"\*\*([\d.]+) %\*\* off",
           ADVISE, lambda p: " ".join(re.search(r"Predicted ([\d.]+)×; checked ([\d.]+)× \(([\d.]+)% off\)",
                                                p.read_text(encoding="utf-8")).group(2, 1, 3))),
+    *[Quote(f"cut and grown: {ours}, {where} {mode}", BENCH, CUT_GROW, cells_after(page, 1, skip=j),
+            f"{REBUILT}{where}{run}-summary.md", cut_grow_cell(ours, mode))
+      for page, ours, run in CUT_GROW_ROWS for j, (where, mode) in enumerate(CUT_GROW_CELLS)],
     *[Quote(f"the lecture hall: {label}", BENCH, HALL_SECTION, cells_after(page, 1), HALL, hall_p95(label))
       for page, label in HALL_ROWS],
     *[Quote(f"Gemma 3 270M: {ours}", BENCH, GEMMA_SECTION, cells_after(page, 3), GEMMA, columns(ours, take=(2, 3, 4)))
