@@ -67,7 +67,7 @@ class DraftTree:
     # a retrieval draft sent whole: its branches before K cut them (prompt lookup's one copy,
     # LogitSpec's branches, each to its own length), merged at any K into at most `uncut_cap` nodes
     # as its proposer merges them (None: no cap). Never verified; the model of speed rebuilds the
-    # draft at another K from them (measure/speed_model.py). None where not kept.
+    # draft at another K from them (measure/rebuilt.py). None where not kept.
     uncut: list[list[int]] | None = None
     uncut_cap: int | None = None
 
