@@ -244,6 +244,15 @@ QUOTES = [
     *[Quote(f"cut and grown: {ours}, {where} {mode}", BENCH, CUT_GROW, cells_after(page, 1, skip=j),
             f"{REBUILT}{where}{run}-summary.md", cut_grow_cell(ours, mode))
       for page, ours, run in CUT_GROW_ROWS for j, (where, mode) in enumerate(CUT_GROW_CELLS)],
+    *[Quote(f"cut and grown on other prompts, 128 tokens: {where}", BENCH, CUT_GROW, pattern,
+            f"{REBUILT}unseen-{where}-summary.md",
+            lambda p: " ".join(numbers(row(p, m, mode, "16 → all" if mode == "cut" else "4 → all")[3])[0]
+                               for m in ("pld", "logitspec") for mode in ("cut", "grow")))
+      for where, pattern in (
+          ("public", r"tokens \(20:56\), cut and grown: prompt lookup ([\d.]+) % and ([\d.]+) % \(public\), "
+                     r"[\d.]+ % and [\d.]+ % \(Spec-Bench\); LogitSpec ([\d.]+) % and ([\d.]+) %,"),
+          ("specbench", r"\(public\), ([\d.]+) % and ([\d.]+) % \(Spec-Bench\); LogitSpec [\d.]+ % and [\d.]+ %, "
+                        r"([\d.]+) % and ([\d.]+) %\."))],
     *[Quote(f"the lecture hall: {label}", BENCH, HALL_SECTION, cells_after(page, 1), HALL, hall_p95(label))
       for page, label in HALL_ROWS],
     *[Quote(f"Gemma 3 270M: {ours}", BENCH, GEMMA_SECTION, cells_after(page, 3), GEMMA, columns(ours, take=(2, 3, 4)))
