@@ -86,7 +86,7 @@ def walkable(x) -> bool:
     return bool(x.made) and any(x.sent) and all(not d or t is not None for d, t in zip(x.sent, tables))
 
 
-def walk(x, v, k: int, rate: float | None) -> tuple[float, float]:
+def walk(x, cost, k: int, rate: float | None) -> tuple[float, float]:
     """(tokens, cost) a cycle of a greedy retrieval run (`walkable`) at depth k, replayed along the text
     the fitted run made: cycles of another K start at other places, and a long copy spans what took
     several shorter cycles. Each cycle starts where the last ended. One that starts where a fitted
@@ -96,7 +96,7 @@ def walk(x, v, k: int, rate: float | None) -> tuple[float, float]:
     to send a draft as large as that cycle's at k. It drafts at most k deep and, where the run stopped
     at its max new tokens, the tokens left less one (decoding/engine.py). Only where every token the
     rebuilt draft had agreed is the rest assumed, each level at the run's α_d for its depth (past the
-    deepest, `rate`)."""
+    deepest, `rate`). `cost(nodes)` prices a cycle (speed_model.cycle_cost)."""
     if rate is None:
         rate = x.acceptance[-1] if x.acceptance else 0.0
     starts = [0]
@@ -123,6 +123,6 @@ def walk(x, v, k: int, rate: float | None) -> tuple[float, float]:
             for d in range(known + 1, depth + 1) if agreed >= known else ():
                 path *= x.acceptance[d - 1] if d <= len(x.acceptance) else rate
                 t += path
-        spent += x.draft0 + x.v0 + x.v_scale * (v(nodes + 1) if nodes else 1.0) + x.over0 + x.over1 * nodes
+        spent += cost(nodes)
         pos, n = pos + t, n + 1
     return end / n, spent / n

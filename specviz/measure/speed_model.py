@@ -126,20 +126,23 @@ def sent_at(depths: list[int], full: bool, levels: int, k: int, x: Inputs) -> tu
     return depth, nodes, calls
 
 
+def cycle_cost(x: Inputs, v: PassCost, nodes: float, calls: float = 0.0) -> float:
+    """One cycle's cost in one-token passes: its drafting, a pass over its nodes and the newest token
+    (v(1) = 1 when it sent nothing) and its overhead."""
+    priced = v(nodes + 1) if nodes else 1.0
+    return x.draft0 + x.draft1 * calls + x.v0 + x.v_scale * priced + x.over0 + x.over1 * nodes
+
+
 def _cycle_at(x: Inputs, depths: list[int], full: bool, levels: int, k: int, v: PassCost,
               rate: float | None = None, table: dict[int, tuple[int, int]] | None = None) -> tuple[float, float]:
-    """(expected tokens, cost) of one cycle whose draft is cut or grown to depth k (sent_at): its
-    drafting, a pass over its nodes and the newest token (v(1) = 1 when it sent nothing) and its overhead.
-    A draft rebuilt at k (its `table`, measure/rebuilt.py) sends its rebuilt nodes and makes 1 + the
+    """(expected tokens, cost) of one cycle whose draft is cut or grown to depth k (sent_at), priced by
+    cycle_cost. A draft rebuilt at k (its `table`, measure/rebuilt.py) sends its rebuilt nodes and makes 1 + the
     tokens the text agreed with: measured, for a greedy retrieval draft."""
     if table is not None and (k in table or k == 0):
         nodes, agreed = table.get(k, (0, 0))
-        cost = x.draft0 + x.v0 + x.v_scale * (v(nodes + 1) if nodes else 1.0) + x.over0 + x.over1 * nodes
-        return 1.0 + agreed, cost
+        return 1.0 + agreed, cycle_cost(x, v, nodes)
     depth, nodes, calls = sent_at(depths, full, levels, k, x)
-    priced = v(nodes + 1) if nodes else 1.0
-    cost = x.draft0 + x.draft1 * calls + x.v0 + x.v_scale * priced + x.over0 + x.over1 * nodes
-    return _tokens(x, max(depths, default=0), depth, rate), cost
+    return _tokens(x, max(depths, default=0), depth, rate), cycle_cost(x, v, nodes, calls)
 
 
 def predict_at(x: Inputs, v: PassCost, k: int | None, rate: float | None = None) -> float:
@@ -161,7 +164,7 @@ def predict_at(x: Inputs, v: PassCost, k: int | None, rate: float | None = None)
         return sum(t for t, _ in cycles) / len(cycles), sum(c for _, c in cycles) / len(cycles)
 
     if k is not None and rebuilt.walkable(x):
-        tokens, cost = rebuilt.walk(x, v, k, rate)
+        tokens, cost = rebuilt.walk(x, lambda nodes: cycle_cost(x, v, nodes), k, rate)
     else:
         tokens, cost = mean_at(k) if k is None or not x.budget else _to_the_end(mean_at, k, x.budget)
     return tokens * (1 + x.ar_overhead) / cost

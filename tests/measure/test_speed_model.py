@@ -191,8 +191,9 @@ def test_a_copying_run_is_replayed_along_its_text_at_another_k():
     (it had 5), all agree: 5 tokens for 0.05 + v(5) + 0.1 + 0.02 · 4 = 1.43; the next cycle starts 1
     token into cycle 2, so it copies on from 9's copy, one token further: taken to send as many nodes as
     cycle 2's draft at K = 4 (3), agreeing one token fewer than that copy did (none): 1 token for
-    0.05 + v(4) + 0.1 + 0.06 = 1.36. S = 3 · 1.1 / 1.395. At K = 2 the cycles are the run's own: 3, 1 and 2 tokens for 1.29, 1.15 and 1.29.
-    Where the run stopped at its max new tokens, the last cycle drafts only the tokens left less one."""
+    0.05 + v(4) + 0.1 + 0.06 = 1.36. S = 3 · 1.1 / 1.395. At K = 2 the cycles are the run's own: 3, 1
+    and 2 tokens for 1.29, 1.15 and 1.29. Where the run stopped at its max new tokens, the last cycle
+    drafts only the tokens left less one."""
     x = Inputs(**speed_model.text_inputs(_copying_run()), **MACHINE)
     assert rebuilt.walkable(x) and x.made == [3, 1, 2] and x.budget == 0
     assert speed_model.predict_at(x, v, 4) == pytest.approx(3 * 1.1 / 1.395)
