@@ -84,8 +84,8 @@ MATCH_TOKENS = 64  # tokens of a suffix match's text kept in a trace: its contex
 @dataclass
 class MatchTrace:
     """Where suffix decoding found the context's suffix (drafting/tree.Match, as texts): the kind of
-    text (a SUFFIX_* source: "suffix-prompt", "suffix-output" or "suffix-earlier"; never whose run),
-    a few tokens before the match there, the matched tokens, what followed them there, and how many
+    text (a SUFFIX_* source: "suffix-prompt", "suffix-output", "suffix-earlier" or "suffix-corpus";
+    never whose run), a few tokens before the match there, the matched tokens, what followed them there, and how many
     occurrences agreed that far."""
     found_in: SOURCE
     before: items(TOKEN_TEXT, MATCH_TOKENS) = field(default_factory=list)

@@ -184,6 +184,48 @@ class DraftTree:
         return torch.tensor([[root_pos] + [root_pos + d for d in self.depths]], device=device)
 
 
+def merge(first: DraftTree, second: DraftTree, greedy: bool) -> DraftTree:
+    """`first` with `second`'s nodes added after its own, each with its q and source, where they are new
+    (the hybrid joins its sources with it, suffix decoding its own texts' tree with its corpus's).
+
+    A node of `second` whose token a sibling in the merged tree already holds is that sibling, and
+    its children hang from it, when the two are interchangeable:
+    - under greedy decoding always: only one child can match the target's argmax
+      (verify_greedy follows the first match), so a repeat takes a place in the pass and can never
+      be followed. The head's continuation after a token retrieval also drafted becomes a second
+      branch under retrieval's node.
+    - under sampling only when both are point masses (q None: retrieval and suffix). Their tokens
+      follow from the committed text alone, and once the first is rejected the residual holds no
+      mass on its token, so the repeat was always rejected and its children never reached; merged,
+      they are tried after the first is accepted. A head node is a draw from its q: it keeps its own
+      place even where its token repeats a sibling's, so the recursive rule subtracts its q as drawn
+      (verify.py).
+    """
+    tokens, parents = list(first.tokens), list(first.parents)
+    qs = [first.q_of(i) for i in range(len(first))]
+    sources = [first.source_of(i) for i in range(len(first))]
+    mergeable = (lambda q: True) if greedy else (lambda q: q is None)
+    at: dict[tuple[int, int], int] = {(par, tok): i for i, (par, tok) in enumerate(zip(parents, tokens))
+                                      if mergeable(qs[i])}
+    where: list[int] = []  # second's node → its node in the merged tree
+    for i, tok in enumerate(second.tokens):
+        par = second.parents[i]
+        par = where[par] if par >= 0 else -1
+        q = second.q_of(i)
+        same = at.get((par, tok)) if mergeable(q) else None
+        if same is None:
+            same = len(tokens)
+            tokens.append(tok)
+            parents.append(par)
+            qs.append(q)
+            sources.append(second.source_of(i))
+            if mergeable(q):
+                at.setdefault((par, tok), same)
+        where.append(same)
+    return DraftTree(tokens, parents, qs if any(q is not None for q in qs) else None, sources,
+                     first.retrieval_hit, first.match or second.match)
+
+
 def _first_held(cache, layer: int, past: int) -> int:
     """First cached position layer `layer` shows the model: 0, or later for a sliding layer that
     keeps only its window. The layer's own answer, so the mask matches the keys it returns."""

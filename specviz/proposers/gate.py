@@ -24,6 +24,7 @@ any tree chosen that way). The record is plain data (`state`), so a resumed run 
 from __future__ import annotations
 
 from specviz.drafting.tree import DraftTree
+from specviz.proposers.corpus import SUFFIX_CORPUS
 from specviz.proposers.head import HEAD
 from specviz.proposers.logitspec import CANDIDATE
 from specviz.proposers.suffix_index import SUFFIX_EARLIER, SUFFIX_OUTPUT, SUFFIX_PROMPT
@@ -47,7 +48,7 @@ def group_of(source: str) -> str | None:
     """The gated source a trace node's `source` value belongs to (None: prompt lookup, never gated)."""
     if source in (CANDIDATE, HEAD):  # a group named by its one kind
         return source
-    return SUFFIX if source in (SUFFIX_PROMPT, SUFFIX_OUTPUT, SUFFIX_EARLIER) else None
+    return SUFFIX if source in (SUFFIX_PROMPT, SUFFIX_OUTPUT, SUFFIX_EARLIER, SUFFIX_CORPUS) else None
 
 
 class Gate:

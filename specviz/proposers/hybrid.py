@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from specviz.drafting.tree import DraftTree
+from specviz.drafting.tree import DraftTree, merge
 from specviz.loading.loader import ModelLoadError
 from specviz.proposers.base import ProposeContext, Proposer
 from specviz.proposers.gate import CANDIDATE, HEAD, SUFFIX, Gate, long_match
@@ -37,47 +37,6 @@ from specviz.proposers.prompt_lookup import PromptLookupProposer
 from specviz.proposers.suffix import SuffixProposer
 
 HEAD_K = 3  # the head's depth when no planner chooses it: its acceptance falls fast with depth
-
-
-def merge(first: DraftTree, second: DraftTree, greedy: bool) -> DraftTree:
-    """`first` with `second`'s nodes added after its own, each with its q and source, where they are new.
-
-    A node of `second` whose token a sibling in the merged tree already holds is that sibling, and
-    its children hang from it, when the two are interchangeable:
-    - under greedy decoding always: only one child can match the target's argmax
-      (verify_greedy follows the first match), so a repeat takes a place in the pass and can never
-      be followed. The head's continuation after a token retrieval also drafted becomes a second
-      branch under retrieval's node.
-    - under sampling only when both are point masses (q None: retrieval and suffix). Their tokens
-      follow from the committed text alone, and once the first is rejected the residual holds no
-      mass on its token, so the repeat was always rejected and its children never reached; merged,
-      they are tried after the first is accepted. A head node is a draw from its q: it keeps its own
-      place even where its token repeats a sibling's, so the recursive rule subtracts its q as drawn
-      (verify.py).
-    """
-    tokens, parents = list(first.tokens), list(first.parents)
-    qs = [first.q_of(i) for i in range(len(first))]
-    sources = [first.source_of(i) for i in range(len(first))]
-    mergeable = (lambda q: True) if greedy else (lambda q: q is None)
-    at: dict[tuple[int, int], int] = {(par, tok): i for i, (par, tok) in enumerate(zip(parents, tokens))
-                                      if mergeable(qs[i])}
-    where: list[int] = []  # second's node → its node in the merged tree
-    for i, tok in enumerate(second.tokens):
-        par = second.parents[i]
-        par = where[par] if par >= 0 else -1
-        q = second.q_of(i)
-        same = at.get((par, tok)) if mergeable(q) else None
-        if same is None:
-            same = len(tokens)
-            tokens.append(tok)
-            parents.append(par)
-            qs.append(q)
-            sources.append(second.source_of(i))
-            if mergeable(q):
-                at.setdefault((par, tok), same)
-        where.append(same)
-    return DraftTree(tokens, parents, qs if any(q is not None for q in qs) else None, sources,
-                     first.retrieval_hit, first.match or second.match)
 
 
 class HybridProposer(Proposer):
@@ -92,7 +51,10 @@ class HybridProposer(Proposer):
     # suffix: add suffix decoding's tree (suffix.py)
     # gate: skip sources that do not pay (gate.py). Off by default: measured on Spec-Bench questions it
     # still cost accepted tokens on a category (docs/BENCHMARKS.md, drafting priced by what it buys)
-    KNOBS = LogitSpecProposer.KNOBS + ("head_width", "head_beam", "head_path", "suffix", "gate")
+    # corpus: suffix decoding also drafts from the shipped answers of the bundled model (corpus.py). Off by
+    # default here: the head learnt from answers to the same prompts, and beside it the corpus did not raise
+    # τ on Spec-Bench (suffix alone gains: docs/BENCHMARKS.md, "The answer corpus")
+    KNOBS = LogitSpecProposer.KNOBS + ("head_width", "head_beam", "head_path", "suffix", "gate", "corpus")
 
     def __init__(self, retrieval: LogitSpecProposer, head: HeadProposer | None,
                  suffix: SuffixProposer | None = None, gate: bool = False):
@@ -106,7 +68,7 @@ class HybridProposer(Proposer):
 
     @classmethod
     def build(cls, target, draft=None, head_width: int | None = None, head_beam: int | None = None,
-              head_path: str | None = None, suffix: bool = True, gate: bool = False, **knobs):
+              head_path: str | None = None, suffix: bool = True, gate: bool = False, corpus: bool = False, **knobs):
         if draft is not None:
             raise ValueError("method 'hybrid' drafts with retrieval and the trained head; do not pass a draft model")
         cls.check_knobs(knobs)
@@ -118,7 +80,8 @@ class HybridProposer(Proposer):
             if head_path is not None:  # a head asked for by name: say why it cannot be used
                 raise
             head = None  # no trained head for this target: retrieval alone
-        return cls(retrieval, head, SuffixProposer.build(target) if suffix else None, gate=bool(gate))
+        found = SuffixProposer.build(target, corpus=bool(corpus)) if suffix else None
+        return cls(retrieval, head, found, gate=bool(gate))
 
     def start(self, ids: list[int]) -> None:
         self.retrieval.start(ids)

@@ -8,7 +8,10 @@ Texts searched:
   (the paper's global tree, narrowed for privacy): `EarlierRuns` keys them by the target model
   object and the prompt's ids, so a run never reads the text of another prompt, whoever sent it.
   A class on one example prompt is the case it serves: the first students' outputs draft the
-  later students' runs.
+  later students' runs;
+- for the bundled model, a corpus of its own answers to other prompts shipped with the project
+  (corpus.py): its tree is grown apart from the one above and joined to it (drafting/tree.py `merge`),
+  so a set phrase found there adds a branch and never outweighs what this run's own text offers.
 
 Drafts are point masses (q = None) and depend only on committed ids and on runs that finished
 before this run's first draft, never on this cycle's draws, so verification stays exact under
@@ -34,8 +37,9 @@ import threading
 import weakref
 from collections import OrderedDict
 
-from specviz.drafting.tree import DraftTree
+from specviz.drafting.tree import DraftTree, merge
 from specviz.proposers.base import ProposeContext, Proposer
+from specviz.proposers.corpus import SUFFIX_CORPUS, Corpus, for_target
 from specviz.proposers.method_spec import Knob, MethodSpec, SourceSpec
 from specviz.proposers.suffix_index import (
     SUFFIX_EARLIER,
@@ -57,7 +61,8 @@ MAX_RUNS = 4096  # run ids remembered per prompt, so a run recorded twice counts
 # its nodes' source kinds (suffix_index.py), each with the text the page says it was found in
 SOURCES = (SourceSpec(SUFFIX_PROMPT, "suffix", "green", found_in="the prompt"),
            SourceSpec(SUFFIX_OUTPUT, "suffix", "green", found_in="this run's output"),
-           SourceSpec(SUFFIX_EARLIER, "suffix", "green", found_in="an earlier run on this prompt"))
+           SourceSpec(SUFFIX_EARLIER, "suffix", "green", found_in="an earlier run on this prompt"),
+           SourceSpec(SUFFIX_CORPUS, "suffix", "green", found_in="the model's own answers to other prompts (shipped)"))
 
 
 class Entry:
@@ -159,25 +164,29 @@ def remember(model, state) -> None:
 class SuffixProposer(Proposer):
     """Knobs: `capacity` nodes offered, `spec_factor` nodes per matched token, `min_prob` the least
     share of occurrences a node keeps, `patterns` pattern lengths tried, `share` whether to draft
-    from and feed earlier runs on the same target and prompt."""
+    from and feed earlier runs on the same target and prompt, `corpus` whether to draft from the
+    shipped answer corpus where the target has one (corpus.py; each tree at most `capacity` nodes)."""
     spec = MethodSpec(
         "suffix", "Suffix decoding (prompt, output, earlier runs)",
-        "drafts a tree of what followed the context's suffix in the prompt, the output and earlier runs on this prompt",
+        "drafts a tree of what followed the context's suffix in the prompt, the output, earlier runs on this prompt "
+        "and, for the bundled model, its own answers to other prompts",
         default_k=16, learns="suffix", sources=SOURCES,
         knobs=(Knob("capacity", "Tree size cap (nodes)", "int", 1, 128),
                Knob("min_prob", "Least share of occurrences a node keeps", "float", 0.0, 1.0, 0.05,
                     info="A continuation that followed the matched suffix less often than this share is left out."),
                Knob("share", "Draft from earlier runs on this prompt (a class)", "bool",
-                    info="Runs on exactly this target and prompt, in this server; never another prompt's text.")))
-    KNOBS = ("capacity", "spec_factor", "min_prob", "patterns", "share")
+                    info="Runs on exactly this target and prompt, in this server; never another prompt's text."),
+               Knob("corpus", "Draft from the model's own answers to other prompts", "bool",
+                    info="A fixed corpus shipped for the bundled model (assets/corpus); other models have none.")))
+    KNOBS = ("capacity", "spec_factor", "min_prob", "patterns", "share", "corpus")
 
     def __init__(self, model=None, capacity: int = CAPACITY, spec_factor: float = SPEC_FACTOR,
                  min_prob: float = MIN_PROB, patterns: int = PATTERNS, share: bool = True,
-                 store: EarlierRuns = EARLIER):
+                 store: EarlierRuns = EARLIER, corpus: Corpus | None = None):
         if capacity < 1 or spec_factor <= 0 or not 0 <= min_prob <= 1 or patterns < 1:
             raise ValueError("suffix needs capacity ≥ 1, spec_factor > 0, 0 ≤ min_prob ≤ 1 and patterns ≥ 1; "
                              f"got {capacity}, {spec_factor}, {min_prob}, {patterns}")
-        self.model, self.store = model, store
+        self.model, self.store, self.corpus = model, store, corpus
         self.capacity, self.spec_factor, self.min_prob = int(capacity), float(spec_factor), float(min_prob)
         self.patterns = int(patterns)
         self.share = bool(share) and weakly_held(model) and not getattr(_LOCAL, "off", False)
@@ -186,11 +195,12 @@ class SuffixProposer(Proposer):
         self._texts: list[tuple[Text, int]] | None = None  # the pinned outputs as searchable texts, in this process
 
     @classmethod
-    def build(cls, target=None, draft=None, **knobs):
+    def build(cls, target=None, draft=None, corpus: bool = True, **knobs):
         if draft is not None:
             raise ValueError("method 'suffix' drafts from text seen before; do not pass a draft model")
         cls.check_knobs(knobs)
-        return cls(None if target is None else target.model, **knobs)
+        found = for_target(target) if corpus and target is not None else None
+        return cls(None if target is None else target.model, corpus=found, **knobs)
 
     def start(self, ids: list[int]) -> None:
         self.own = Text(origin=SUFFIX_OUTPUT)
@@ -229,14 +239,22 @@ class SuffixProposer(Proposer):
         found = occurrences(self.own, ctx.ids, 1, own)
         for text, weight in self.pin(ctx):
             found += occurrences(text, ctx.ids, weight, lambda after: SUFFIX_EARLIER)
-        if ctx.k < 1 or not found:
+        if ctx.k < 1:
             return DraftTree(retrieval_hit=False)
-        grown = best_tree(found, ctx.k, self.capacity, self.spec_factor, self.min_prob, self.patterns)
-        if grown is None:
+        grown = [self._grown(found, ctx.k)]
+        if self.corpus is not None:
+            grown.append(self._grown(self.corpus.occurrences(ctx.ids), ctx.k))
+        grown = [g for g in grown if g is not None]
+        if not grown:
             return DraftTree(retrieval_hit=False)
-        tree = grown.tree
-        tree.retrieval_hit, tree.match = True, match_of(grown, ctx.k)
+        tree = grown[0].tree
+        for other in grown[1:]:
+            tree = merge(tree, other.tree, greedy=False)  # point masses both: a repeat merges under either rule
+        tree.retrieval_hit, tree.match = True, match_of(grown[0], ctx.k)
         return tree
+
+    def _grown(self, found, k: int):
+        return best_tree(found, k, self.capacity, self.spec_factor, self.min_prob, self.patterns) if found else None
 
     def finish(self, run_id: str, ids: list[int], prompt_len: int) -> None:
         if self.share:

@@ -128,7 +128,7 @@ def _children(held: list[Occurrence], level: int) -> list[tuple[int, list[Occurr
     groups: dict[int, list[Occurrence]] = {}
     for occ in held:
         at = occ.after + level
-        if at < len(occ.text):
+        if at < len(occ.text) and occ.text.ids[at] >= 0:  # a corpus's separator (corpus.py) ends a continuation
             groups.setdefault(occ.text.ids[at], []).append(occ)
     out = []
     for tok, below in groups.items():
@@ -162,7 +162,10 @@ def match_of(grown: Grown, depth: int) -> Match:
                and o.text.ids[o.after] == first)
     m = grown.tree.sources[0].ngram
     start = occ.after - m
-    return Match(found_in=occ.origin, before=tuple(occ.text.ids[max(start - CONTEXT_SHOWN, 0): start]),
-                 matched=tuple(occ.text.ids[start: occ.after]),
-                 after=tuple(occ.text.ids[occ.after: occ.after + depth]),
+    before, after = occ.text.ids[max(start - CONTEXT_SHOWN, 0): start], occ.text.ids[occ.after: occ.after + depth]
+    # a corpus (corpus.py) holds many answers, a negative id between two: show this answer's tokens alone
+    before = before[max((i + 1 for i, t in enumerate(before) if t < 0), default=0):]
+    after = after[: next((i for i, t in enumerate(after) if t < 0), len(after))]
+    return Match(found_in=occ.origin, before=tuple(before), matched=tuple(occ.text.ids[start: occ.after]),
+                 after=tuple(after),
                  count=sum(o.weight for o in grown.members if o.m >= m))

@@ -7,6 +7,7 @@ import torch
 
 import specviz
 from specviz.decoding.engine import Decoder
+from specviz.drafting.tree import merge
 from specviz.loading.loader import tiny_random
 from specviz.proposers import hybrid
 from specviz.proposers.head import HeadProposer
@@ -58,10 +59,10 @@ def test_greedy_merge_drops_what_a_sibling_already_holds():
     q = torch.full((12,), 1 / 12)
     retrieval = DraftTree.chain([5, 6, 7], sources=[lookup] * 3)
     drafts = DraftTree([5, 8, 6, 9, 10], [-1, -1, 0, 0, 2], [q] * 5, [head] * 5)
-    merged = hybrid.merge(retrieval, drafts, greedy=True)
+    merged = merge(retrieval, drafts, greedy=True)
     assert merged.tokens == [5, 6, 7, 8, 9, 10] and merged.parents == [-1, 0, 1, -1, 0, 1]
     assert merged.q_of(0) is None and merged.q_of(3) is q and merged.source_of(5) == head
-    kept = hybrid.merge(retrieval, drafts, greedy=False)  # sampling: a head draw keeps its own place
+    kept = merge(retrieval, drafts, greedy=False)  # sampling: a head draw keeps its own place
     assert kept.tokens == retrieval.tokens + drafts.tokens
     assert kept.parents == [-1, 0, 1, -1, -1, 3, 3, 5]
 
@@ -76,7 +77,7 @@ def test_sampling_merges_point_masses_only():
     q = torch.full((12,), 1 / 12)
     first = DraftTree([5, 6, 8], [-1, 0, -1], [None, None, q], [lookup, lookup, head])
     second = DraftTree([5, 6, 7, 8, 9], [-1, 0, 1, -1, 3], None, [suffix] * 5)
-    merged = hybrid.merge(first, second, greedy=False)
+    merged = merge(first, second, greedy=False)
     assert merged.tokens == [5, 6, 8, 7, 8, 9]
     assert merged.parents == [-1, 0, -1, 1, -1, 4]  # 7 continues retrieval's 5 → 6; 8 stays apart from the head's 8
     assert [merged.q_of(i) is q for i in range(6)] == [False, False, True, False, False, False]
