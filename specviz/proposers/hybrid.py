@@ -54,7 +54,8 @@ class HybridProposer(Proposer):
     # corpus: suffix decoding also drafts from the shipped answers of the bundled model (corpus.py). Off by
     # default here: the head learnt from answers to the same prompts, and beside it the corpus did not raise
     # τ on Spec-Bench (suffix alone gains: docs/BENCHMARKS.md, "The answer corpus")
-    KNOBS = LogitSpecProposer.KNOBS + ("head_width", "head_beam", "head_path", "suffix", "gate", "corpus")
+    # with_head: draft with the trained head (with_head=0: retrieval and suffix decoding alone, to see what it adds)
+    KNOBS = LogitSpecProposer.KNOBS + ("head_width", "head_beam", "head_path", "suffix", "gate", "corpus", "with_head")
 
     def __init__(self, retrieval: LogitSpecProposer, head: HeadProposer | None,
                  suffix: SuffixProposer | None = None, gate: bool = False):
@@ -68,20 +69,25 @@ class HybridProposer(Proposer):
 
     @classmethod
     def build(cls, target, draft=None, head_width: int | None = None, head_beam: int | None = None,
-              head_path: str | None = None, suffix: bool = True, gate: bool = False, corpus: bool = False, **knobs):
+              head_path: str | None = None, suffix: bool = True, gate: bool = False, corpus: bool = False,
+              with_head: bool = True, **knobs):
         if draft is not None:
             raise ValueError("method 'hybrid' drafts with retrieval and the trained head; do not pass a draft model")
         cls.check_knobs(knobs)
         # the planner, not LogitSpec's own back-off, decides when drafting stops paying
         retrieval = LogitSpecProposer.build(target, None, **{"adaptive": False, **knobs})
-        try:
-            head = HeadProposer.build(target, path=head_path, width=head_width, beam=head_beam)
-        except (ModelLoadError, ValueError):
-            if head_path is not None:  # a head asked for by name: say why it cannot be used
-                raise
-            head = None  # no trained head for this target: retrieval alone
+        if head_path is not None and not with_head:
+            raise ValueError("method 'hybrid': with_head=0 drafts without a head, so head_path has nothing to name")
+        drafter = None
+        if with_head:
+            try:
+                drafter = HeadProposer.build(target, path=head_path, width=head_width, beam=head_beam)
+            except (ModelLoadError, ValueError):
+                if head_path is not None:  # a head asked for by name: say why it cannot be used
+                    raise
+                drafter = None  # no trained head for this target: retrieval alone
         found = SuffixProposer.build(target, corpus=bool(corpus)) if suffix else None
-        return cls(retrieval, head, found, gate=bool(gate))
+        return cls(retrieval, drafter, found, gate=bool(gate))
 
     def start(self, ids: list[int]) -> None:
         self.retrieval.start(ids)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import torch
 
+from specviz.loading.loader import ModelLoadError, load
 from specviz.proposers.corpus import DEFAULT_PATH, FORMAT, tokenizer_digest
 from specviz.training.head_data import read_prompts
 
@@ -33,8 +34,14 @@ def answers(target, prompts: list[str], max_new: int, batch: int, log=None) -> l
     """Greedy answers (token ids, padding and end of text left out), `batch` prompts a call."""
     log = log or (lambda line: print(line, flush=True))
     tok = target.tokenizer
+    if tok.pad_token is None and tok.eos_token is None:
+        raise ValueError("the tokenizer has neither a padding nor an end-of-text token to pad a batch of "
+                         "prompts with, so no corpus can be built for this target")
     side, tok.padding_side = tok.padding_side, "left"
-    pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    had_pad = tok.pad_token is not None
+    if not had_pad:  # batches pad with the end-of-text token, as generate's own default does
+        tok.pad_token = tok.eos_token
+    pad = tok.pad_token_id
     out, started = [], time.monotonic()
     try:
         for i in range(0, len(prompts), batch):
@@ -48,6 +55,8 @@ def answers(target, prompts: list[str], max_new: int, batch: int, log=None) -> l
                 f"{time.monotonic() - started:.0f} s")
     finally:
         tok.padding_side = side
+        if not had_pad:
+            tok.pad_token = None
     return out
 
 
@@ -61,8 +70,6 @@ def main(argv=None) -> int:
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--out", default=str(DEFAULT_PATH))
     args = ap.parse_args(argv)
-    import specviz
-
     files = [Path(p) for p in args.prompts.split(",") if p]
     missing = [str(p) for p in files if not p.is_file()]
     if missing:
@@ -72,9 +79,13 @@ def main(argv=None) -> int:
     if not prompts:
         print("the prompt files hold no prompts", file=sys.stderr)
         return 2
-    target = specviz.load(args.target)
     started = time.monotonic()
-    ids = answers(target, prompts, args.max_new_tokens, args.batch)
+    try:
+        target = load(args.target)
+        ids = answers(target, prompts, args.max_new_tokens, args.batch)
+    except (ModelLoadError, ValueError) as e:
+        print(f"no corpus built: {e}", file=sys.stderr)
+        return 2
     data = {"format": FORMAT, "target": args.target, "tokenizer": tokenizer_digest(target.tokenizer),
             "made": {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                      "machine": f"{platform.machine()}, torch {torch.__version__}, {torch.get_num_threads()} threads",

@@ -186,3 +186,26 @@ def test_head_path_picks_the_hybrids_head_and_a_bad_one_is_an_error(tmp_path):
     with pytest.raises(ModelLoadError, match="missing.safetensors"):
         specviz.generate(target, PROMPTS[2], method="hybrid", max_new_tokens=4, chat=False,
                          head_path=str(tmp_path / "missing.safetensors"))
+
+
+def test_head_off_drafts_without_the_head_and_contradictions_are_refused(tmp_path, monkeypatch):
+    """With a head for its target, the hybrid sends head nodes; with_head=0 builds it without the head (no
+    head node, still HF's greedy tokens); with_head=0 and a head_path is refused with a sentence naming both."""
+    from specviz.head.model import save_head
+
+    target = tiny_random(vocab_size=48, layers=2, seed=4)
+    path = tmp_path / "mine.safetensors"
+    save_head(new_head(target.model, torch.arange(40), seed=0, intermediate=32), path)
+    real = HeadProposer.build.__func__
+    monkeypatch.setattr(HeadProposer, "build", classmethod(
+        lambda cls, t, path_=None, **kw: real(cls, t, path=str(path), **{k: v for k, v in kw.items() if k != "path"})))
+    prompt = PROMPTS[2] * 3
+    sources = {}
+    for head in (1, 0):
+        run = specviz.generate(target, prompt, method="hybrid", max_new_tokens=20, chat=False, with_head=head)
+        assert run.token_ids == hf_greedy(target, prompt, 20)
+        sources[head] = {n.source for c in run.cycles for n in c.nodes}
+    assert "head" in sources[1] and "head" not in sources[0] and sources[0]
+    with pytest.raises(ValueError, match="with_head=0.*head_path"):
+        specviz.generate(target, PROMPTS[2], method="hybrid", max_new_tokens=4, chat=False, with_head=0,
+                         head_path=str(path))
