@@ -24,7 +24,7 @@ import threading
 import weakref
 from pathlib import Path
 
-from specviz.proposers.suffix_index import MAX_MATCH, Occurrence, Text, agreement
+from specviz.proposers.suffix_index import Occurrence, Text, agreement
 
 FORMAT = "specviz-answer-corpus/1"
 DEFAULT_PATH = Path(__file__).resolve().parents[2] / "assets" / "corpus" / "bundled-answers.json"
@@ -60,7 +60,7 @@ class Corpus:
 
     def occurrences(self, context: list[int]) -> list[Occurrence]:
         """Where the longest KEYS n-gram ending the context occurs, each with how far back it agrees
-        (at most MAX_MATCH), as suffix_index.occurrences gives them for the other texts."""
+        (at most suffix_index.MAX_MATCH), as suffix_index.occurrences gives them for the other texts."""
         for n in KEYS:
             if len(context) < n:
                 continue
@@ -127,5 +127,3 @@ def for_target(target, path: Path | str = DEFAULT_PATH) -> Corpus | None:
             _DIGESTS[id(tokenizer)] = (weakref.ref(tokenizer), digest)
     return corpus if digest == corpus.digest else None
 
-
-__all__ = ["Corpus", "FORMAT", "MAX_MATCH", "SUFFIX_CORPUS", "for_target", "read", "tokenizer_digest"]
